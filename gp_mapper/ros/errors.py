@@ -1,0 +1,19 @@
+"""Errors raised by the ROS layer (gp_mapper.ros)."""
+
+from __future__ import annotations
+
+
+class RosLayerError(Exception):
+    """Base class of every error raised by gp_mapper.ros."""
+
+
+class ConversionError(RosLayerError, ValueError):
+    """A ROS message or array cannot be converted (wrong shape, layout or field set)."""
+
+
+class MessageTypeError(RosLayerError, LookupError):
+    """A ROS type name (``pkg/msg/Name``) does not resolve to an installed message class."""
+
+
+class BagError(RosLayerError):
+    """A bag cannot be played or recorded; the message names the path and the fault."""

@@ -1,0 +1,315 @@
+"""Conversions between ROS messages and gp_mapper records, on in-memory messages."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("rclpy", reason="rclpy (ros-jazzy-rclpy wheels) is not importable")
+
+from builtin_interfaces.msg import Time
+from geometry_msgs.msg import PoseStamped, PoseWithCovarianceStamped
+from nav_msgs.msg import OccupancyGrid, Odometry
+from rclpy.serialization import deserialize_message, serialize_message
+from sensor_msgs.msg import MagneticField, PointCloud2, PointField
+from visualization_msgs.msg import Marker
+
+from gp_mapper.mapping.records import FieldReading, Pose
+from gp_mapper.ros import convert
+from gp_mapper.ros.errors import ConversionError
+
+pytestmark = pytest.mark.ros
+
+STAMP_NS = 1_700_000_123_456_789_012
+
+
+def _stamp(stamp_ns: int) -> Time:
+    return Time(sec=stamp_ns // 1_000_000_000, nanosec=stamp_ns % 1_000_000_000)
+
+
+# ---------------------------------------------------------------------------- stamps
+
+
+@pytest.mark.parametrize(
+    "stamp_ns", [0, 1, 999_999_999, 1_000_000_000, STAMP_NS, -1, -1_500_000_000]
+)
+def test_stamp_round_trip(stamp_ns: int) -> None:
+    stamp = convert.ns_to_stamp(stamp_ns)
+    assert 0 <= stamp.nanosec < 1_000_000_000
+    assert convert.stamp_to_ns(stamp) == stamp_ns
+
+
+def test_stamp_to_ns_splits_seconds_and_nanoseconds() -> None:
+    assert convert.stamp_to_ns(Time(sec=12, nanosec=34)) == 12_000_000_034
+
+
+# ---------------------------------------------------------------------------- inputs
+
+
+def test_field_reading_keeps_tesla_stamp_and_frame() -> None:
+    msg = MagneticField()
+    msg.header.stamp = _stamp(STAMP_NS)
+    msg.header.frame_id = "imu_link"
+    msg.magnetic_field.x, msg.magnetic_field.y, msg.magnetic_field.z = 2.1e-5, -3.3e-6, 4.4e-5
+    reading = convert.field_reading_from_msg(msg)
+    assert isinstance(reading, FieldReading)
+    assert reading.stamp_ns == STAMP_NS
+    assert reading.frame_id == "imu_link"
+    assert reading.field_t.dtype == np.float64
+    np.testing.assert_array_equal(reading.field_t, [2.1e-5, -3.3e-6, 4.4e-5])
+
+
+def test_field_reading_passes_nan_through_for_the_pipeline_to_count() -> None:
+    msg = MagneticField()
+    msg.magnetic_field.x = float("nan")
+    reading = convert.field_reading_from_msg(msg)
+    assert np.isnan(reading.field_t[0])
+    assert reading.field_t[1] == 0.0
+
+
+def _fill_pose(pose: object) -> None:
+    pose.position.x, pose.position.y, pose.position.z = 1.5, -2.5, 0.25
+    q = pose.orientation
+    q.x, q.y, q.z, q.w = 0.0, 0.0, np.sin(0.3), np.cos(0.3)
+
+
+def _assert_pose(pose: Pose) -> None:
+    assert isinstance(pose, Pose)
+    assert pose.stamp_ns == STAMP_NS
+    np.testing.assert_array_equal(pose.position_m, [1.5, -2.5, 0.25])
+    np.testing.assert_array_equal(pose.orientation_xyzw, [0.0, 0.0, np.sin(0.3), np.cos(0.3)])
+    assert pose.position_m.dtype == np.float64 and pose.orientation_xyzw.dtype == np.float64
+
+
+def test_pose_from_pose_stamped() -> None:
+    msg = PoseStamped()
+    msg.header.stamp = _stamp(STAMP_NS)
+    _fill_pose(msg.pose)
+    _assert_pose(convert.pose_from_pose_stamped(msg))
+
+
+def test_pose_from_pose_with_covariance() -> None:
+    msg = PoseWithCovarianceStamped()
+    msg.header.stamp = _stamp(STAMP_NS)
+    _fill_pose(msg.pose.pose)
+    msg.pose.covariance[0] = 9.0
+    _assert_pose(convert.pose_from_pose_with_covariance(msg))
+
+
+def test_pose_from_odometry() -> None:
+    msg = Odometry()
+    msg.header.stamp = _stamp(STAMP_NS)
+    msg.child_frame_id = "base_link"
+    _fill_pose(msg.pose.pose)
+    _assert_pose(convert.pose_from_odometry(msg))
+
+
+def test_pose_inputs_table_pairs_types_and_converters() -> None:
+    assert set(convert.POSE_INPUTS) == {
+        "pose_stamped",
+        "pose_with_covariance_stamped",
+        "odometry",
+    }
+    for entry in convert.POSE_INPUTS.values():
+        msg = entry.msg_type()
+        msg.header.stamp = _stamp(STAMP_NS)
+        assert entry.convert(msg).stamp_ns == STAMP_NS
+
+
+# ---------------------------------------------------------------------------- grids
+
+
+def test_occupancy_grid_fields_and_cell_order() -> None:
+    height, width = 3, 4
+    data = np.arange(height * width, dtype=np.int8).reshape(height, width)  # data[j, i]
+    data[2, 3] = -1
+    msg = convert.occupancy_grid(data, (-1.25, 2.5), 0.5, "map", STAMP_NS, z_m=0.3)
+    assert isinstance(msg, OccupancyGrid)
+    assert msg.header.frame_id == "map"
+    assert convert.stamp_to_ns(msg.header.stamp) == STAMP_NS
+    assert convert.stamp_to_ns(msg.info.map_load_time) == STAMP_NS
+    assert msg.info.width == width and msg.info.height == height
+    assert msg.info.resolution == pytest.approx(0.5)
+    origin = msg.info.origin
+    assert (origin.position.x, origin.position.y, origin.position.z) == (-1.25, 2.5, 0.3)
+    q = origin.orientation
+    assert (q.x, q.y, q.z, q.w) == (0.0, 0.0, 0.0, 1.0)
+    assert len(msg.data) == height * width
+    # cell (i, j) sits at index j * width + i: (1, 0) next in +x, (0, 1) at index width.
+    assert msg.data[0] == data[0, 0]
+    assert msg.data[1] == data[0, 1]
+    assert msg.data[width] == data[1, 0]
+    assert msg.data[2 * width + 3] == -1
+    np.testing.assert_array_equal(convert.occupancy_to_array(msg), data)
+
+
+def test_occupancy_grid_survives_serialization() -> None:
+    data = np.array([[1, 98, -1], [50, -1, 7]], dtype=np.int8)
+    msg = convert.occupancy_grid(data, (0.0, 0.0), 0.1, "map", STAMP_NS)
+    back = deserialize_message(serialize_message(msg), OccupancyGrid)
+    np.testing.assert_array_equal(convert.occupancy_to_array(back), data)
+
+
+@pytest.mark.parametrize(
+    ("data", "match"),
+    [
+        (np.zeros(4, dtype=np.int8), "must be \\[H, W\\]"),
+        (np.full((2, 2), -2), "-1..100"),
+        (np.full((2, 2), 101), "-1..100"),
+    ],
+)
+def test_occupancy_grid_rejects_bad_data(data: np.ndarray, match: str) -> None:
+    with pytest.raises(ConversionError, match=match):
+        convert.occupancy_grid(data, (0.0, 0.0), 0.1, "map", 0)
+
+
+def test_occupancy_grid_rejects_non_positive_resolution() -> None:
+    with pytest.raises(ConversionError, match="resolution"):
+        convert.occupancy_grid(np.zeros((2, 2)), (0.0, 0.0), 0.0, "map", 0)
+
+
+def test_unscale_occupancy_inverts_the_band_and_marks_unknown() -> None:
+    lo, hi = -20.0, 77.0
+    data = np.array([[1, 98], [-1, 50]], dtype=np.int8)
+    values = convert.unscale_occupancy(data, lo, hi)
+    assert values[0, 0] == pytest.approx(lo)
+    assert values[0, 1] == pytest.approx(hi)
+    assert np.isnan(values[1, 0])
+    assert values[1, 1] == pytest.approx(lo + 49 / 97 * (hi - lo))
+
+
+# ---------------------------------------------------------------------------- cloud
+
+
+def test_field_cloud_round_trip_is_exact_in_float32() -> None:
+    rng = np.random.default_rng(1058390)
+    height, width = 3, 5
+    x = -1.0 + 0.2 * (np.arange(width) + 0.5)
+    y = 4.0 + 0.2 * (np.arange(height) + 0.5)
+    mean = rng.normal(50.0, 5.0, (height, width))
+    variance = rng.uniform(0.1, 3.0, (height, width))
+    msg = convert.field_cloud(x, y, mean, variance, "map", STAMP_NS, z_m=0.7)
+
+    assert msg.header.frame_id == "map"
+    assert convert.stamp_to_ns(msg.header.stamp) == STAMP_NS
+    assert (msg.height, msg.width) == (height, width)
+    assert [f.name for f in msg.fields] == ["x", "y", "z", "mean", "variance"]
+    assert [f.offset for f in msg.fields] == [0, 4, 8, 12, 16]
+    assert all(f.datatype == PointField.FLOAT32 and f.count == 1 for f in msg.fields)
+    assert msg.point_step == 20 and msg.row_step == 20 * width
+    assert not msg.is_bigendian and msg.is_dense
+    assert len(msg.data) == height * width * 20
+
+    back = deserialize_message(serialize_message(msg), PointCloud2)
+    points = convert.cloud_to_array(back)
+    assert points.shape == (height, width)
+    np.testing.assert_array_equal(points["x"], np.broadcast_to(x, (height, width)).astype("f4"))
+    np.testing.assert_array_equal(
+        points["y"], np.broadcast_to(y[:, None], (height, width)).astype("f4")
+    )
+    np.testing.assert_array_equal(points["z"], np.float32(0.7))
+    np.testing.assert_array_equal(points["mean"], mean.astype(np.float32))
+    np.testing.assert_array_equal(points["variance"], variance.astype(np.float32))
+    # point j * W + i is cell (i, j), as in the grids
+    flat = points.ravel()
+    assert flat[width]["x"] == np.float32(x[0]) and flat[width]["y"] == np.float32(y[1])
+
+
+def test_field_cloud_accepts_full_coordinate_grids_and_flags_non_finite() -> None:
+    xx, yy = np.meshgrid([0.5, 1.5], [0.5, 1.5, 2.5])
+    mean = np.ones((3, 2))
+    mean[1, 1] = np.nan
+    msg = convert.field_cloud(xx, yy, mean, np.ones((3, 2)), "map", 0)
+    assert not msg.is_dense
+    points = convert.cloud_to_array(msg)
+    np.testing.assert_array_equal(points["x"], xx.astype("f4"))
+    assert np.isnan(points["mean"][1, 1])
+
+
+def test_field_cloud_rejects_mismatched_shapes() -> None:
+    with pytest.raises(ConversionError, match="mean and variance"):
+        convert.field_cloud(np.zeros(2), np.zeros(3), np.zeros((3, 2)), np.zeros((2, 3)), "map", 0)
+    with pytest.raises(ConversionError, match="cell centres"):
+        convert.field_cloud(np.zeros(3), np.zeros(3), np.zeros((3, 2)), np.zeros((3, 2)), "map", 0)
+
+
+def test_cloud_to_array_honours_padding_and_rejects_truncation() -> None:
+    msg = PointCloud2(height=1, width=2, point_step=8, row_step=20, is_bigendian=False)
+    msg.fields = [PointField(name="v", offset=4, datatype=PointField.FLOAT32, count=1)]
+    row = np.zeros(20, dtype=np.uint8)
+    row[4:8] = np.frombuffer(np.float32(1.5).tobytes(), np.uint8)
+    row[12:16] = np.frombuffer(np.float32(-2.0).tobytes(), np.uint8)
+    msg.data = row.tobytes()
+    np.testing.assert_array_equal(convert.cloud_to_array(msg)["v"], [[1.5, -2.0]])
+    msg.data = row[:10].tobytes()
+    with pytest.raises(ConversionError, match="bytes"):
+        convert.cloud_to_array(msg)
+
+
+# ---------------------------------------------------------------------------- markers
+
+
+def test_inducing_markers_2d_use_grid_height() -> None:
+    pts = np.array([[0.0, 1.0], [2.0, -3.0], [4.5, 5.5]])
+    array = convert.inducing_markers(pts, "map", STAMP_NS, diameter_m=0.2, z_m=0.4)
+    assert len(array.markers) == 1
+    m = array.markers[0]
+    assert m.header.frame_id == "map"
+    assert convert.stamp_to_ns(m.header.stamp) == STAMP_NS
+    assert m.ns == convert.INDUCING_MARKER_NS and m.id == convert.INDUCING_MARKER_ID
+    assert m.type == Marker.SPHERE_LIST and m.action == Marker.ADD
+    assert (m.scale.x, m.scale.y, m.scale.z) == pytest.approx((0.2, 0.2, 0.2))
+    assert m.pose.orientation.w == 1.0
+    assert m.color.a == 1.0
+    assert m.lifetime.sec == 0 and m.lifetime.nanosec == 0
+    got = np.array([[p.x, p.y, p.z] for p in m.points])
+    np.testing.assert_array_equal(got, np.column_stack([pts, np.full(3, 0.4)]))
+
+
+def test_inducing_markers_3d_keep_their_height_and_stable_identity() -> None:
+    pts = np.array([[0.0, 1.0, 2.0]])
+    first = convert.inducing_markers(pts, "map", 1, diameter_m=0.1).markers[0]
+    second = convert.inducing_markers(np.zeros((0, 3)), "map", 2, diameter_m=0.1).markers[0]
+    assert (first.points[0].x, first.points[0].y, first.points[0].z) == (0.0, 1.0, 2.0)
+    assert (first.ns, first.id) == (second.ns, second.id)
+    assert len(second.points) == 0
+
+
+def test_inducing_markers_reject_bad_shapes() -> None:
+    with pytest.raises(ConversionError, match="\\[M, 2\\] or \\[M, 3\\]"):
+        convert.inducing_markers(np.zeros((3, 4)), "map", 0, diameter_m=0.1)
+
+
+def test_delete_all_markers() -> None:
+    array = convert.delete_all_markers("map", STAMP_NS)
+    assert len(array.markers) == 1
+    m = array.markers[0]
+    assert m.action == Marker.DELETEALL
+    assert m.header.frame_id == "map"
+    assert m.ns == convert.INDUCING_MARKER_NS
+
+
+# ---------------------------------------------------------------------------- diagnostics
+
+
+def test_diagnostic_array_values_parse_back_exactly() -> None:
+    values = {"inducing_points": 17, "mean_lo_ut": 0.1 + 0.2, "device": "cpu", "ok": True}
+    msg = convert.diagnostic_array(
+        STAMP_NS, "gp_mapper: engine", "cpu", convert.DIAGNOSTIC_WARN, "drops", values
+    )
+    assert convert.stamp_to_ns(msg.header.stamp) == STAMP_NS
+    assert len(msg.status) == 1
+    status = msg.status[0]
+    assert status.level == convert.DIAGNOSTIC_WARN
+    assert status.name == "gp_mapper: engine"
+    assert status.hardware_id == "cpu"
+    assert status.message == "drops"
+    got = convert.diagnostic_values(msg, "gp_mapper: engine")
+    assert got == {
+        "inducing_points": "17",
+        "mean_lo_ut": repr(0.1 + 0.2),
+        "device": "cpu",
+        "ok": "True",
+    }
+    assert float(got["mean_lo_ut"]) == 0.1 + 0.2
+    assert convert.diagnostic_values(msg, "other") is None
