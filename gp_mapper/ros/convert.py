@@ -6,7 +6,8 @@ new message or record, so each is tested on in-memory messages.
 Conventions (``nav_msgs/msg/OccupancyGrid``): ``data`` is row-major starting at cell (0, 0);
 cell (1, 0) is next in +x and cell (0, 1) is at index ``width``. An array ``a[H, W]`` with
 ``a[j, i]`` the cell at column ``i`` (x) and row ``j`` (y) therefore maps to ``a.ravel()``
-(C order). ``info.origin`` is the pose of the outer corner of cell (0, 0).
+(C order). ``info.origin`` is the pose of the outer corner of cell (0, 0). The scaling of a
+continuous layer into occupancy-style values is gp_mapper.mapping.occupancy's.
 """
 
 from __future__ import annotations
@@ -24,17 +25,14 @@ from sensor_msgs.msg import MagneticField, PointCloud2, PointField
 from std_msgs.msg import ColorRGBA, Header
 from visualization_msgs.msg import Marker, MarkerArray
 
+from gp_mapper.mapping.occupancy import OCCUPANCY_UNKNOWN
 from gp_mapper.mapping.records import FieldReading, Pose
 from gp_mapper.ros.errors import ConversionError
 
 NS_PER_S = 1_000_000_000  # builtin_interfaces/Time: sec + nanosec, nanosec < 1e9
 
-# The occupancy-style band of a continuous layer. RViz2's "costmap" palette
-# (rviz_default_plugins map/palette_builder.cpp) draws 1..98 as a blue-to-red gradient and
-# keeps 0, 99 and 100 for special colours, so values are scaled into 1..98 and unknown is -1.
-OCCUPANCY_MIN = 1
-OCCUPANCY_MAX = 98
-OCCUPANCY_UNKNOWN = -1
+# nav_msgs/OccupancyGrid: occupancy probabilities run 0..100, -1 is unknown.
+OCCUPANCY_LIMIT = 100
 
 # PointCloud2 layout of ~/field: five little-endian float32 per point, in this order.
 FIELD_CLOUD_FIELDS: tuple[str, ...] = ("x", "y", "z", "mean", "variance")
@@ -142,9 +140,7 @@ class PoseInput(NamedTuple):
 # Values of the node parameter ``pose_type``.
 POSE_INPUTS: Mapping[str, PoseInput] = {
     "pose_stamped": PoseInput(PoseStamped, pose_from_pose_stamped),
-    "pose_with_covariance_stamped": PoseInput(
-        PoseWithCovarianceStamped, pose_from_pose_with_covariance
-    ),
+    "pose_with_covariance": PoseInput(PoseWithCovarianceStamped, pose_from_pose_with_covariance),
     "odometry": PoseInput(Odometry, pose_from_odometry),
 }
 
@@ -181,7 +177,7 @@ def occupancy_grid(
     arr = np.asarray(data)
     if arr.ndim != 2:
         raise ConversionError(f"occupancy data must be [H, W]; got shape {arr.shape}")
-    if arr.size and (arr.min() < OCCUPANCY_UNKNOWN or arr.max() > 100):
+    if arr.size and (arr.min() < OCCUPANCY_UNKNOWN or arr.max() > OCCUPANCY_LIMIT):
         raise ConversionError(f"occupancy data must lie in -1..100; got {arr.min()}..{arr.max()}")
     if not resolution_m > 0.0:
         raise ConversionError(f"resolution must be > 0 m; got {resolution_m}")
@@ -206,27 +202,6 @@ def occupancy_to_array(msg: OccupancyGrid) -> np.ndarray:
     """``nav_msgs/OccupancyGrid`` -> int8 [H, W] with ``a[j, i]`` = cell (i, j)."""
     data = np.array(msg.data, dtype=np.int8)
     return data.reshape(int(msg.info.height), int(msg.info.width))
-
-
-def unscale_occupancy(data: np.ndarray, lo: float, hi: float) -> np.ndarray:
-    """Invert the occupancy-style scaling: 1..98 -> lo..hi, -1 -> NaN.
-
-    A value v in 1..98 stands for ``lo + (v - 1) / 97 * (hi - lo)``, within half a step
-    ``(hi - lo) / 194`` of the value it was scaled from.
-
-    Args:
-        data: int8 [H, W] occupancy-style values.
-        lo: the value that maps to 1 (published in /diagnostics).
-        hi: the value that maps to 98.
-
-    Returns:
-        float64 [H, W], NaN where the cell is unknown.
-    """
-    arr = np.asarray(data, dtype=np.float64)
-    span = OCCUPANCY_MAX - OCCUPANCY_MIN
-    out = lo + (arr - OCCUPANCY_MIN) / span * (hi - lo)
-    out[np.asarray(data) == OCCUPANCY_UNKNOWN] = np.nan
-    return out
 
 
 # --------------------------------------------------------------------------------------

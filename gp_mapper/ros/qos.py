@@ -9,12 +9,22 @@ executor turn while a service call runs.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rclpy.qos import (
     DurabilityPolicy,
     HistoryPolicy,
     QoSProfile,
     ReliabilityPolicy,
     qos_profile_sensor_data,
+)
+from rosbags.interfaces import (
+    Qos,
+    QosDurability,
+    QosHistory,
+    QosLiveliness,
+    QosReliability,
+    QosTime,
 )
 
 # Messages kept per sensor subscription: one second of a 100 Hz magnetometer (the spec's
@@ -59,3 +69,81 @@ def sensor_qos(depth: int = SENSOR_QUEUE_DEPTH) -> QoSProfile:
 
 SENSOR_QOS = sensor_qos()
 """Sensor inputs (``mag``, ``pose``) at the default depth."""
+
+
+# --------------------------------------------------------------------------------------
+# rosbag2 metadata <-> rclpy profiles (for the bag player and recorder)
+
+# rosbags stores "infinite" deadline/lifespan/lease as this sentinel (rosbag2's
+# RMW_DURATION_INFINITE in metadata.yaml: sec 9223372036, nsec 854775807).
+_INFINITE_SEC = 9_223_372_036
+_INFINITE_NSEC = 854_775_807
+
+
+def qos_to_bag(profile: QoSProfile) -> Qos:
+    """An rclpy profile -> the rosbags record of it stored in the bag metadata."""
+    infinite = QosTime(_INFINITE_SEC, _INFINITE_NSEC)
+    return Qos(
+        history=QosHistory(int(profile.history)),
+        depth=int(profile.depth),
+        reliability=QosReliability(int(profile.reliability)),
+        durability=QosDurability(int(profile.durability)),
+        deadline=infinite,
+        lifespan=infinite,
+        liveliness=QosLiveliness(int(profile.liveliness)),
+        liveliness_lease_duration=infinite,
+        avoid_ros_namespace_conventions=bool(profile.avoid_ros_namespace_conventions),
+    )
+
+
+def playback_qos(offered: Sequence[Qos], depth: int) -> QoSProfile:
+    """The profile to republish a bag topic with.
+
+    Reliable always (a reliable publisher matches reliable and best-effort subscribers);
+    transient local if every recorded publisher offered it (map topics, so a late RViz
+    still gets them), volatile otherwise.
+
+    Args:
+        offered: the QoS profiles recorded for the topic (may be empty).
+        depth: history depth for volatile topics; transient-local topics keep their
+            recorded depth (at least 1).
+    """
+    latched = bool(offered) and all(q.durability == QosDurability.TRANSIENT_LOCAL for q in offered)
+    if latched:
+        return QoSProfile(
+            history=HistoryPolicy.KEEP_LAST,
+            depth=max(1, max(int(q.depth) for q in offered)),
+            reliability=ReliabilityPolicy.RELIABLE,
+            durability=DurabilityPolicy.TRANSIENT_LOCAL,
+        )
+    return QoSProfile(
+        history=HistoryPolicy.KEEP_LAST,
+        depth=depth,
+        reliability=ReliabilityPolicy.RELIABLE,
+        durability=DurabilityPolicy.VOLATILE,
+    )
+
+
+def recording_qos(offered: Sequence[QoSProfile], depth: int) -> QoSProfile:
+    """The subscription profile that matches every publisher of a topic (as rosbag2 adapts).
+
+    Reliable only if every publisher is reliable (a reliable subscription does not match
+    a best-effort publisher); transient local only if every publisher is (a transient-local
+    subscription does not match a volatile publisher), so latched maps published before
+    the recorder started are still received.
+
+    Args:
+        offered: the profiles of the topic's current publishers (may be empty: then
+            best effort + volatile, which matches any publisher).
+        depth: history depth of the subscription.
+    """
+    reliable = bool(offered) and all(p.reliability == ReliabilityPolicy.RELIABLE for p in offered)
+    latched = bool(offered) and all(
+        p.durability == DurabilityPolicy.TRANSIENT_LOCAL for p in offered
+    )
+    return QoSProfile(
+        history=HistoryPolicy.KEEP_LAST,
+        depth=depth,
+        reliability=ReliabilityPolicy.RELIABLE if reliable else ReliabilityPolicy.BEST_EFFORT,
+        durability=DurabilityPolicy.TRANSIENT_LOCAL if latched else DurabilityPolicy.VOLATILE,
+    )

@@ -14,6 +14,7 @@ from rclpy.serialization import deserialize_message, serialize_message
 from sensor_msgs.msg import MagneticField, PointCloud2, PointField
 from visualization_msgs.msg import Marker
 
+from gp_mapper.mapping.occupancy import occupancy_to_values, scale_to_occupancy
 from gp_mapper.mapping.records import FieldReading, Pose
 from gp_mapper.ros import convert
 from gp_mapper.ros.errors import ConversionError
@@ -107,7 +108,7 @@ def test_pose_from_odometry() -> None:
 def test_pose_inputs_table_pairs_types_and_converters() -> None:
     assert set(convert.POSE_INPUTS) == {
         "pose_stamped",
-        "pose_with_covariance_stamped",
+        "pose_with_covariance",
         "odometry",
     }
     for entry in convert.POSE_INPUTS.values():
@@ -168,14 +169,21 @@ def test_occupancy_grid_rejects_non_positive_resolution() -> None:
         convert.occupancy_grid(np.zeros((2, 2)), (0.0, 0.0), 0.0, "map", 0)
 
 
-def test_unscale_occupancy_inverts_the_band_and_marks_unknown() -> None:
-    lo, hi = -20.0, 77.0
-    data = np.array([[1, 98], [-1, 50]], dtype=np.int8)
-    values = convert.unscale_occupancy(data, lo, hi)
-    assert values[0, 0] == pytest.approx(lo)
-    assert values[0, 1] == pytest.approx(hi)
-    assert np.isnan(values[1, 0])
-    assert values[1, 1] == pytest.approx(lo + 49 / 97 * (hi - lo))
+def test_scale_is_recoverable_through_the_message() -> None:
+    rng = np.random.default_rng(7)
+    values = rng.normal(48.0, 6.0, (6, 9))
+    unknown = np.zeros(values.shape, dtype=bool)
+    unknown[0, :3] = True
+    data, lo, hi = scale_to_occupancy(values, unknown)
+    msg = convert.occupancy_grid(data, (0.0, 0.0), 0.1, "map", 0)
+    back = deserialize_message(serialize_message(msg), OccupancyGrid)
+    grid = convert.occupancy_to_array(back)
+    assert grid.min() == -1 and set(np.unique(grid[~unknown])) <= set(range(1, 99))
+    assert grid[~unknown].min() == 1 and grid[~unknown].max() == 98
+    np.testing.assert_array_equal(grid == -1, unknown)
+    recovered = occupancy_to_values(grid, lo, hi)
+    assert np.all(np.isnan(recovered[unknown]))
+    np.testing.assert_allclose(recovered[~unknown], values[~unknown], atol=(hi - lo) / 194 + 1e-12)
 
 
 # ---------------------------------------------------------------------------- cloud

@@ -1,0 +1,98 @@
+"""A MapSnapshot -> the messages the node publishes (pure: no node, no clock).
+
+``~/mean`` and ``~/variance`` are occupancy-style grids (known cells scaled into 1..98,
+unknown cells -1; the scale goes to /diagnostics so values can be recovered), ``~/field``
+holds the exact float values, ``~/inducing_points`` the inducing inputs.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+from nav_msgs.msg import OccupancyGrid
+from sensor_msgs.msg import PointCloud2
+from visualization_msgs.msg import MarkerArray
+
+from gp_mapper.mapping.occupancy import scale_to_occupancy
+from gp_mapper.mapping.snapshot import MapSnapshot
+from gp_mapper.ros.convert import (
+    delete_all_markers,
+    field_cloud,
+    inducing_markers,
+    occupancy_grid,
+)
+
+# Inducing-point spheres are 1.5 cells across: visible over the grid without covering
+# the neighbouring cells.
+MARKER_DIAMETER_CELLS = 1.5
+
+# Keys of the occupancy scale in /diagnostics: a grid value v in 1..98 stands for
+# lo + (v - 1) / 97 * (hi - lo).
+SCALE_KEYS = ("mean_scale_lo", "mean_scale_hi", "variance_scale_lo", "variance_scale_hi")
+
+
+class MapProducts(NamedTuple):
+    """Every map message of one snapshot, and the occupancy scale of the two grids.
+
+    Attributes:
+        mean: occupancy-style posterior mean.
+        variance: occupancy-style posterior variance.
+        field: exact mean and variance at the cell centres.
+        markers: the inducing points (or a DELETEALL after a reset).
+        scale: SCALE_KEYS -> value [µT for the mean, µT² for the variance]; NaN when
+            no cell is known.
+    """
+
+    mean: OccupancyGrid
+    variance: OccupancyGrid
+    field: PointCloud2
+    markers: MarkerArray
+    scale: dict[str, float]
+
+
+def snapshot_products(
+    snapshot: MapSnapshot,
+    *,
+    frame_id: str,
+    unknown_variance_ratio: float,
+    z_m: float = 0.0,
+) -> MapProducts:
+    """The published messages of one snapshot, stamped with its newest sample's stamp.
+
+    Args:
+        snapshot: the map.
+        frame_id: the map frame.
+        unknown_variance_ratio: a cell is unknown (-1 in both grids) where its variance
+            exceeds this times the prior variance.
+        z_m: height of the grid plane and of 2-D inducing points [m].
+    """
+    grid = snapshot.grid
+    stamp = snapshot.stamp_ns
+    unknown = snapshot.unknown(unknown_variance_ratio)
+    mean_data, mean_lo, mean_hi = scale_to_occupancy(snapshot.mean, unknown)
+    var_data, var_lo, var_hi = scale_to_occupancy(snapshot.variance, unknown)
+    res = grid.resolution_m
+    x, y = grid.cell_centres()
+    return MapProducts(
+        mean=occupancy_grid(mean_data, grid.origin_m, res, frame_id, stamp, z_m),
+        variance=occupancy_grid(var_data, grid.origin_m, res, frame_id, stamp, z_m),
+        field=field_cloud(x, y, snapshot.mean, snapshot.variance, frame_id, stamp, z_m),
+        markers=inducing_markers(
+            snapshot.inducing_m, frame_id, stamp, MARKER_DIAMETER_CELLS * res, z_m
+        ),
+        scale=dict(zip(SCALE_KEYS, (mean_lo, mean_hi, var_lo, var_hi), strict=True)),
+    )
+
+
+def empty_products(frame_id: str, stamp_ns: int, resolution_m: float) -> MapProducts:
+    """What "no map" looks like on the latched topics: 0 x 0 grids, an empty cloud and a
+    DELETEALL marker, so a late subscriber never sees a map that was reset."""
+    empty = np.zeros((0, 0))
+    return MapProducts(
+        mean=occupancy_grid(empty, (0.0, 0.0), resolution_m, frame_id, stamp_ns),
+        variance=occupancy_grid(empty, (0.0, 0.0), resolution_m, frame_id, stamp_ns),
+        field=field_cloud(np.zeros(0), np.zeros(0), empty, empty, frame_id, stamp_ns),
+        markers=delete_all_markers(frame_id, stamp_ns),
+        scale=dict.fromkeys(SCALE_KEYS, float("nan")),
+    )

@@ -1,0 +1,356 @@
+"""Record the mapper's topics into a rosbag2 MCAP bag: ``gp-mapper record OUT_BAG``.
+
+``ros2 bag record`` (rosbag2_py) is not installable here; this is its small core. Each
+topic is subscribed with ``raw=True`` (the callback gets the CDR bytes) and written with
+rosbags, whose MCAP output (profile ``ros2``, ``ros2msg`` schemas, ``cdr`` channels) opens
+in Foxglove and in ``ros2 bag``. Stops on Ctrl-C, SIGTERM or after ``--duration``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import rclpy
+from rclpy.context import Context
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.node import Node, NodeNameNonExistentError
+from rclpy.parameter import Parameter
+from rclpy.qos import QoSProfile
+from rosbags.rosbag2 import StoragePlugin, Writer, WriterError
+from rosbags.typesys import Stores, get_typestore
+
+from gp_mapper.ros.errors import BagError, MessageTypeError
+from gp_mapper.ros.msg_types import message_class
+from gp_mapper.ros.qos import DIAGNOSTICS_QOS, MAP_QOS, qos_to_bag, recording_qos
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_NODE = "/gp_mapper"
+# The mapper's outputs (relative to its node name) and /diagnostics, with the type and
+# the QoS the node publishes them with, so they are subscribed before the node appears
+# and the latched maps are received even when the recorder starts later.
+NODE_OUTPUTS: Mapping[str, tuple[str, QoSProfile]] = {
+    "mean": ("nav_msgs/msg/OccupancyGrid", MAP_QOS),
+    "variance": ("nav_msgs/msg/OccupancyGrid", MAP_QOS),
+    "field": ("sensor_msgs/msg/PointCloud2", MAP_QOS),
+    "inducing_points": ("visualization_msgs/msg/MarkerArray", MAP_QOS),
+}
+DIAGNOSTICS_TOPIC = ("/diagnostics", "diagnostic_msgs/msg/DiagnosticArray", DIAGNOSTICS_QOS)
+# Graph topics every node has; never worth recording as a node's "inputs".
+_INFRASTRUCTURE_TOPICS = frozenset({"/parameter_events", "/rosout", "/clock"})
+# History depth of discovered (volatile) topics: a 100 Hz sensor for 10 s of executor lag.
+RECORD_QUEUE_DEPTH = 1000
+# Seconds to look for the node's inputs / requested topics before giving up on them.
+DEFAULT_DISCOVERY_S = 5.0
+# How often the recorder re-checks the graph for topics it still waits for [s].
+_DISCOVERY_PERIOD_S = 0.5
+# Executor turn length: bounds how late a stop request is noticed [s].
+_SPIN_SLICE_S = 0.05
+# After a stop, messages already delivered to the subscriptions are still written for
+# this long [s], so a stop right after a publish does not lose it.
+_DRAIN_S = 0.25
+STORAGES: Mapping[str, StoragePlugin] = {
+    "mcap": StoragePlugin.MCAP,
+    "sqlite3": StoragePlugin.SQLITE3,
+}
+NODE_NAME = "gp_mapper_recorder"
+
+
+@dataclass
+class RecordResult:
+    """What a recording wrote.
+
+    Attributes:
+        path: the bag directory.
+        counts: messages written per topic.
+        missing: requested topics that never appeared on the graph.
+    """
+
+    path: Path
+    counts: dict[str, int] = field(default_factory=dict)
+    missing: list[str] = field(default_factory=list)
+
+
+def add_record_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the arguments of ``gp-mapper record`` to ``parser``."""
+    parser.add_argument("out_bag", type=Path, help="bag directory to create (must not exist)")
+    parser.add_argument(
+        "--node",
+        default=DEFAULT_NODE,
+        help="fully qualified name of the mapper node whose outputs are recorded; "
+        "default %(default)s",
+    )
+    parser.add_argument(
+        "--inputs",
+        action="store_true",
+        help="also record the node's input topics (found from its subscriptions)",
+    )
+    parser.add_argument(
+        "--topics",
+        nargs="+",
+        metavar="TOPIC",
+        default=[],
+        help="extra topics to record; their types are taken from the graph",
+    )
+    parser.add_argument(
+        "--duration",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="stop after this long (default: until Ctrl-C)",
+    )
+    parser.add_argument(
+        "--storage",
+        choices=sorted(STORAGES),
+        default="mcap",
+        help="storage format; default %(default)s (opens in Foxglove)",
+    )
+    parser.add_argument(
+        "--discovery-timeout",
+        type=float,
+        default=DEFAULT_DISCOVERY_S,
+        metavar="SECONDS",
+        help="how long to look for --inputs/--topics on the graph; default %(default)s",
+    )
+    parser.add_argument(
+        "--use-sim-time",
+        action="store_true",
+        help="stamp messages with /clock time instead of the system clock",
+    )
+
+
+def run_record(args: argparse.Namespace) -> int:
+    """Entry point of ``gp-mapper record``: 0 once the bag is closed.
+
+    Returns 1 if the bag cannot be created.
+    """
+    if args.duration is not None and not args.duration > 0.0:
+        logger.error("--duration must be > 0; got %s", args.duration)
+        return 1
+    stop = threading.Event()
+    restore = _install_stop_signals(stop)
+    try:
+        result = record_bag(
+            args.out_bag,
+            node_name=args.node,
+            inputs=args.inputs,
+            topics=args.topics,
+            duration_s=args.duration,
+            storage=args.storage,
+            discovery_s=args.discovery_timeout,
+            use_sim_time=args.use_sim_time,
+            stop=stop,
+        )
+    except BagError as err:
+        logger.error("%s", err)
+        return 1
+    finally:
+        restore()
+    logger.info(
+        "wrote %d messages on %d topics to %s",
+        sum(result.counts.values()),
+        sum(1 for n in result.counts.values() if n),
+        result.path,
+    )
+    return 0
+
+
+def _install_stop_signals(stop: threading.Event) -> Callable[[], None]:
+    """SIGINT/SIGTERM set ``stop`` (so the bag is closed properly); returns the undo."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+    def handler(signum: int, _frame: object) -> None:
+        logger.info("%s: closing the bag", signal.Signals(signum).name)
+        stop.set()
+
+    for sig in previous:
+        signal.signal(sig, handler)
+
+    def restore() -> None:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+    return restore
+
+
+def _split_node_name(node_name: str) -> tuple[str, str]:
+    """``/ns/name`` -> (``name``, ``/ns``); ``name`` -> (``name``, ``/``)."""
+    full = node_name if node_name.startswith("/") else f"/{node_name}"
+    namespace, _, name = full.rpartition("/")
+    return name, namespace or "/"
+
+
+class _Recording:
+    """Subscriptions writing raw CDR into one rosbags Writer (executor thread only)."""
+
+    def __init__(self, node: Node, writer: Writer) -> None:
+        self._node = node
+        self._writer = writer
+        self._typestore = get_typestore(Stores.ROS2_JAZZY)
+        self.counts: dict[str, int] = {}
+
+    def add(self, topic: str, type_name: str, qos: QoSProfile) -> bool:
+        """Subscribe to ``topic`` and add its connection; False if the type is unusable."""
+        if topic in self.counts:
+            return True
+        try:
+            cls = message_class(type_name)
+        except MessageTypeError as err:
+            logger.warning("not recording %s: %s", topic, err)
+            return False
+        if type_name not in self._typestore.types:
+            logger.warning("not recording %s: no message definition for %s", topic, type_name)
+            return False
+        connection = self._writer.add_connection(
+            topic, type_name, typestore=self._typestore, offered_qos_profiles=[qos_to_bag(qos)]
+        )
+        self.counts[topic] = 0
+
+        def on_message(raw: bytes) -> None:
+            self._writer.write(connection, self._node.get_clock().now().nanoseconds, raw)
+            self.counts[topic] += 1
+
+        self._node.create_subscription(cls, topic, on_message, qos, raw=True)
+        logger.info("recording %s [%s]", topic, type_name)
+        return True
+
+
+def _discover(node: Node, pending: dict[str, None], recording: _Recording) -> None:
+    """Subscribe to every pending topic that now has a publisher on the graph."""
+    if not pending:
+        return
+    graph = dict(node.get_topic_names_and_types())
+    for topic in list(pending):
+        types = graph.get(topic)
+        if not types:
+            continue
+        if len(types) > 1:
+            logger.warning("%s has several types %s; recording %s", topic, types, types[0])
+        offered = [info.qos_profile for info in node.get_publishers_info_by_topic(topic)]
+        if not offered:
+            continue
+        recording.add(topic, types[0], recording_qos(offered, RECORD_QUEUE_DEPTH))
+        del pending[topic]
+
+
+def _node_inputs(node: Node, node_name: str) -> list[str]:
+    name, namespace = _split_node_name(node_name)
+    try:
+        subs = node.get_subscriber_names_and_types_by_node(name, namespace)
+    except NodeNameNonExistentError:
+        return []
+    return [topic for topic, _ in subs if topic not in _INFRASTRUCTURE_TOPICS]
+
+
+def record_bag(
+    out: Path,
+    *,
+    node_name: str = DEFAULT_NODE,
+    inputs: bool = False,
+    topics: Sequence[str] = (),
+    duration_s: float | None = None,
+    storage: str = "mcap",
+    discovery_s: float = DEFAULT_DISCOVERY_S,
+    use_sim_time: bool = False,
+    stop: threading.Event | None = None,
+) -> RecordResult:
+    """Record the mapper's outputs (and optionally its inputs and extra topics) to a bag.
+
+    Runs its own rclpy context, so it can run beside other nodes of the same process.
+
+    Args:
+        out: bag directory to create; must not exist.
+        node_name: fully qualified name of the mapper node (outputs are ``<node>/mean``...).
+        inputs: also record the node's subscribed topics, found on the graph.
+        topics: extra topics; types and QoS come from their publishers on the graph.
+        duration_s: stop after this many seconds (None: until ``stop`` is set).
+        storage: ``"mcap"`` or ``"sqlite3"``.
+        discovery_s: how long to look for input and extra topics before giving up.
+        use_sim_time: stamp with /clock time instead of the system clock.
+        stop: set it to stop; the bag is closed either way.
+
+    Returns:
+        RecordResult with the per-topic message counts.
+
+    Raises:
+        BagError: the output exists or cannot be written, or the storage is unknown.
+    """
+    out = Path(out)
+    if storage not in STORAGES:
+        raise BagError(f"{out}: unknown storage {storage!r} (one of {', '.join(STORAGES)})")
+    if out.exists():
+        raise BagError(f"{out}: already exists; choose a new bag directory")
+    stop = stop if stop is not None else threading.Event()
+    writer = Writer(out, version=Writer.VERSION_LATEST, storage_plugin=STORAGES[storage])
+    try:
+        writer.open()
+    except (WriterError, OSError) as err:
+        raise BagError(f"{out}: cannot create bag: {err}") from err
+
+    context = Context()
+    rclpy.init(context=context, args=[])
+    node = Node(
+        NODE_NAME,
+        context=context,
+        parameter_overrides=[Parameter("use_sim_time", value=use_sim_time)],
+    )
+    executor = SingleThreadedExecutor(context=context)
+    executor.add_node(node)
+    recording = _Recording(node, writer)
+    try:
+        base = node_name.rstrip("/") or ""
+        for suffix, (type_name, qos) in NODE_OUTPUTS.items():
+            recording.add(f"{base}/{suffix}", type_name, qos)
+        recording.add(*DIAGNOSTICS_TOPIC)
+        pending: dict[str, None] = dict.fromkeys(t for t in topics if t not in recording.counts)
+        look_for_inputs = inputs
+        start = time.monotonic()
+        next_discovery = start
+        while not stop.is_set() and context.ok():
+            now = time.monotonic()
+            if duration_s is not None and now - start >= duration_s:
+                break
+            if now >= next_discovery and now - start <= discovery_s:
+                if look_for_inputs:
+                    found = [t for t in _node_inputs(node, node_name) if t not in recording.counts]
+                    if found:
+                        pending.update(dict.fromkeys(found))
+                        look_for_inputs = False
+                _discover(node, pending, recording)
+                next_discovery = now + _DISCOVERY_PERIOD_S
+            executor.spin_once(timeout_sec=_SPIN_SLICE_S)
+        drain_until = time.monotonic() + _DRAIN_S
+        while context.ok() and time.monotonic() < drain_until:
+            executor.spin_once(timeout_sec=_SPIN_SLICE_S)
+        missing = sorted(pending)
+        if look_for_inputs:
+            missing.append(f"inputs of {node_name}")
+        if missing:
+            logger.warning("never found on the graph: %s", ", ".join(missing))
+    finally:
+        executor.shutdown()
+        node.destroy_node()
+        rclpy.try_shutdown(context=context)
+        writer.close()
+    return RecordResult(out, dict(recording.counts), missing)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m gp_mapper.ros.recorder OUT_BAG [--duration S]``."""
+    parser = argparse.ArgumentParser(prog="gp_mapper.ros.recorder", description=__doc__)
+    add_record_arguments(parser)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    return run_record(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,39 @@
+"""Fixtures of the ROS tests: an rclpy context per test and a background spinner.
+
+Each test gets its own rclpy Context (test/conftest.py already isolates the DDS domain),
+so the nodes of one test never leak into the next. rclpy is imported inside the fixtures:
+each test module skips itself (with the reason) when rclpy cannot be imported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+
+@pytest.fixture
+def ros_context() -> Iterator[Any]:
+    """An initialised rclpy context of its own, shut down after the test."""
+    import rclpy
+    from rclpy.context import Context
+
+    context = Context()
+    rclpy.init(context=context, args=[])
+    try:
+        yield context
+    finally:
+        rclpy.try_shutdown(context=context)
+
+
+@pytest.fixture
+def spinner(ros_context: Any) -> Iterator[Any]:
+    """A background executor thread for the test's probe nodes."""
+    from .helpers import Spinner
+
+    spin = Spinner(ros_context)
+    try:
+        yield spin
+    finally:
+        spin.close()
