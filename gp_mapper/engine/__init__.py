@@ -1,0 +1,61 @@
+"""The continual Gaussian-process engine: kernels, the online sparse GP, selectors, fitting.
+
+Pure torch: no ROS, no files, no threads. Float64 by default, on the CPU or a CUDA device.
+"""
+
+from .bound import online_bound, reference_bound, upper_bound
+from .errors import EngineError, NumericalError, StateError
+from .exact import ExactGP
+from .kernels import Constant, Kernel, Matern52, SquaredExponential, Sum, kernel_from_spec
+from .noise import GaussianNoise
+from .online_sgp import OnlineSparseGP, resolve_device
+from .posterior import CarriedPosterior, Posterior
+from .report import UpdateReport
+from .selectors import (
+    ConditionalVariance,
+    FixedSize,
+    Oips,
+    Selection,
+    SelectionProblem,
+    Selector,
+    Vips,
+    selector_from_spec,
+)
+from .spec import EngineSpec, build_engine, build_kernel, build_selector
+from .stats import RunningStats, noise_model_log_likelihood
+
+__all__ = [
+    "CarriedPosterior",
+    "ConditionalVariance",
+    "Constant",
+    "EngineError",
+    "EngineSpec",
+    "ExactGP",
+    "FixedSize",
+    "GaussianNoise",
+    "Kernel",
+    "Matern52",
+    "NumericalError",
+    "Oips",
+    "OnlineSparseGP",
+    "Posterior",
+    "RunningStats",
+    "Selection",
+    "SelectionProblem",
+    "Selector",
+    "SquaredExponential",
+    "StateError",
+    "Sum",
+    "UpdateReport",
+    "Vips",
+    "build_engine",
+    "build_kernel",
+    "build_selector",
+    "kernel_from_spec",
+    "noise_model_log_likelihood",
+    "online_bound",
+    "reference_bound",
+    "resolve_device",
+    "selector_from_spec",
+    "upper_bound",
+]

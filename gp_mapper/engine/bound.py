@@ -1,0 +1,216 @@
+"""The collapsed online variational bound (Bui et al. 2017) and its reference values.
+
+Pure functions of tensors. Notation as spec seed000 §1: batch X [N, D], y [N]; old inducing
+inputs Z_a [M_a, D] carried as :class:`CarriedPosterior`; new inducing inputs Z_b [M_b, D].
+All kernel matrices use the new θ except the carried factor ``old.L`` (the old θ).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+from torch import Tensor
+
+from .kernels import Kernel
+from .linalg import (
+    LOG_2PI,
+    cholesky_with_jitter,
+    gaussian_log_density,
+    solve_lower,
+)
+from .posterior import CarriedPosterior
+
+
+class BoundTerms(NamedTuple):
+    """The bound and the factors that become the next carried posterior."""
+
+    value: Tensor  # scalar L̂
+    P: Tensor  # [M_b, M_b] D − I
+    v: Tensor  # [M_b] L_b⁻¹ c
+    L_D: Tensor  # [M_b, M_b] chol(D)
+
+
+def whitened_bound(
+    V: Tensor,
+    U: Tensor,
+    y: Tensor,
+    kff_diag_sum: Tensor,
+    noise_variance: Tensor,
+    old: CarriedPosterior | None,
+    Kaa: Tensor | None = None,
+) -> BoundTerms:
+    """L̂ from the whitened cross-covariances (spec seed000 §2.6; §2.7 when ``old`` is None).
+
+    Args:
+        V: L_b⁻¹ K_bf [M_b, N].
+        U: L_b⁻¹ K_ba [M_b, M_a] (ignored without ``old``).
+        y: targets [N].
+        kff_diag_sum: Σᵢ k(xᵢ, xᵢ), scalar.
+        noise_variance: σ², scalar.
+        old: the carried posterior of the previous batch, or None for the first batch.
+        Kaa: K_θ(Z_a, Z_a) [M_a, M_a] under the new θ (no jitter).
+
+    Returns:
+        BoundTerms.
+    """
+    N = y.shape[0]
+    s2 = noise_variance
+    d1 = (V @ V.mT) / s2
+    Lb_c = (V @ y) / s2
+    value = -0.5 * N * (LOG_2PI + torch.log(s2)) - 0.5 * (y @ y) / s2
+    value = value - 0.5 * kff_diag_sum / s2 + 0.5 * torch.diagonal(d1).sum()
+    P = d1
+    if old is not None and old.num_inducing > 0:
+        A = solve_lower(old.L, U.mT).mT  # [M_b, M_a] = L_b⁻¹ K_ba L'⁻ᵀ
+        P = P + A @ old.P @ A.mT
+        Lb_c = Lb_c + A @ old.v
+        w_old = solve_lower(old.L_D, old.v)
+        Kaa_w = solve_lower(old.L, solve_lower(old.L, Kaa).mT)  # L'⁻¹ K_aa L'⁻ᵀ
+        resid = Kaa_w - A.mT @ A  # L'⁻¹ (K_aa − Q_aa) L'⁻ᵀ
+        value = value - 0.5 * (w_old @ w_old) + torch.log(torch.diagonal(old.L_D)).sum()
+        value = value - 0.5 * (old.P * resid).sum()
+    P = 0.5 * (P + P.mT)
+    eye = torch.eye(P.shape[0], dtype=P.dtype, device=P.device)
+    # D = I + P ⪰ I, so a Cholesky needs no jitter unless P itself is corrupt.
+    L_D, _ = cholesky_with_jitter(eye + P, jitter=0.0)
+    w = solve_lower(L_D, Lb_c)
+    value = value + 0.5 * (w @ w) - torch.log(torch.diagonal(L_D)).sum()
+    return BoundTerms(value, P, Lb_c, L_D)
+
+
+class Factors(NamedTuple):
+    """Kernel factors for a given inducing set under one θ."""
+
+    L_b: Tensor  # [M_b, M_b]
+    jitter: float
+    V: Tensor  # [M_b, N]
+    U: Tensor  # [M_b, M_a]
+    Kaa: Tensor | None  # [M_a, M_a]
+    kff_diag_sum: Tensor
+
+
+def factors(
+    kernel: Kernel, Z: Tensor, X: Tensor, old: CarriedPosterior | None, jitter: float
+) -> Factors:
+    """Compute L_b, V = L_b⁻¹ K_bf, U = L_b⁻¹ K_ba and K_aa for inducing inputs Z [M_b, D]."""
+    L_b, used = cholesky_with_jitter(kernel.K(Z), jitter)
+    V = solve_lower(L_b, kernel.K(Z, X))
+    if old is not None and old.num_inducing > 0:
+        U = solve_lower(L_b, kernel.K(Z, old.Z))
+        Kaa = kernel.K(old.Z)
+    else:
+        U = V.new_zeros((Z.shape[0], 0))
+        Kaa = None
+    return Factors(L_b, used, V, U, Kaa, kernel.K_diag(X).sum())
+
+
+def online_bound(
+    kernel: Kernel,
+    noise_variance: Tensor,
+    Z: Tensor,
+    X: Tensor,
+    y: Tensor,
+    old: CarriedPosterior | None,
+    jitter: float,
+) -> tuple[BoundTerms, Factors]:
+    """L̂ for inducing inputs Z under (kernel, σ²); differentiable in both."""
+    f = factors(kernel, Z, X, old, jitter)
+    return whitened_bound(f.V, f.U, y, f.kff_diag_sum, noise_variance, old, f.Kaa), f
+
+
+def carry(Z: Tensor, f: Factors, terms: BoundTerms) -> CarriedPosterior:
+    """The carried posterior at the end of a batch, from the final θ's factors and bound."""
+    return CarriedPosterior(
+        Z.detach(),
+        f.L_b.detach(),
+        terms.P.detach(),
+        terms.v.detach(),
+        terms.L_D.detach(),
+        f.jitter,
+    )
+
+
+def old_predictive(
+    kernel: Kernel, old: CarriedPosterior, X: Tensor, A_X: Tensor | None = None
+) -> tuple[Tensor, Tensor]:
+    """Joint predictive ``(μ_o [N], Σ_o [N, N])`` of f(X) under the carried posterior.
+
+    Args:
+        kernel: the kernel at the θ that produced ``old``.
+        old: the carried posterior.
+        X: inputs [N, D].
+        A_X: L'⁻¹ K_aX [M_a, N] if already known (the selection has it).
+    """
+    if A_X is None:
+        A_X = solve_lower(old.L, kernel.K(old.Z, X))
+    B = solve_lower(old.L_D, A_X)
+    mean = B.mT @ solve_lower(old.L_D, old.v)
+    cov = kernel.K(X) - A_X.mT @ A_X + B.mT @ B
+    return mean, cov
+
+
+def reference_bound(
+    kernel: Kernel,
+    noise_variance: Tensor,
+    X: Tensor,
+    y: Tensor,
+    old: CarriedPosterior | None,
+    A_X: Tensor | None = None,
+) -> Tensor:
+    """L*: the bound with every new datum an inducing point, when θ_n = θ_o (spec §3.1).
+
+    It equals the log predictive density of the whole batch under the old posterior,
+    ``log N(y; μ_o(X), Σ_o(X, X) + σ²I)``; for the first batch it is the exact log marginal
+    likelihood ``log N(y; 0, K + σ²I)``. Costs O(N³ + N² M_a).
+    """
+    eye = torch.eye(X.shape[0], dtype=X.dtype, device=X.device)
+    if old is None or old.num_inducing == 0:
+        return gaussian_log_density(y, torch.zeros_like(y), kernel.K(X) + noise_variance * eye)
+    mean, cov = old_predictive(kernel, old, X, A_X)
+    return gaussian_log_density(y, mean, cov + noise_variance * eye)
+
+
+def upper_bound(
+    kernel: Kernel,
+    noise_variance: Tensor,
+    Z: Tensor,
+    X: Tensor,
+    y: Tensor,
+    old: CarriedPosterior | None,
+    jitter: float,
+) -> Tensor:
+    """Û(M) ≥ L*: Titsias' upper bound with the heteroscedastic augmented noise (spec §3.2).
+
+    The D_a-free form of the authors, rewritten in the whitened carried quantities:
+    with ``H = L'ᵀL' + tP_a``, ``(D_a + tI)⁻¹`` terms become ``P_a H⁻¹ P_a`` products.
+    """
+    f = factors(kernel, Z, X, old, jitter)
+    terms = whitened_bound(f.V, f.U, y, f.kff_diag_sum, noise_variance, old, f.Kaa)
+    N = y.shape[0]
+    s2 = noise_variance
+    t = f.kff_diag_sum - (f.V * f.V).sum()
+    if old is not None and old.num_inducing > 0:
+        t = t + torch.diagonal(f.Kaa).sum() - (f.U * f.U).sum()
+    t = torch.clamp(t, min=0.0)
+    d1 = (f.V @ f.V.mT) / (s2 + t)
+    c_hat = (f.V @ y) / (s2 + t)
+    value = -0.5 * N * (LOG_2PI + torch.log(s2)) - torch.log(torch.diagonal(terms.L_D)).sum()
+    value = value - 0.5 * (y @ y) / (s2 + t)
+    D_hat = d1
+    if old is not None and old.num_inducing > 0:
+        A = solve_lower(old.L, f.U.mT).mT
+        H = old.L.mT @ old.L + t * old.P
+        L_H, _ = cholesky_with_jitter(H, jitter=0.0)
+        PAt = old.P @ A.mT  # [M_a, M_b]
+        HinvPAt = torch.cholesky_solve(PAt, L_H)
+        D_hat = D_hat + A @ old.P @ A.mT - t * (PAt.mT @ HinvPAt)
+        Hinv_v = torch.cholesky_solve(old.v[:, None], L_H)[:, 0]
+        c_hat = c_hat + A @ old.v - t * (A @ (old.P @ Hinv_v))
+        w_old = solve_lower(old.L_D, old.v)
+        value = value - 0.5 * (w_old @ w_old) + 0.5 * t * (old.v @ Hinv_v)
+        value = value + torch.log(torch.diagonal(old.L_D)).sum()
+    eye = torch.eye(D_hat.shape[0], dtype=D_hat.dtype, device=D_hat.device)
+    L_Dh, _ = cholesky_with_jitter(eye + 0.5 * (D_hat + D_hat.mT), jitter=0.0)
+    w = solve_lower(L_Dh, c_hat)
+    return value + 0.5 * (w @ w)

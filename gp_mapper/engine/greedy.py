@@ -1,0 +1,106 @@
+"""Incremental pivoted Cholesky: the greedy-variance order of inducing points (spec §5.4).
+
+Adding the point of largest conditional prior variance ``k(x, x) − k_bᵀ K_bb⁻¹ k_b`` is one step
+of a pivoted Cholesky of the kernel matrix over a column set. The rows it builds are exactly
+``L_b⁻¹ K(b, columns)``, which the bound needs, so no step is ever recomputed.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from .kernels import Kernel
+from .linalg import jitter_scale, solve_lower
+
+# A candidate whose conditional variance is below this fraction of the largest prior variance
+# carries no new information (a duplicate, or a stationary robot): never add it, or K_bb
+# becomes singular. Matches the smallest jitter rung so every pivot is above the jitter.
+CONDITIONAL_VARIANCE_FLOOR = 1e-8
+
+
+class PivotedCholesky:
+    """Greedy-variance selection over ``columns`` with an optional forced prefix.
+
+    Args:
+        kernel: the kernel (its θ is held fixed during selection).
+        columns: every input the rows are computed against [C, D].
+        candidates: boolean mask [C] of columns that may be chosen as pivots.
+        jitter: relative jitter added to each pivot's variance (as in chol(K_bb + εI)).
+        prefix_L: chol of the kernel over a forced prefix [M_a, M_a], whose inputs are
+            ``prefix_Z`` [M_a, D]; the rows start as ``prefix_L⁻¹ K(prefix_Z, columns)``.
+        max_new: the most pivots that will be added (sizes the row buffer).
+    """
+
+    def __init__(
+        self,
+        kernel: Kernel,
+        columns: Tensor,
+        candidates: Tensor,
+        jitter: float,
+        prefix_Z: Tensor | None = None,
+        prefix_L: Tensor | None = None,
+        max_new: int | None = None,
+    ) -> None:
+        self.kernel = kernel
+        self.columns = columns
+        self.prior_diag = kernel.K_diag(columns)
+        self._eps = float(jitter * jitter_scale(torch.diag(self.prior_diag)))
+        self._floor = CONDITIONAL_VARIANCE_FLOOR * float(self.prior_diag.max())
+        self.available = candidates.clone()
+        new = int(candidates.sum()) if max_new is None else min(int(candidates.sum()), max_new)
+        capacity = new + (0 if prefix_Z is None else prefix_Z.shape[0])
+        self._capacity = capacity
+        self._rows = columns.new_zeros((capacity, columns.shape[0]))
+        self.pivots: list[int] = []
+        self.num_prefix = 0
+        self.diag = self.prior_diag.clone()
+        if prefix_Z is not None and prefix_Z.shape[0] > 0:
+            R = solve_lower(prefix_L, kernel.K(prefix_Z, columns))
+            self.num_prefix = prefix_Z.shape[0]
+            self._rows[: self.num_prefix] = R
+            self.diag = self.diag - (R * R).sum(0)
+
+    @property
+    def size(self) -> int:
+        """Rows built so far: the forced prefix plus the pivots chosen."""
+        return self.num_prefix + len(self.pivots)
+
+    def rows(self, size: int | None = None) -> Tensor:
+        """``L_b⁻¹ K(b, columns)`` for the first ``size`` inducing points [size, C]."""
+        return self._rows[: self.size if size is None else size]
+
+    def residual_trace(self) -> float:
+        """Σ over candidate columns of the conditional variance: tr(K_ff − Q_ff) on the pool."""
+        return float(torch.clamp(self.diag[self.available], min=0.0).sum())
+
+    def next_pivot(self) -> int | None:
+        """The available column of largest conditional variance, or None if none is informative."""
+        if not bool(self.available.any()):
+            return None
+        scores = torch.where(self.available, self.diag, torch.full_like(self.diag, -torch.inf))
+        j = int(torch.argmax(scores))
+        if float(scores[j]) <= self._floor:
+            return None
+        return j
+
+    def add(self, j: int) -> None:
+        """Append column ``j`` to the inducing set (one rank-one Cholesky step)."""
+        m = self.size
+        ell = self._rows[:m, j]
+        s = torch.sqrt(torch.clamp(self.diag[j], min=0.0) + self._eps)
+        k_col = self.kernel.K(self.columns, self.columns[j : j + 1])[:, 0]
+        e = (k_col - self._rows[:m].mT @ ell) / s
+        self._rows[m] = e
+        self.diag = self.diag - e * e
+        self.available[j] = False
+        self.pivots.append(j)
+
+    def extend_to(self, size: int) -> int:
+        """Add greedy pivots until ``size`` rows exist or no informative candidate is left."""
+        while self.size < min(size, self._capacity):
+            j = self.next_pivot()
+            if j is None:
+                break
+            self.add(j)
+        return self.size

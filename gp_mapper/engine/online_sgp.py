@@ -1,0 +1,426 @@
+"""The continual sparse GP: select inducing points, fit θ, commit, one batch at a time.
+
+Bui et al. (2017) collapsed online bound with inducing points chosen by a :class:`Selector`
+(VIPS by default). Old data are never stored: a batch leaves behind only the carried posterior,
+θ and the running target statistics.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from .bound import carry, online_bound
+from .errors import NumericalError, StateError
+from .fit import fit_hyperparameters
+from .hyperprior import LogNormalHyperprior
+from .kernels import Kernel, kernel_from_spec
+from .linalg import JITTER_LADDER, cholesky_with_jitter
+from .noise import GaussianNoise
+from .posterior import CarriedPosterior, Posterior
+from .report import UpdateReport
+from .selectors import Selection, SelectionProblem, Selector, Vips, selector_from_spec
+from .stats import RunningStats, noise_model_log_likelihood
+
+STATE_FORMAT_VERSION = 1
+DEFAULT_MAX_INDUCING = 2000
+DEFAULT_FIT_ITERATIONS = 100
+
+
+def resolve_device(device: str | torch.device) -> torch.device:
+    """``"auto"`` is the first CUDA device when there is one, else the CPU."""
+    if isinstance(device, torch.device):
+        return device
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    resolved = torch.device(device)
+    if resolved.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {device!r} requested but CUDA is not available")
+    return resolved
+
+
+@dataclass(frozen=True)
+class _State:
+    """Everything the engine carries between batches; replaced whole on each commit."""
+
+    kernel: Kernel
+    noise: GaussianNoise
+    carried: CarriedPosterior | None
+    stats: RunningStats
+    num_updates: int
+    posterior: Posterior | None
+
+
+class OnlineSparseGP:
+    """Streaming sparse GP regression with an adaptive inducing set.
+
+    Args:
+        kernel: the prior covariance (its current values are the initial θ).
+        noise_variance: initial Gaussian noise variance σ².
+        selector: inducing-point strategy (VIPS with the paper's δ = 0.035 by default).
+        device: "auto", "cpu", "cuda" or "cuda:N".
+        dtype: floating-point type of every tensor (float64 by default).
+        max_inducing: hard cap on the number of inducing points.
+        fit_iterations: L-BFGS iterations per batch (0 keeps θ fixed).
+        jitter: first relative jitter of every Cholesky (see ``linalg.JITTER_LADDER``).
+        seed: seed of the selectors that draw random points (OIPS's first batch).
+        hyperprior_scale: log-space standard deviation of a weak log-normal hyperprior
+            (``hyperprior.py``); 0 fits by maximum likelihood alone, as the paper does.
+    """
+
+    def __init__(
+        self,
+        kernel: Kernel,
+        noise_variance: float = 0.1,
+        selector: Selector | None = None,
+        *,
+        device: str | torch.device = "auto",
+        dtype: torch.dtype = torch.float64,
+        max_inducing: int = DEFAULT_MAX_INDUCING,
+        fit_iterations: int = DEFAULT_FIT_ITERATIONS,
+        jitter: float = JITTER_LADDER[0],
+        seed: int = 0,
+        hyperprior_scale: float = 0.0,
+    ) -> None:
+        if max_inducing < 1:
+            raise ValueError(f"max_inducing must be at least 1, got {max_inducing}")
+        if fit_iterations < 0:
+            raise ValueError(f"fit_iterations must be non-negative, got {fit_iterations}")
+        self.device = resolve_device(device)
+        self.dtype = dtype
+        self.selector: Selector = selector if selector is not None else Vips()
+        self.max_inducing = max_inducing
+        self.fit_iterations = fit_iterations
+        self.jitter = jitter
+        self.seed = seed
+        if hyperprior_scale < 0.0:
+            raise ValueError(f"hyperprior_scale must be >= 0, got {hyperprior_scale}")
+        self.hyperprior_scale = hyperprior_scale
+        self._initial = {
+            k: float(v.detach().reshape(-1)[0]) for k, v in kernel.hyperparameters().items()
+        }
+        kernel = copy.deepcopy(kernel).to(device=self.device, dtype=dtype)
+        noise = GaussianNoise(noise_variance).to(device=self.device, dtype=dtype)
+        self._state = _State(kernel, noise, None, RunningStats.empty(), 0, None)
+        self._input_dim: int | None = None
+
+    # ------------------------------------------------------------------ read-only views
+    @property
+    def posterior(self) -> Posterior | None:
+        """The immutable prediction cache of the last committed batch (None before the first)."""
+        return self._state.posterior
+
+    @property
+    def kernel(self) -> Kernel:
+        """The kernel at the current θ (do not modify; the engine replaces it on commit)."""
+        return self._state.kernel
+
+    @property
+    def noise_variance(self) -> float:
+        return float(self._state.noise.variance)
+
+    @property
+    def num_inducing(self) -> int:
+        carried = self._state.carried
+        return 0 if carried is None else carried.num_inducing
+
+    @property
+    def num_updates(self) -> int:
+        return self._state.num_updates
+
+    @property
+    def input_dim(self) -> int | None:
+        return self._input_dim
+
+    @property
+    def carried(self) -> CarriedPosterior | None:
+        return self._state.carried
+
+    @property
+    def stats(self) -> RunningStats:
+        return self._state.stats
+
+    def hyperparameters(self) -> dict[str, float | list[float]]:
+        return {**self._state.kernel.describe(), "noise_variance": self.noise_variance}
+
+    # ------------------------------------------------------------------ public operations
+    def predict(self, Xs: Tensor | np.ndarray) -> tuple[Tensor, Tensor]:
+        """Latent mean and variance [S] at inputs Xs [S, D] (add ``noise_variance`` for y)."""
+        post = self._state.posterior
+        if post is None:
+            raise RuntimeError("the engine has no data yet: call update() first")
+        return post.predict(self._as_inputs(Xs, "Xs"))
+
+    def update(self, X: Tensor | np.ndarray, y: Tensor | np.ndarray) -> UpdateReport:
+        """Absorb one batch: select inducing points (θ_o), fit θ by L-BFGS, commit.
+
+        Args:
+            X: inputs [N, D].
+            y: targets [N].
+
+        Returns:
+            The report; if ``accepted`` is False the state is unchanged and ``reason`` says why.
+
+        Raises:
+            ValueError: empty batch, wrong shapes, NaN or inf values.
+        """
+        X_t, y_t = self._validate(X, y)
+        start = time.perf_counter()
+        state = self._state
+        m_before = self.num_inducing
+        stats = state.stats.updated(y_t)
+        l_noise = noise_model_log_likelihood(y_t, stats)
+        problem = SelectionProblem(
+            X_t,
+            y_t,
+            state.kernel,
+            state.noise.variance.detach(),
+            state.carried,
+            l_noise,
+            self.max_inducing,
+            self.jitter,
+            self.seed + state.num_updates,
+        )
+
+        def rejected(reason: str, **extra: Any) -> UpdateReport:
+            return UpdateReport(
+                False,
+                reason,
+                X_t.shape[0],
+                m_before,
+                m_before,
+                noise_model=l_noise,
+                hyperparameters=self.hyperparameters(),
+                seconds_total=time.perf_counter() - start,
+                **extra,
+            )
+
+        try:
+            with torch.no_grad():
+                selection: Selection = self.selector.select(problem)
+        except NumericalError as err:
+            return rejected(f"selection failed: {err}")
+        selected = time.perf_counter()
+
+        kernel = copy.deepcopy(state.kernel)
+        noise = copy.deepcopy(state.noise)
+        for p in (*kernel.parameters(), *noise.parameters()):
+            p.requires_grad_(True)
+        old, Z, n = state.carried, selection.Z, X_t.shape[0]
+
+        prior = self._hyperprior(stats)
+
+        def loss() -> Tensor:
+            terms, _ = online_bound(kernel, noise.variance, Z, X_t, y_t, old, self.jitter)
+            objective = terms.value if prior is None else terms.value + prior.log_density(kernel)
+            return -objective / n
+
+        fit = fit_hyperparameters(
+            loss, [*kernel.parameters(), *noise.parameters()], self.fit_iterations
+        )
+        try:
+            with torch.no_grad():
+                terms, factors = online_bound(kernel, noise.variance, Z, X_t, y_t, old, self.jitter)
+                carried = carry(Z, factors, terms)
+                posterior = Posterior.from_carried(kernel, carried, float(noise.variance))
+        except NumericalError as err:
+            return rejected(f"posterior failed: {err}", seconds_select=selected - start)
+        if not all(bool(torch.isfinite(t).all()) for t in (carried.P, carried.v, posterior.W)):
+            return rejected("posterior has non-finite values", seconds_select=selected - start)
+        for p in (*kernel.parameters(), *noise.parameters()):
+            p.requires_grad_(False)
+        self._state = _State(kernel, noise, carried, stats, state.num_updates + 1, posterior)
+        self._input_dim = X_t.shape[1]
+        end = time.perf_counter()
+        return UpdateReport(
+            True,
+            selection.stop_reason,
+            n,
+            m_before,
+            carried.num_inducing,
+            num_added=selection.num_added,
+            reference=selection.reference,
+            noise_model=l_noise,
+            bound_at_selection=selection.bound,
+            threshold=selection.threshold,
+            bound_after_fit=float(terms.value),
+            fit_ok=fit.ok,
+            fit_iterations=fit.iterations,
+            fit_message=fit.reason,
+            hyperparameters=self.hyperparameters(),
+            seconds_select=selected - start,
+            seconds_fit=end - selected,
+            seconds_total=end - start,
+        )
+
+    def _hyperprior(self, stats: RunningStats) -> LogNormalHyperprior | None:
+        if self.hyperprior_scale == 0.0:
+            return None
+        centres = {
+            name: (
+                stats.variance
+                if name.endswith("_variance") and not name.startswith("constant")
+                else value
+            )
+            for name, value in self._initial.items()
+        }
+        return LogNormalHyperprior(self.hyperprior_scale, centres)
+
+    # ------------------------------------------------------------------ persistence
+    def state_dict(self) -> dict[str, np.ndarray]:
+        """Everything needed to resume without old data, as numpy arrays (no pickle needed)."""
+        s = self._state
+        out: dict[str, np.ndarray] = {
+            "format_version": np.array(STATE_FORMAT_VERSION),
+            "kernel_spec": np.array(json.dumps(s.kernel.to_spec())),
+            "selector_spec": np.array(json.dumps(self.selector.to_spec())),
+            "dtype": np.array(str(self.dtype).removeprefix("torch.")),
+            "noise_variance": np.array(float(s.noise.variance)),
+            "max_inducing": np.array(self.max_inducing),
+            "fit_iterations": np.array(self.fit_iterations),
+            "jitter": np.array(self.jitter),
+            "seed": np.array(self.seed),
+            "hyperprior_scale": np.array(self.hyperprior_scale),
+            "initial_hyperparameters": np.array(json.dumps(self._initial)),
+            "num_updates": np.array(s.num_updates),
+            "stats": np.array([s.stats.count, s.stats.mean, s.stats.m2], dtype=np.float64),
+            "input_dim": np.array(-1 if self._input_dim is None else self._input_dim),
+        }
+        for name, raw in _raw_parameters(s.kernel).items():
+            out[f"kernel.{name}"] = raw
+        out["noise.raw_variance"] = s.noise.raw_variance.detach().cpu().numpy()
+        if s.carried is not None:
+            for name in ("Z", "L", "P", "v", "L_D"):
+                out[f"carried.{name}"] = getattr(s.carried, name).detach().cpu().numpy()
+            out["carried.jitter"] = np.array(s.carried.jitter)
+        return out
+
+    @classmethod
+    def from_state(
+        cls, state: Mapping[str, Any], device: str | torch.device = "auto"
+    ) -> OnlineSparseGP:
+        """Rebuild an engine from :meth:`state_dict` output (or ``np.load`` of it).
+
+        Raises:
+            StateError: a field is missing, malformed, of the wrong shape or not finite.
+        """
+        try:
+            version = int(np.asarray(state["format_version"]))
+            if version != STATE_FORMAT_VERSION:
+                raise StateError(
+                    f"engine state format {version}, this version reads {STATE_FORMAT_VERSION}"
+                )
+            dtype = getattr(torch, str(np.asarray(state["dtype"])))
+            kernel = kernel_from_spec(json.loads(str(np.asarray(state["kernel_spec"]))))
+            selector = selector_from_spec(json.loads(str(np.asarray(state["selector_spec"]))))
+            engine = cls(
+                kernel,
+                float(np.asarray(state["noise_variance"])),
+                selector,
+                device=device,
+                dtype=dtype,
+                max_inducing=int(np.asarray(state["max_inducing"])),
+                fit_iterations=int(np.asarray(state["fit_iterations"])),
+                jitter=float(np.asarray(state["jitter"])),
+                seed=int(np.asarray(state["seed"])),
+                hyperprior_scale=float(np.asarray(state["hyperprior_scale"])),
+            )
+            engine._initial = {
+                k: float(v)
+                for k, v in json.loads(str(np.asarray(state["initial_hyperparameters"]))).items()
+            }
+            engine._load_arrays(state)
+        except StateError:
+            raise
+        except (KeyError, ValueError, TypeError, AttributeError, RuntimeError) as err:
+            raise StateError(f"engine state is malformed: {err}") from err
+        return engine
+
+    def _load_arrays(self, state: Mapping[str, Any]) -> None:
+        def tensor(name: str) -> Tensor:
+            value = torch.as_tensor(np.asarray(state[name]), dtype=self.dtype, device=self.device)
+            if not torch.isfinite(value).all():
+                raise StateError(f"engine state field {name!r} has non-finite values")
+            return value
+
+        kernel, noise = self._state.kernel, self._state.noise
+        with torch.no_grad():
+            for name, param in kernel.named_parameters():
+                value = tensor(f"kernel.{name}")
+                if value.shape != param.shape:
+                    raise StateError(
+                        f"kernel.{name}: shape {tuple(value.shape)}, expected {tuple(param.shape)}"
+                    )
+                param.copy_(value)
+            noise.raw_variance.copy_(tensor("noise.raw_variance"))
+        for p in (*kernel.parameters(), *noise.parameters()):
+            p.requires_grad_(False)
+        count, mean, m2 = np.asarray(state["stats"], dtype=np.float64).tolist()
+        stats = RunningStats(int(count), mean, m2)
+        input_dim = int(np.asarray(state["input_dim"]))
+        carried = None
+        posterior = None
+        if "carried.Z" in state:
+            Z, L, P, v, L_D = (tensor(f"carried.{n}") for n in ("Z", "L", "P", "v", "L_D"))
+            M = Z.shape[0]
+            shapes_ok = (
+                Z.ndim == 2
+                and Z.shape[1] == input_dim
+                and L.shape == (M, M)
+                and P.shape == (M, M)
+                and v.shape == (M,)
+                and L_D.shape == (M, M)
+            )
+            if not shapes_ok:
+                raise StateError(
+                    f"carried posterior shapes disagree: Z {tuple(Z.shape)}, L {tuple(L.shape)}, "
+                    f"P {tuple(P.shape)}, v {tuple(v.shape)}, L_D {tuple(L_D.shape)}"
+                )
+            carried = CarriedPosterior(Z, L, P, v, L_D, float(np.asarray(state["carried.jitter"])))
+            try:
+                cholesky_with_jitter(L @ L.mT, jitter=0.0)
+            except NumericalError as err:
+                raise StateError(f"carried prior factor is not a valid Cholesky: {err}") from err
+            posterior = Posterior.from_carried(kernel, carried, float(noise.variance))
+        self._state = _State(
+            kernel, noise, carried, stats, int(np.asarray(state["num_updates"])), posterior
+        )
+        self._input_dim = None if input_dim < 0 else input_dim
+
+    # ------------------------------------------------------------------ validation
+    def _as_inputs(self, X: Tensor | np.ndarray, name: str) -> Tensor:
+        X_t = torch.as_tensor(X, dtype=self.dtype, device=self.device)
+        if X_t.ndim != 2:
+            raise ValueError(f"{name} must be [N, D], got shape {tuple(X_t.shape)}")
+        if self._input_dim is not None and X_t.shape[1] != self._input_dim:
+            raise ValueError(
+                f"{name} has {X_t.shape[1]} input dimensions, the map has {self._input_dim}"
+            )
+        return X_t
+
+    def _validate(self, X: Tensor | np.ndarray, y: Tensor | np.ndarray) -> tuple[Tensor, Tensor]:
+        X_t = self._as_inputs(X, "X")
+        y_t = torch.as_tensor(y, dtype=self.dtype, device=self.device)
+        if y_t.ndim != 1 or y_t.shape[0] != X_t.shape[0]:
+            raise ValueError(
+                f"expected X [N, D] and y [N]; got {tuple(X_t.shape)} and {tuple(y_t.shape)}"
+            )
+        if X_t.shape[0] == 0:
+            raise ValueError("empty batch: X and y have no rows")
+        if not torch.isfinite(X_t).all():
+            raise ValueError(f"X has {int((~torch.isfinite(X_t)).any(1).sum())} rows with NaN/inf")
+        if not torch.isfinite(y_t).all():
+            raise ValueError(f"y has {int((~torch.isfinite(y_t)).sum())} NaN/inf values")
+        return X_t, y_t
+
+
+def _raw_parameters(kernel: Kernel) -> dict[str, np.ndarray]:
+    return {name: p.detach().cpu().numpy() for name, p in kernel.named_parameters()}

@@ -1,0 +1,52 @@
+"""The record of one engine update."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass(frozen=True)
+class UpdateReport:
+    """What one ``update`` did. On rejection the engine state is exactly as before.
+
+    Attributes:
+        accepted: the batch was committed.
+        reason: why it was rejected, or what limited the selection when accepted.
+        n: batch size.
+        m_before, m_after: inducing points before and after (m_after == m_before if rejected).
+        num_added: inducing points taken from this batch.
+        reference: L* under θ_o (VIPS), nats.
+        noise_model: L_noise of the batch under the running statistics, nats.
+        bound_at_selection: L̂ of the chosen set under θ_o (VIPS), nats.
+        threshold: γ = L* − δ|L* − L_noise| (VIPS), nats.
+        bound_after_fit: L̂ at the fitted θ, nats.
+        fit_ok, fit_iterations, fit_message: the L-BFGS outcome (θ kept at θ_o if not ok).
+        hyperparameters: kernel hyperparameters and noise variance after the update.
+        seconds_select, seconds_fit, seconds_total: wall time.
+    """
+
+    accepted: bool
+    reason: str
+    n: int
+    m_before: int
+    m_after: int
+    num_added: int = 0
+    reference: float | None = None
+    noise_model: float | None = None
+    bound_at_selection: float | None = None
+    threshold: float | None = None
+    bound_after_fit: float | None = None
+    fit_ok: bool = False
+    fit_iterations: int = 0
+    fit_message: str = ""
+    hyperparameters: dict[str, float | list[float]] = field(default_factory=dict)
+    seconds_select: float = 0.0
+    seconds_fit: float = 0.0
+    seconds_total: float = 0.0
+
+    def as_dict(self) -> dict[str, float | int | str | bool | None]:
+        """Flat scalars for logs and diagnostics (list-valued hyperparameters joined)."""
+        flat = {k: v for k, v in asdict(self).items() if k != "hyperparameters"}
+        for name, value in self.hyperparameters.items():
+            flat[name] = value if not isinstance(value, list) else ",".join(f"{x:g}" for x in value)
+        return flat

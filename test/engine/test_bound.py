@@ -1,0 +1,112 @@
+"""The online bound: its forms agree, it rises toward L*, and L* and Û are what they claim."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+import torch
+
+from gp_mapper.engine.bound import old_predictive, online_bound, reference_bound, upper_bound
+from gp_mapper.engine.greedy import PivotedCholesky
+
+from .conftest import OnlineToy, gauss_logpdf, naive_eq8, np64
+
+
+def greedy_Z(toy: OnlineToy, extra: int, kernel=None) -> torch.Tensor:
+    """Z_b = Z_a followed by ``extra`` greedy-variance points of the batch (under ``kernel``)."""
+    kernel = kernel or toy.kernel_old
+    cols = torch.cat([toy.X, toy.old.Z])
+    cand = torch.zeros(cols.shape[0], dtype=torch.bool)
+    cand[: toy.X.shape[0]] = True
+    with torch.no_grad():
+        pc = PivotedCholesky(kernel, cols, cand, 0.0, toy.old.Z, toy.old.L)
+        pc.extend_to(toy.old.num_inducing + extra)
+    return torch.cat([toy.old.Z, toy.X[pc.pivots]])
+
+
+@pytest.mark.parametrize("extra", [0, 3, 10, 30])
+def test_whitened_bound_equals_naive_eq8_with_new_theta(online_toy: OnlineToy, extra: int) -> None:
+    Z_b = greedy_Z(online_toy, extra)
+    with torch.no_grad():
+        ours, _ = online_bound(
+            online_toy.kernel_new,
+            online_toy.noise_new,
+            Z_b,
+            online_toy.X,
+            online_toy.y,
+            online_toy.old,
+            jitter=0.0,
+        )
+    naive = naive_eq8(online_toy, Z_b)
+    assert float(ours.value) == pytest.approx(naive, rel=1e-7)
+
+
+def test_bound_rises_with_M_toward_L_star(online_toy: OnlineToy) -> None:
+    toy = online_toy
+    with torch.no_grad():
+        values = [
+            float(
+                online_bound(
+                    toy.kernel_old, toy.noise_old, greedy_Z(toy, m), toy.X, toy.y, toy.old, 0.0
+                )[0].value
+            )
+            for m in (0, 3, 10, 30, 50)
+        ]
+        l_star = float(reference_bound(toy.kernel_old, toy.noise_old, toy.X, toy.y, toy.old))
+    assert all(a < b for a, b in itertools.pairwise(values[:-1])), values
+    assert values[-2] <= l_star + 1e-6
+    # Every batch point inducing: the bound reaches L*.
+    assert values[-1] == pytest.approx(l_star, rel=1e-6, abs=1e-5)
+
+
+def test_L_star_three_ways(online_toy: OnlineToy) -> None:
+    """Closed form == L̂ with Z = [X_n; Z_a] == eq. 9 with K_f̂f̂, all under θ_o."""
+    toy = online_toy
+    with torch.no_grad():
+        closed = float(reference_bound(toy.kernel_old, toy.noise_old, toy.X, toy.y, toy.old))
+        Z_all = torch.cat([toy.old.Z, toy.X])
+        via_bound = float(
+            online_bound(toy.kernel_old, toy.noise_old, Z_all, toy.X, toy.y, toy.old, 0.0)[0].value
+        )
+        mean, cov = old_predictive(toy.kernel_old, toy.old, toy.X)
+    direct = gauss_logpdf(
+        np64(toy.y) - np64(mean), np64(cov) + float(toy.noise_old) * np.eye(len(toy.y))
+    )
+    assert closed == pytest.approx(direct, rel=1e-9)
+    assert closed == pytest.approx(via_bound, rel=1e-6)
+
+
+def test_upper_bound_is_above_L_star_and_tightens(online_toy: OnlineToy) -> None:
+    toy = online_toy
+    with torch.no_grad():
+        l_star = float(reference_bound(toy.kernel_old, toy.noise_old, toy.X, toy.y, toy.old))
+        uppers = [
+            float(
+                upper_bound(
+                    toy.kernel_old, toy.noise_old, greedy_Z(toy, m), toy.X, toy.y, toy.old, 0.0
+                )
+            )
+            for m in (0, 3, 10, 30, 50)
+        ]
+    assert all(u >= l_star - 1e-6 for u in uppers), (uppers, l_star)
+    assert uppers[0] > uppers[-2] > l_star - 1e-6
+    assert uppers[-1] == pytest.approx(l_star, abs=1e-4)
+
+
+def test_first_batch_bound_is_titsias_sgpr(rng: np.random.Generator) -> None:
+    """Without an old posterior the bound is log N(y; 0, Q + σ²I) − tr(K − Q)/(2σ²)."""
+    from gp_mapper.engine import SquaredExponential
+
+    X = torch.as_tensor(rng.uniform(0, 5, (40, 1)))
+    y = torch.sin(X[:, 0])
+    Z = X[:7]
+    k = SquaredExponential(1.0, 0.7).double()
+    s2 = torch.tensor(0.05, dtype=torch.float64)
+    with torch.no_grad():
+        ours = float(online_bound(k, s2, Z, X, y, None, 0.0)[0].value)
+        Kuu, Kuf, kff = np64(k.K(Z)), np64(k.K(Z, X)), np64(k.K_diag(X))
+    Q = Kuf.T @ np.linalg.solve(Kuu, Kuf)
+    ref = gauss_logpdf(np64(y), Q + 0.05 * np.eye(40)) - 0.5 / 0.05 * (kff.sum() - np.trace(Q))
+    assert ours == pytest.approx(ref, rel=1e-8)
