@@ -1,0 +1,53 @@
+"""gp_mapper.io: rosbag2 reading and writing (rosbags) and dataset readers.
+
+No ROS client library here: bags are read and written with ``rosbags`` and its built-in Jazzy
+type store, so this layer works (and is tested) without rclpy.
+"""
+
+from .aalto import AaltoSequence, load_aalto_sequence
+from .bag_convert import SEQUENCE_GAP_S, ConvertSummary, convert_aalto
+from .bag_source import BagInfo, TopicSummary, bag_info, read_bag
+from .bag_writer import (
+    BASE_EPOCH_NS,
+    DEFAULT_MAG_TOPIC,
+    DEFAULT_POSE_TOPIC,
+    MAG_FRAME_ID,
+    MAP_FRAME_ID,
+    BagSummary,
+    FieldStream,
+    PoseStream,
+    write_field_pose_bag,
+)
+from .errors import BagError, DatasetError, ExportError, IoLayerError
+from .heading import heading_from_track, rotate_z, yaw_from_quaternion, yaw_to_quaternion
+from .pose_types import POSE_MSGTYPES
+
+__all__ = [
+    "BASE_EPOCH_NS",
+    "DEFAULT_MAG_TOPIC",
+    "DEFAULT_POSE_TOPIC",
+    "MAG_FRAME_ID",
+    "MAP_FRAME_ID",
+    "POSE_MSGTYPES",
+    "SEQUENCE_GAP_S",
+    "AaltoSequence",
+    "BagError",
+    "BagInfo",
+    "BagSummary",
+    "ConvertSummary",
+    "DatasetError",
+    "ExportError",
+    "FieldStream",
+    "IoLayerError",
+    "PoseStream",
+    "TopicSummary",
+    "bag_info",
+    "convert_aalto",
+    "heading_from_track",
+    "load_aalto_sequence",
+    "read_bag",
+    "rotate_z",
+    "write_field_pose_bag",
+    "yaw_from_quaternion",
+    "yaw_to_quaternion",
+]
