@@ -1,4 +1,4 @@
-"""gp_mapper.io: rosbag2 reading and writing (rosbags) and dataset readers.
+"""gp_mapper.io: rosbag2 reading and writing (rosbags), dataset readers, map exports.
 
 No ROS client library here: bags are read and written with ``rosbags`` and its built-in Jazzy
 type store, so this layer works (and is tested) without rclpy.
@@ -18,9 +18,26 @@ from .bag_writer import (
     PoseStream,
     write_field_pose_bag,
 )
+from .convert_command import add_convert_arguments, run_convert
 from .errors import BagError, DatasetError, ExportError, IoLayerError
+from .exports import (
+    Nav2MapFiles,
+    write_grids_npz,
+    write_grids_npz_arrays,
+    write_nav2_map,
+    write_nav2_map_arrays,
+    write_png,
+    write_png_arrays,
+)
 from .heading import heading_from_track, rotate_z, yaw_from_quaternion, yaw_to_quaternion
 from .pose_types import POSE_MSGTYPES
+from .synthetic import (
+    SyntheticRun,
+    SyntheticWorld,
+    make_synthetic_world,
+    simulate_run,
+    write_synthetic_bag,
+)
 
 __all__ = [
     "BASE_EPOCH_NS",
@@ -39,15 +56,29 @@ __all__ = [
     "ExportError",
     "FieldStream",
     "IoLayerError",
+    "Nav2MapFiles",
     "PoseStream",
+    "SyntheticRun",
+    "SyntheticWorld",
     "TopicSummary",
+    "add_convert_arguments",
     "bag_info",
     "convert_aalto",
     "heading_from_track",
     "load_aalto_sequence",
+    "make_synthetic_world",
     "read_bag",
     "rotate_z",
+    "run_convert",
+    "simulate_run",
     "write_field_pose_bag",
+    "write_grids_npz",
+    "write_grids_npz_arrays",
+    "write_nav2_map",
+    "write_nav2_map_arrays",
+    "write_png",
+    "write_png_arrays",
+    "write_synthetic_bag",
     "yaw_from_quaternion",
     "yaw_to_quaternion",
 ]

@@ -1,0 +1,336 @@
+"""Map products as files: a PNG figure, a Nav2 map_server map (YAML + PGM), and an ``.npz``.
+
+Each product has a function over plain arrays (cell centres x [W] and y [H] in metres, grids
+[H, W] with row 0 at the smallest y, as ``GridSpec`` lays them out) and a thin wrapper taking a
+:class:`~gp_mapper.mapping.snapshot.MapSnapshot`. Every file is written atomically.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
+
+import numpy as np
+
+from gp_mapper.mapping.occupancy import OCCUPANCY_MIN, scale_to_occupancy
+
+from .atomic import atomic_write_bytes, atomic_write_text
+from .errors import ExportError
+
+if TYPE_CHECKING:
+    from gp_mapper.mapping.snapshot import MapSnapshot
+
+__all__ = [
+    "NAV2_FREE_THRESH",
+    "NAV2_OCCUPIED_THRESH",
+    "Nav2MapFiles",
+    "write_grids_npz",
+    "write_grids_npz_arrays",
+    "write_nav2_map",
+    "write_nav2_map_arrays",
+    "write_png",
+    "write_png_arrays",
+]
+
+_LOG = logging.getLogger(__name__)
+
+# map_server "scale" mode maps occ = 1 - shade linearly from [free_thresh, occupied_thresh] onto
+# [0, 100] (nav2_map_server map_io.cpp, loadMapFromFile). With 0 and 1 the whole range is
+# linear and nothing saturates, so the loaded grid reproduces the levels 1..98 exactly.
+NAV2_FREE_THRESH = 0.0
+NAV2_OCCUPIED_THRESH = 1.0
+PGM_MAXVAL = 255  # 8-bit grey, the depth map_saver writes
+# Relative tolerance for "the cell centres are evenly spaced at one resolution".
+SPACING_RTOL = 1e-6
+# Significant digits of the numbers in the map YAML: sub-nanometre at 1 km, and it hides the
+# float noise of cell centres computed as origin + (i + 0.5) * resolution.
+YAML_DIGITS = 12
+PNG_DPI = 120
+# Two panels side by side; inches.
+PNG_FIGSIZE_IN = (12.0, 5.0)
+
+
+class Nav2MapFiles(NamedTuple):
+    """What :func:`write_nav2_map_arrays` wrote.
+
+    Attributes:
+        yaml_path: the map_server YAML.
+        pgm_path: the image it names.
+        lo_ut: mean value shown as the lightest grey (occupancy 1), µT.
+        hi_ut: mean value shown as black (occupancy 98), µT.
+    """
+
+    yaml_path: Path
+    pgm_path: Path
+    lo_ut: float
+    hi_ut: float
+
+
+# --- PNG
+
+
+def write_png_arrays(
+    path: str | os.PathLike[str],
+    x_m: np.ndarray,
+    y_m: np.ndarray,
+    mean_ut: np.ndarray,
+    variance_ut2: np.ndarray,
+    *,
+    inducing_m: np.ndarray | None = None,
+    trajectory_m: np.ndarray | None = None,
+    num_samples: int | None = None,
+    unknown: np.ndarray | None = None,
+    title: str = "Magnetic field map",
+    resolution_m: float | None = None,
+) -> Path:
+    """Draw the mean and standard deviation side by side and save a PNG.
+
+    Args:
+        path: the PNG to write.
+        x_m: [W] cell-centre x, metres, increasing and evenly spaced.
+        y_m: [H] cell-centre y, metres, increasing and evenly spaced.
+        mean_ut: [H, W] posterior mean, µT (row 0 at y_m[0]).
+        variance_ut2: [H, W] posterior variance, µT².
+        inducing_m: [M, D] inducing inputs (their x, y are drawn), metres; None: none drawn.
+        trajectory_m: [K, 2] path of the samples, metres; None: not drawn.
+        num_samples: samples the map was trained on, for the title.
+        unknown: [H, W] bool, cells to leave blank in the mean panel; None: show all.
+        title: the figure's title, to which M and the sample count are appended.
+        resolution_m: cell size, metres; None: read from the centre spacing.
+
+    Returns:
+        The path written.
+    """
+    from matplotlib.figure import Figure  # deferred: matplotlib takes ~0.3 s to import
+
+    x, y, res = _check_axes(x_m, y_m, resolution_m)
+    mean = _check_grid(mean_ut, x.size, y.size, "mean_ut")
+    std = np.sqrt(np.clip(_check_grid(variance_ut2, x.size, y.size, "variance_ut2"), 0.0, None))
+    extent = (x[0] - res / 2, x[-1] + res / 2, y[0] - res / 2, y[-1] + res / 2)
+    shown = mean if unknown is None else np.ma.masked_array(mean, mask=np.asarray(unknown, bool))
+    inducing = _points(inducing_m, "inducing_m")
+    trajectory = _points(trajectory_m, "trajectory_m")
+
+    figure = Figure(figsize=PNG_FIGSIZE_IN, dpi=PNG_DPI, layout="constrained")
+    axes = figure.subplots(1, 2)
+    panels = ((axes[0], shown, "mean", "viridis"), (axes[1], std, "standard deviation", "magma"))
+    for ax, values, name, cmap in panels:
+        image = ax.imshow(values, origin="lower", extent=extent, cmap=cmap, interpolation="nearest")
+        figure.colorbar(image, ax=ax, label=f"{name} [µT]")
+        if trajectory.shape[0]:
+            ax.plot(
+                trajectory[:, 0],
+                trajectory[:, 1],
+                color="white",
+                lw=0.6,
+                alpha=0.7,
+                label="trajectory",
+            )
+        if inducing.shape[0]:
+            ax.scatter(
+                inducing[:, 0],
+                inducing[:, 1],
+                s=8,
+                c="red",
+                marker="x",
+                lw=0.8,
+                label="inducing points",
+            )
+        ax.set_xlim(extent[0], extent[1])
+        ax.set_ylim(extent[2], extent[3])
+        ax.set_aspect("equal")
+        ax.set_xlabel("x [m]")
+        ax.set_ylabel("y [m]")
+        ax.set_title(name)
+    if trajectory.shape[0] or inducing.shape[0]:
+        axes[0].legend(loc="upper right", fontsize="small", facecolor="0.4", framealpha=0.7)
+    samples = "?" if num_samples is None else f"{num_samples}"
+    figure.suptitle(f"{title}: M = {inducing.shape[0]} inducing points, N = {samples} samples")
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png")
+    return atomic_write_bytes(path, buffer.getvalue())
+
+
+def write_png(
+    path: str | os.PathLike[str], snapshot: MapSnapshot, *, unknown_ratio: float | None = None
+) -> Path:
+    """PNG of a snapshot (see :func:`write_png_arrays`).
+
+    Args:
+        path: the PNG to write.
+        snapshot: the map.
+        unknown_ratio: blank the mean where variance > ratio x prior variance; None: show all.
+    """
+    x, y = snapshot.grid.cell_centres()
+    unknown = None if unknown_ratio is None else snapshot.unknown(unknown_ratio)
+    return write_png_arrays(
+        path,
+        x,
+        y,
+        snapshot.mean,
+        snapshot.variance,
+        inducing_m=snapshot.inducing_m,
+        trajectory_m=snapshot.trajectory_m,
+        num_samples=snapshot.num_samples,
+        unknown=unknown,
+        resolution_m=snapshot.grid.resolution_m,
+    )
+
+
+# --- Nav2 map_server
+
+
+def write_nav2_map_arrays(
+    yaml_path: str | os.PathLike[str],
+    x_m: np.ndarray,
+    y_m: np.ndarray,
+    mean_ut: np.ndarray,
+    *,
+    lo_ut: float | None = None,
+    hi_ut: float | None = None,
+    resolution_m: float | None = None,
+) -> Nav2MapFiles:
+    """Write the mean as a Nav2 map_server map: a binary PGM and its YAML (mode: scale).
+
+    The mean is scaled linearly onto occupancy 1..98 (lo -> 1, light; hi -> 98, dark) exactly
+    as the node scales its ``~/mean`` OccupancyGrid
+    (:func:`gp_mapper.mapping.occupancy.scale_to_occupancy`), and each level v is stored as grey
+    ``255 (100 - v) / 100``; map_server in scale mode with
+    free_thresh 0 and occupied_thresh 1 loads exactly v back. The PGM's first row is the grid's
+    LAST row (largest y), as map_server expects; ``origin`` is the outer corner of the cell with
+    the smallest x and y. A PGM has no alpha channel, so no cell can be marked unknown.
+
+    Args:
+        yaml_path: the YAML to write; the PGM goes beside it with the suffix ``.pgm``.
+        x_m: [W] cell-centre x, metres, increasing and evenly spaced.
+        y_m: [H] cell-centre y, metres, same spacing.
+        mean_ut: [H, W] mean, µT, row 0 at y_m[0].
+        lo_ut: value shown as occupancy 1; None: the smallest finite mean.
+        hi_ut: value shown as occupancy 98; None: the largest finite mean.
+        resolution_m: cell size, metres; None: read from the centre spacing.
+
+    Returns:
+        The two paths and the value range used.
+    """
+    x, y, res = _check_axes(x_m, y_m, resolution_m)
+    mean = _check_grid(mean_ut, x.size, y.size, "mean_ut")
+    bad = ~np.isfinite(mean)
+    if bad.all() and (lo_ut is None or hi_ut is None):
+        raise ExportError("mean_ut has no finite value; pass lo_ut and hi_ut")
+    if bad.any():
+        _LOG.warning("%d non-finite mean cells written as the lowest level", int(bad.sum()))
+    # The node's ~/mean OccupancyGrid scaling; a PGM cannot say "unknown", so a non-finite
+    # cell takes the lowest level.
+    levels, lo, hi = scale_to_occupancy(mean, bad, lo_ut, hi_ut)
+    levels = np.where(levels < OCCUPANCY_MIN, OCCUPANCY_MIN, levels).astype(np.int64)
+    grey = np.rint(PGM_MAXVAL * (100 - levels) / 100.0).astype(np.uint8)
+    image = grey[::-1]  # map_server reads the first image row as the largest y
+    height, width = image.shape
+    pgm = f"P5\n{width} {height}\n{PGM_MAXVAL}\n".encode("ascii") + image.tobytes()
+
+    yaml_target = Path(yaml_path)
+    pgm_target = yaml_target.with_suffix(".pgm")
+    origin_x, origin_y = _tidy(x[0] - res / 2), _tidy(y[0] - res / 2)
+    text = (
+        f"# gp_mapper mean magnetic field: occupancy 1 = {lo!r} µT, 98 = {hi!r} µT (linear)\n"
+        f"image: {pgm_target.name}\n"
+        "mode: scale\n"
+        f"resolution: {_tidy(res)!r}\n"
+        f"origin: [{origin_x!r}, {origin_y!r}, 0.0]\n"
+        "negate: 0\n"
+        f"occupied_thresh: {NAV2_OCCUPIED_THRESH!r}\n"
+        f"free_thresh: {NAV2_FREE_THRESH!r}\n"
+    )
+    atomic_write_bytes(pgm_target, pgm)  # the image first: the YAML must never name a missing file
+    atomic_write_text(yaml_target, text)
+    return Nav2MapFiles(yaml_target, pgm_target, lo, hi)
+
+
+def write_nav2_map(yaml_path: str | os.PathLike[str], snapshot: MapSnapshot) -> Nav2MapFiles:
+    """Nav2 map of a snapshot's mean (see :func:`write_nav2_map_arrays`)."""
+    x, y = snapshot.grid.cell_centres()
+    return write_nav2_map_arrays(
+        yaml_path, x, y, snapshot.mean, resolution_m=snapshot.grid.resolution_m
+    )
+
+
+# --- npz
+
+
+def write_grids_npz_arrays(
+    path: str | os.PathLike[str],
+    x_m: np.ndarray,
+    y_m: np.ndarray,
+    mean_ut: np.ndarray,
+    variance_ut2: np.ndarray,
+    *,
+    resolution_m: float | None = None,
+) -> Path:
+    """Save the grids as ``.npz`` (no pickles): x [W], y [H] cell centres (m), mean [H, W] (µT),
+    variance [H, W] (µT²). Read back with ``np.load(path, allow_pickle=False)``.
+
+    ``resolution_m`` (m) is only needed to check a 1 x 1 grid; it is not stored.
+    """
+    x, y, _ = _check_axes(x_m, y_m, resolution_m)
+    mean = _check_grid(mean_ut, x.size, y.size, "mean_ut")
+    variance = _check_grid(variance_ut2, x.size, y.size, "variance_ut2")
+    buffer = io.BytesIO()
+    np.savez(buffer, x=x, y=y, mean=mean, variance=variance)
+    return atomic_write_bytes(path, buffer.getvalue())
+
+
+def write_grids_npz(path: str | os.PathLike[str], snapshot: MapSnapshot) -> Path:
+    """``.npz`` of a snapshot's grids (see :func:`write_grids_npz_arrays`)."""
+    x, y = snapshot.grid.cell_centres()
+    return write_grids_npz_arrays(
+        path, x, y, snapshot.mean, snapshot.variance, resolution_m=snapshot.grid.resolution_m
+    )
+
+
+# --- checks
+
+
+def _check_axes(
+    x_m: np.ndarray, y_m: np.ndarray, resolution_m: float | None = None
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """Validate cell-centre axes; return them as float64 and the common resolution (m)."""
+    x = np.asarray(x_m, dtype=np.float64)
+    y = np.asarray(y_m, dtype=np.float64)
+    if x.ndim != 1 or y.ndim != 1 or x.size == 0 or y.size == 0:
+        raise ExportError(f"expected cell centres x [W], y [H]; got shapes {x.shape}, {y.shape}")
+    if not (np.isfinite(x).all() and np.isfinite(y).all()):
+        raise ExportError("cell centres hold NaN or inf")
+    steps = np.concatenate([np.diff(x), np.diff(y)])
+    if steps.size == 0 and resolution_m is None:
+        raise ExportError("a 1 x 1 grid has no spacing to read; pass resolution_m")
+    res = float(steps[0]) if resolution_m is None else float(resolution_m)
+    if res <= 0.0 or not np.allclose(steps, res, rtol=SPACING_RTOL, atol=0.0):
+        found = f"{float(steps.min())}..{float(steps.max())}" if steps.size else "none"
+        raise ExportError(
+            f"cell centres must increase by the resolution {res} m on both axes; steps: {found}"
+        )
+    return x, y, res
+
+
+def _tidy(value: float) -> float:
+    """``value`` rounded to YAML_DIGITS significant digits: 0.1, not 0.09999999999999998."""
+    return float(f"{float(value):.{YAML_DIGITS}g}")
+
+
+def _check_grid(values: np.ndarray, width: int, height: int, name: str) -> np.ndarray:
+    grid = np.asarray(values, dtype=np.float64)
+    if grid.shape != (height, width):
+        raise ExportError(f"{name} must be [H, W] = [{height}, {width}]; got {grid.shape}")
+    return grid
+
+
+def _points(points: np.ndarray | None, name: str) -> np.ndarray:
+    if points is None:
+        return np.zeros((0, 2))
+    p = np.asarray(points, dtype=np.float64)
+    if p.ndim != 2 or p.shape[1] < 2:
+        raise ExportError(f"{name} must be [K, >=2]; got {p.shape}")
+    return p[:, :2]

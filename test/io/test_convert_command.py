@@ -1,0 +1,72 @@
+"""The ``convert`` sub-command front: argument parsing, summaries, exit codes."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from gp_mapper.io import add_convert_arguments, bag_info, run_convert
+
+from .helpers import write_tiny_aalto
+
+
+def _run(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="gp-mapper convert")
+    add_convert_arguments(parser)
+    return run_convert(parser.parse_args(argv))
+
+
+def test_missing_data_directory_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "no_data"
+    assert _run(["aalto", str(missing), str(tmp_path / "out")]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert (
+        captured.err == f"gp-mapper convert: error: Aalto data directory {missing} does not exist\n"
+    )
+    assert not (tmp_path / "out").exists()
+
+
+def test_aalto_conversion_prints_a_summary(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_tiny_aalto(tmp_path / "data")
+    out = tmp_path / "bag"
+    argv = ["aalto", str(tmp_path / "data"), str(out), "--sequences", "1,2", "--storage", "sqlite3"]
+    assert _run(argv) == 0
+    text = capsys.readouterr().out
+    assert f"wrote {out} (sqlite3)" in text
+    assert "/imu/mag: 59 sensor_msgs/msg/MagneticField (tesla)" in text
+    assert "non-finite rows dropped: 1" in text
+    assert bag_info(out).storage == "sqlite3"
+
+
+def test_existing_output_needs_force(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "demo"
+    assert _run(["synthetic", str(out), "--duration", "2", "--seed", "1"]) == 0
+    assert "/pose: 101 geometry_msgs/msg/PoseStamped" in capsys.readouterr().out
+    assert _run(["synthetic", str(out), "--duration", "4"]) == 1
+    assert "exists already" in capsys.readouterr().err
+    assert (
+        _run(["synthetic", str(out), "--duration", "4", "--force", "--pose-type", "odometry"]) == 0
+    )
+    assert bag_info(out).topics["/pose"] == ("nav_msgs/msg/Odometry", 201)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["aalto", "d", "o", "--sequences", "1,x"],
+        ["aalto", "d", "o", "--storage", "rosbag1"],
+        ["synthetic", "o", "--duration", "-3"],
+        ["nonsense", "o"],
+    ],
+)
+def test_bad_arguments_are_usage_errors(argv: list[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        _run(argv)
+    assert exit_info.value.code == 2
