@@ -1,0 +1,360 @@
+"""The node's parameters, declared once as data, and the frozen config built from them.
+
+`PARAMETERS` is the single table of every parameter of the `gp_mapper` node: name, default,
+type, description with unit, range or choices and whether it is read-only. The ROS node declares
+exactly these (with descriptors built from the table), the README lists them, and
+`MapperConfig` holds their values. The engine's parameters mirror the fields of
+`gp_mapper.engine.EngineSpec` with the same names; a test keeps the two in sync.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from gp_mapper.mapping.errors import ConfigError
+
+if TYPE_CHECKING:
+    from gp_mapper.engine import EngineSpec
+
+ParamValue = bool | int | float | str | tuple[float, ...] | None
+
+PARAMETER_TYPES = ("bool", "int", "float", "str", "float_array")
+GROUPS = ("node", "mapping", "engine")
+
+# Number of values in `bounds`: xmin, xmax, ymin, ymax.
+BOUNDS_LENGTH = 4
+
+
+class ParameterInfo(NamedTuple):
+    """One node parameter.
+
+    Attributes:
+        name: The parameter name (also the `MapperConfig` field, or the `EngineSpec` field).
+        default: The default value. `None` only for `bounds` (declare it as an empty double
+            array; an empty array means "no fixed bounds").
+        type: One of "bool", "int", "float", "str", "float_array".
+        description: What it sets, with its unit in square brackets.
+        min: Smallest allowed value (inclusive), or None.
+        max: Largest allowed value (inclusive), or None.
+        choices: The allowed values, or () for any.
+        pattern: A regular expression the whole (string) value must match, or None.
+        read_only: True if it cannot change after the node has started (frames, topics, what
+            the map holds).
+        group: "node" (ROS wiring), "mapping" (this pipeline) or "engine" (`EngineSpec`).
+    """
+
+    name: str
+    default: ParamValue
+    type: str
+    description: str
+    min: float | None = None
+    max: float | None = None
+    choices: tuple[str | int, ...] = ()
+    pattern: str | None = None
+    read_only: bool = False
+    group: str = "mapping"
+
+    def constraints(self) -> str:
+        """A one-line statement of the allowed values ("" if any value of the type will do)."""
+        if self.choices:
+            return "one of: " + ", ".join(str(c) for c in self.choices)
+        if self.pattern is not None:
+            return f"matches {self.pattern}"
+        if self.min is not None and self.max is not None:
+            return f"in [{self.min:g}, {self.max:g}]"
+        if self.name == "bounds":
+            return "empty, or [xmin, xmax, ymin, ymax] with xmin < xmax and ymin < ymax"
+        return ""
+
+    def validate(self, value: Any) -> ParamValue:
+        """Check a value against the type and the range; return it in its canonical type.
+
+        Raises:
+            ConfigError: naming the parameter, the allowed values and the value given.
+        """
+        value = _coerce(self, value)
+        if value is None:
+            return value
+        if self.choices and value not in self.choices:
+            raise ConfigError(f"{self.name} must be {self.constraints()}; got {value!r}")
+        if self.pattern is not None and not re.fullmatch(self.pattern, str(value)):
+            raise ConfigError(f"{self.name} must match {self.pattern}; got {value!r}")
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            if not math.isfinite(value):
+                raise ConfigError(f"{self.name} must be finite; got {value!r}")
+            if (self.min is not None and value < self.min) or (
+                self.max is not None and value > self.max
+            ):
+                raise ConfigError(f"{self.name} must be {self.constraints()}; got {value!r}")
+        return value
+
+
+def _coerce(info: ParameterInfo, value: Any) -> ParamValue:
+    """Convert a value to the parameter's type (int -> float allowed, bool -> number refused)."""
+    name, kind = info.name, info.type
+    if kind == "bool":
+        if not isinstance(value, bool):
+            raise ConfigError(f"{name} must be a bool; got {value!r}")
+        return value
+    if kind == "str":
+        if not isinstance(value, str):
+            raise ConfigError(f"{name} must be a string; got {value!r}")
+        return value
+    if kind == "int":
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{name} must be an integer; got {value!r}")
+        return int(value)
+    if kind == "float":
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ConfigError(f"{name} must be a number; got {value!r}")
+        return float(value)
+    # float_array: None or () means unset.
+    if value is None:
+        return None
+    if isinstance(value, str) or not isinstance(value, Sequence):
+        raise ConfigError(f"{name} must be a list of numbers; got {value!r}")
+    if len(value) == 0:
+        return None
+    items = []
+    for v in value:
+        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+            raise ConfigError(f"{name} must be a list of finite numbers; got {value!r}")
+        items.append(float(v))
+    return tuple(items)
+
+
+# Ranges: wide enough for any robot, narrow enough to catch a unit mistake (ms for s, cm for m).
+PARAMETERS: tuple[ParameterInfo, ...] = (
+    # --- ROS wiring (read by the node only) ---
+    ParameterInfo("map_frame", "map", "str", "frame of the poses and the published maps (REP-105)",
+                  read_only=True, group="node"),
+    ParameterInfo("mag_topic", "mag", "str",
+                  "magnetometer topic (sensor_msgs/MagneticField, field in tesla)",
+                  read_only=True, group="node"),
+    ParameterInfo("pose_topic", "pose", "str", "pose topic of the magnetometer in map_frame",
+                  read_only=True, group="node"),
+    ParameterInfo("pose_type", "pose_stamped", "str", "message type on pose_topic",
+                  choices=("pose_stamped", "pose_with_covariance", "odometry"),
+                  read_only=True, group="node"),
+    ParameterInfo("qos_depth", 100, "int",
+                  "history depth of the sensor subscriptions [messages]; a 100 Hz magnetometer "
+                  "needs room between callbacks (ros2.md 3.4: 50-200)",
+                  min=1, max=10000, read_only=True, group="node"),
+    ParameterInfo("map_path", "~/.ros/gp_mapper/map.npz", "str",
+                  "map file written by ~/save_map and read by ~/load_map (~ is expanded)",
+                  group="node"),
+    ParameterInfo("diagnostics_period", 1.0, "float", "period of /diagnostics [s]",
+                  min=0.1, max=60.0, group="node"),
+    # --- the pipeline ---
+    ParameterInfo("target", "norm", "str",
+                  "mapped quantity: norm = |B| [µT] (rotation invariant); x, y, z = that "
+                  "component of B in map_frame [µT], rotated with the interpolated orientation",
+                  choices=("norm", "x", "y", "z"), read_only=True),
+    ParameterInfo("input_dims", 2, "int", "GP inputs: 2 = (x, y), 3 = (x, y, z) [m]",
+                  min=2, max=3, choices=(2, 3), read_only=True),
+    ParameterInfo("batch_size", 400, "int",
+                  "samples per engine update; the paper streams ~469 per batch [samples]",
+                  min=1, max=10000),
+    ParameterInfo("batch_period", 10.0, "float",
+                  "an open window closes after this much message-stamp time [s]",
+                  min=0.1, max=3600.0),
+    ParameterInfo("min_spacing", 0.0, "float",
+                  "drop samples closer than this to the last kept one [m]; 0 = off (exact "
+                  "repeats of the last kept position are always dropped)",
+                  min=0.0, max=10.0),
+    ParameterInfo("max_pose_gap", 0.2, "float",
+                  "largest time between the two poses bracketing a reading [s]",
+                  min=0.001, max=10.0),
+    ParameterInfo("max_pose_speed", 10.0, "float",
+                  "bracketing poses implying a faster motion are a jump (map correction) and "
+                  "are not interpolated across [m/s]; 0 = off",
+                  min=0.0, max=1000.0),
+    ParameterInfo("pose_wait", 0.5, "float",
+                  "how long a reading may wait for a later pose, in stamp time [s]",
+                  min=0.0, max=60.0),
+    ParameterInfo("pose_buffer_size", 1000, "int", "poses kept for interpolation [poses]",
+                  min=2, max=100000),
+    ParameterInfo("expected_frame", "", "str",
+                  "drop readings whose frame_id differs; empty = accept any frame"),
+    ParameterInfo("resolution", 0.1, "float", "grid cell size [m]", min=0.01, max=5.0),
+    ParameterInfo("margin", 1.0, "float",
+                  "grid margin around the explored box when bounds is empty [m]",
+                  min=0.0, max=100.0),
+    ParameterInfo("bounds", None, "float_array",
+                  "fixed grid extent [xmin, xmax, ymin, ymax] [m]; empty = explored box + margin"),
+    ParameterInfo("max_cells", 40000, "int",
+                  "cap on grid cells; the resolution coarsens to stay below it [cells]",
+                  min=16, max=4000000),
+    ParameterInfo("grid_z", 0.0, "float", "height of the grid when input_dims = 3 [m]",
+                  min=-10000.0, max=10000.0),
+    ParameterInfo("unknown_variance_ratio", 0.9, "float",
+                  "a cell is unknown (-1) where its variance exceeds this times the prior variance",
+                  min=0.0, max=1.0),
+    # --- the engine: the fields of gp_mapper.engine.EngineSpec ---
+    ParameterInfo("kernel", "matern52", "str", "stationary kernel added to the constant",
+                  choices=("matern52", "se"), read_only=True, group="engine"),
+    ParameterInfo("constant_variance", 500.0, "float",
+                  "initial variance of the constant kernel (absorbs the ~48 µT mean) [µT²]; "
+                  "0 = off",
+                  min=0.0, max=1.0e6, group="engine"),
+    ParameterInfo("kernel_variance", 1.0, "float", "initial stationary kernel variance [µT²]",
+                  min=1.0e-6, max=1.0e6, group="engine"),
+    ParameterInfo("lengthscale", 1.0, "float", "initial kernel lengthscale [m]",
+                  min=1.0e-3, max=1.0e3, group="engine"),
+    ParameterInfo("ard", False, "bool", "one lengthscale per input dimension",
+                  read_only=True, group="engine"),
+    ParameterInfo("noise_variance", 0.1, "float", "initial observation noise variance [µT²]",
+                  min=1.0e-6, max=1.0e4, group="engine"),
+    ParameterInfo("selector", "vips", "str", "inducing-point selection rule",
+                  choices=("vips", "cv", "oips", "fixed"), group="engine"),
+    ParameterInfo("delta", 0.035, "float",
+                  "VIPS tolerance, relative to the gap between the reference and noise bounds",
+                  min=0.0, max=1.0, group="engine"),
+    ParameterInfo("eta", 0.06, "float", "conditional-variance stopping threshold [µT²]",
+                  min=0.0, max=1.0e6, group="engine"),
+    ParameterInfo("rho", 0.93, "float", "OIPS correlation threshold", min=0.0, max=1.0,
+                  group="engine"),
+    ParameterInfo("fixed_size", 100, "int", "inducing points of the fixed selector [points]",
+                  min=1, max=100000, group="engine"),
+    ParameterInfo("max_inducing", 2000, "int", "cap on inducing points [points]",
+                  min=1, max=100000, group="engine"),
+    ParameterInfo("fit_iterations", 100, "int",
+                  "L-BFGS iterations of the hyperparameter fit per update; 0 = keep them fixed",
+                  min=0, max=10000, group="engine"),
+    ParameterInfo("hyperprior_scale", 0.5, "float",
+                  "log-space std of a weak log-normal hyperprior on the kernel parameters; "
+                  "0 = maximum likelihood as in the paper",
+                  min=0.0, max=10.0, group="engine"),
+    ParameterInfo("device", "auto", "str", "torch device: auto, cpu, cuda or cuda:N",
+                  pattern=r"auto|cpu|cuda(:[0-9]+)?", read_only=True, group="engine"),
+    ParameterInfo("dtype", "float64", "str", "engine floating-point type",
+                  choices=("float64", "float32"), read_only=True, group="engine"),
+)  # fmt: skip
+
+PARAMETER_BY_NAME: Mapping[str, ParameterInfo] = {p.name: p for p in PARAMETERS}
+ENGINE_PARAMETER_NAMES: tuple[str, ...] = tuple(p.name for p in PARAMETERS if p.group == "engine")
+
+
+def _default(name: str) -> Any:
+    return PARAMETER_BY_NAME[name].default
+
+
+def _default_engine_spec() -> EngineSpec:
+    from gp_mapper.engine import EngineSpec  # deferred: the engine pulls in torch
+
+    return EngineSpec()
+
+
+@dataclass(frozen=True)
+class MapperConfig:
+    """Every parameter of the node; defaults and ranges come from `PARAMETERS`.
+
+    Construct it directly (keyword arguments, `engine=EngineSpec(...)`) or from a flat mapping
+    with `from_dict`. Construction validates every value.
+
+    Raises:
+        ConfigError: a value has the wrong type or is out of range; the message names it.
+    """
+
+    map_frame: str = _default("map_frame")
+    mag_topic: str = _default("mag_topic")
+    pose_topic: str = _default("pose_topic")
+    pose_type: str = _default("pose_type")
+    qos_depth: int = _default("qos_depth")
+    map_path: str = _default("map_path")
+    diagnostics_period: float = _default("diagnostics_period")
+    target: str = _default("target")
+    input_dims: int = _default("input_dims")
+    batch_size: int = _default("batch_size")
+    batch_period: float = _default("batch_period")
+    min_spacing: float = _default("min_spacing")
+    max_pose_gap: float = _default("max_pose_gap")
+    max_pose_speed: float = _default("max_pose_speed")
+    pose_wait: float = _default("pose_wait")
+    pose_buffer_size: int = _default("pose_buffer_size")
+    expected_frame: str = _default("expected_frame")
+    resolution: float = _default("resolution")
+    margin: float = _default("margin")
+    bounds: tuple[float, float, float, float] | None = _default("bounds")
+    max_cells: int = _default("max_cells")
+    grid_z: float = _default("grid_z")
+    unknown_variance_ratio: float = _default("unknown_variance_ratio")
+    engine: EngineSpec = field(default_factory=_default_engine_spec)
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            if f.name == "engine":
+                continue
+            value = PARAMETER_BY_NAME[f.name].validate(getattr(self, f.name))
+            object.__setattr__(self, f.name, value)
+        for name in ENGINE_PARAMETER_NAMES:
+            if not hasattr(self.engine, name):
+                raise ConfigError(f"engine spec has no field {name!r}")
+            PARAMETER_BY_NAME[name].validate(getattr(self.engine, name))
+        if self.bounds is not None:
+            if len(self.bounds) != BOUNDS_LENGTH:
+                raise ConfigError(
+                    f"bounds must be empty or [xmin, xmax, ymin, ymax]; got {list(self.bounds)}"
+                )
+            xmin, xmax, ymin, ymax = self.bounds
+            if not (xmin < xmax and ymin < ymax):
+                raise ConfigError(f"bounds needs xmin < xmax and ymin < ymax; got {self.bounds}")
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> MapperConfig:
+        """Build a config from flat parameter names (engine fields by their `EngineSpec` names).
+
+        Args:
+            values: name -> value; names not given keep their defaults.
+
+        Raises:
+            ConfigError: an unknown name, or a value of the wrong type or out of range.
+        """
+        unknown = sorted(set(values) - set(PARAMETER_BY_NAME))
+        if unknown:
+            raise ConfigError(f"unknown parameter(s): {', '.join(unknown)}")
+        mapping = {k: v for k, v in values.items() if k not in ENGINE_PARAMETER_NAMES}
+        engine_values = {
+            k: PARAMETER_BY_NAME[k].validate(v)
+            for k, v in values.items()
+            if k in ENGINE_PARAMETER_NAMES
+        }
+        spec = _default_engine_spec()
+        try:
+            spec = dataclasses.replace(spec, **engine_values)
+        except (TypeError, ValueError) as err:
+            raise ConfigError(f"invalid engine parameters {engine_values}: {err}") from err
+        return cls(**mapping, engine=spec)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Flat name -> value for every parameter in `PARAMETERS` order (bounds as list or None)."""
+        out: dict[str, Any] = {}
+        for info in PARAMETERS:
+            owner = self.engine if info.group == "engine" else self
+            value = getattr(owner, info.name)
+            out[info.name] = list(value) if isinstance(value, tuple) else value
+        return out
+
+    def replace(self, **changes: Any) -> MapperConfig:
+        """A copy with some flat parameters changed (engine fields included), validated."""
+        return MapperConfig.from_dict({**self.to_dict(), **changes})
+
+
+def parameters_markdown() -> str:
+    """The parameter table as Markdown, for the README."""
+    lines = [
+        "| parameter | default | type | allowed | read-only | description |",
+        "|---|---|---|---|---|---|",
+    ]
+    for p in PARAMETERS:
+        default = "[]" if p.default is None else repr(p.default)
+        lines.append(
+            f"| `{p.name}` | `{default}` | {p.type} | {p.constraints()} | "
+            f"{'yes' if p.read_only else ''} | {p.description} |"
+        )
+    return "\n".join(lines)

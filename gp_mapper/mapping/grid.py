@@ -1,0 +1,228 @@
+"""The map grid: its geometry, how it grows with the explored area, and prediction on it.
+
+Conventions follow `nav_msgs/OccupancyGrid` (ros2.md 3.2): `origin_m` is the outer corner of
+cell (0, 0); column i runs along +x, row j along +y; cell (i, j) has its centre at
+origin + ((i + 0.5) res, (j + 0.5) res); arrays are [H, W] = [rows (y), columns (x)], so
+`grid[j, i]` and C-order `ravel()` match the message's `data`.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+import torch
+
+logger = logging.getLogger(__name__)
+
+Box = tuple[float, float, float, float]  # (xmin, xmax, ymin, ymax), m
+
+# Cells predicted per call to the posterior. The posterior's cross-covariance block is
+# [M, tile]: at M = 2000 inducing points (the default cap) and float64 that is 33 MB.
+DEFAULT_TILE_CELLS = 2048
+
+# Edges are snapped to multiples of the resolution; this slack (in cells) keeps a box edge that
+# already sits on a multiple from rounding out to one more cell.
+SNAP_TOLERANCE_CELLS = 1e-9
+
+
+class GridPosterior(Protocol):
+    """What `predict_grid` needs from `gp_mapper.engine.Posterior`."""
+
+    @property
+    def Z(self) -> torch.Tensor: ...  # [M, D]
+
+    def predict(self, Xs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]: ...
+
+    def prior_variance(self, Xs: torch.Tensor) -> torch.Tensor: ...
+
+
+@dataclass(frozen=True)
+class GridSpec:
+    """A regular 2-D grid in the map frame.
+
+    Attributes:
+        origin_m: (x, y) of the outer corner of cell (0, 0) (m).
+        resolution_m: Cell size (m/cell).
+        shape: (H, W): rows along y, columns along x (cells).
+    """
+
+    origin_m: tuple[float, float]
+    resolution_m: float
+    shape: tuple[int, int]
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.resolution_m) and self.resolution_m > 0.0):
+            raise ValueError(f"resolution_m must be positive; got {self.resolution_m}")
+        if len(self.shape) != 2 or min(self.shape) < 1:
+            raise ValueError(f"shape must be (H, W) with H, W >= 1; got {self.shape}")
+        if len(self.origin_m) != 2 or not all(math.isfinite(v) for v in self.origin_m):
+            raise ValueError(f"origin_m must be finite (x, y); got {self.origin_m}")
+        object.__setattr__(self, "origin_m", (float(self.origin_m[0]), float(self.origin_m[1])))
+        object.__setattr__(self, "resolution_m", float(self.resolution_m))
+        object.__setattr__(self, "shape", (int(self.shape[0]), int(self.shape[1])))
+
+    @property
+    def height(self) -> int:
+        """Rows (cells along y)."""
+        return self.shape[0]
+
+    @property
+    def width(self) -> int:
+        """Columns (cells along x)."""
+        return self.shape[1]
+
+    @property
+    def num_cells(self) -> int:
+        """H * W."""
+        return self.shape[0] * self.shape[1]
+
+    @property
+    def extent(self) -> Box:
+        """Outer edges (xmin, xmax, ymin, ymax) (m), e.g. for matplotlib's `imshow`."""
+        x0, y0 = self.origin_m
+        r = self.resolution_m
+        return (x0, x0 + self.width * r, y0, y0 + self.height * r)
+
+    def cell_centres(self) -> tuple[np.ndarray, np.ndarray]:
+        """Cell-centre coordinates: x [W] of the columns and y [H] of the rows (m)."""
+        x0, y0 = self.origin_m
+        r = self.resolution_m
+        return (
+            x0 + (np.arange(self.width) + 0.5) * r,
+            y0 + (np.arange(self.height) + 0.5) * r,
+        )
+
+    def cell_points(self) -> np.ndarray:
+        """Every cell centre as [H * W, 2] (x, y) (m), in C order: cell (i, j) at j * W + i."""
+        x, y = self.cell_centres()
+        xx, yy = np.meshgrid(x, y)  # [H, W] each
+        return np.column_stack([xx.ravel(), yy.ravel()])
+
+    def world_to_cell(self, xy: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The cells holding some points.
+
+        Args:
+            xy: [N, 2] (x, y) (m) in the map frame.
+
+        Returns:
+            i [N] column indices, j [N] row indices (int64; out of range where `valid` is
+            False) and valid [N] bool (the point lies on the grid).
+        """
+        xy = np.asarray(xy, dtype=np.float64).reshape(-1, 2)
+        x0, y0 = self.origin_m
+        i = np.floor((xy[:, 0] - x0) / self.resolution_m)
+        j = np.floor((xy[:, 1] - y0) / self.resolution_m)
+        valid = np.isfinite(i) & np.isfinite(j)
+        valid &= (i >= 0) & (i < self.width) & (j >= 0) & (j < self.height)
+        i = np.where(np.isfinite(i), i, -1).astype(np.int64)
+        j = np.where(np.isfinite(j), j, -1).astype(np.int64)
+        return i, j, valid
+
+
+def extend_box(box: Box | None, xy: np.ndarray) -> Box | None:
+    """The smallest box holding `box` and the points `xy` [N, 2] (m); None if both are empty."""
+    xy = np.asarray(xy, dtype=np.float64).reshape(-1, 2)
+    if xy.shape[0] == 0:
+        return box
+    lo, hi = xy.min(axis=0), xy.max(axis=0)
+    if box is not None:
+        lo = np.minimum(lo, (box[0], box[2]))
+        hi = np.maximum(hi, (box[1], box[3]))
+    return (float(lo[0]), float(hi[0]), float(lo[1]), float(hi[1]))
+
+
+def _snapped(box: Box, resolution_m: float) -> GridSpec:
+    xmin, xmax, ymin, ymax = box
+    r = resolution_m
+    i0 = math.floor(xmin / r + SNAP_TOLERANCE_CELLS)
+    i1 = math.ceil(xmax / r - SNAP_TOLERANCE_CELLS)
+    j0 = math.floor(ymin / r + SNAP_TOLERANCE_CELLS)
+    j1 = math.ceil(ymax / r - SNAP_TOLERANCE_CELLS)
+    return GridSpec((i0 * r, j0 * r), r, (max(1, j1 - j0), max(1, i1 - i0)))
+
+
+def grid_for(box: Box, resolution_m: float, max_cells: int, margin_m: float = 0.0) -> GridSpec:
+    """The grid covering a box plus a margin, coarsened if it would exceed `max_cells`.
+
+    Edges snap to multiples of the resolution, so the grid of a growing box keeps its cells
+    where they were. If the box needs more than `max_cells` cells, the resolution becomes the
+    smallest integer multiple of `resolution_m` that fits (the caller should log the change).
+
+    Args:
+        box: (xmin, xmax, ymin, ymax) (m), e.g. the explored area or fixed bounds.
+        resolution_m: Wanted cell size (m).
+        max_cells: Cap on H * W.
+        margin_m: Added on every side of the box (m).
+
+    Returns:
+        The grid.
+    """
+    if resolution_m <= 0.0:
+        raise ValueError(f"resolution_m must be positive; got {resolution_m}")
+    if max_cells < 1:
+        raise ValueError(f"max_cells must be at least 1; got {max_cells}")
+    xmin, xmax, ymin, ymax = box
+    if not (xmin <= xmax and ymin <= ymax):
+        raise ValueError(f"box must be (xmin, xmax, ymin, ymax) with min <= max; got {box}")
+    padded = (xmin - margin_m, xmax + margin_m, ymin - margin_m, ymax + margin_m)
+    grid = _snapped(padded, resolution_m)
+    if grid.num_cells <= max_cells:
+        return grid
+    factor = max(2, math.ceil(math.sqrt(grid.num_cells / max_cells)))
+    while (grid := _snapped(padded, resolution_m * factor)).num_cells > max_cells:
+        factor += 1
+    logger.debug(
+        "grid coarsened from %g m to %g m to stay within %d cells",
+        resolution_m,
+        grid.resolution_m,
+        max_cells,
+    )
+    return grid
+
+
+def predict_grid(
+    posterior: GridPosterior,
+    grid: GridSpec,
+    *,
+    z: float = 0.0,
+    tile: int = DEFAULT_TILE_CELLS,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Predict the latent field at every cell centre, `tile` cells at a time.
+
+    Args:
+        posterior: The engine's posterior (inputs of dimension 2, or 3 with `z` appended).
+        grid: The cells to predict.
+        z: Height (m) of the grid plane when the posterior has 3-D inputs.
+        tile: Cells per call to the posterior (bounds peak memory).
+
+    Returns:
+        mean [H, W] (µT), variance [H, W] (µT², latent f, no noise) and the prior variance
+        [H, W] (µT², the variance with no data), float64 numpy arrays.
+    """
+    if tile < 1:
+        raise ValueError(f"tile must be at least 1 cell; got {tile}")
+    Z = posterior.Z
+    dims = int(Z.shape[1])
+    points = grid.cell_points()
+    if dims == 3:
+        points = np.column_stack([points, np.full(points.shape[0], float(z))])
+    elif dims != 2:
+        raise ValueError(f"grid prediction needs 2-D or 3-D inputs; the posterior has {dims}")
+    mean = np.empty(grid.num_cells)
+    var = np.empty(grid.num_cells)
+    prior = np.empty(grid.num_cells)
+    with torch.no_grad():
+        for start in range(0, grid.num_cells, tile):
+            stop = min(start + tile, grid.num_cells)
+            Xs = torch.as_tensor(points[start:stop], dtype=Z.dtype, device=Z.device)
+            m, v = posterior.predict(Xs)
+            mean[start:stop] = m.detach().to("cpu", torch.float64).numpy()
+            var[start:stop] = v.detach().to("cpu", torch.float64).numpy()
+            prior[start:stop] = (
+                posterior.prior_variance(Xs).detach().to("cpu", torch.float64).numpy()
+            )
+    return mean.reshape(grid.shape), var.reshape(grid.shape), prior.reshape(grid.shape)

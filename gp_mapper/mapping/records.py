@@ -1,0 +1,119 @@
+"""Typed records passed between the pipeline stages; every stamp is in integer nanoseconds."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import NamedTuple
+
+import numpy as np
+
+
+class Pose(NamedTuple):
+    """A pose of the magnetometer in the map frame.
+
+    Attributes:
+        stamp_ns: Header stamp (ns).
+        position_m: [3] position (m) in the map frame.
+        orientation_xyzw: [4] unit quaternion (x, y, z, w) rotating sensor-frame vectors into the
+            map frame.
+    """
+
+    stamp_ns: int
+    position_m: np.ndarray
+    orientation_xyzw: np.ndarray
+
+
+class FieldReading(NamedTuple):
+    """One magnetometer reading, as `sensor_msgs/MagneticField` carries it.
+
+    Attributes:
+        stamp_ns: Header stamp (ns).
+        field_t: [3] magnetic field (T) in the sensor frame.
+        frame_id: The sensor frame the vector is expressed in.
+    """
+
+    stamp_ns: int
+    field_t: np.ndarray
+    frame_id: str
+
+
+class Sample(NamedTuple):
+    """A reading paired with the pose interpolated at its stamp.
+
+    Attributes:
+        stamp_ns: The reading's stamp (ns).
+        position_m: [3] sensor position (m) in the map frame.
+        field_ut: [3] magnetic field (µT) rotated into the map frame with the interpolated
+            orientation (its norm is the sensor-frame norm).
+    """
+
+    stamp_ns: int
+    position_m: np.ndarray
+    field_ut: np.ndarray
+
+
+class Window(NamedTuple):
+    """A batch of training data for one engine update.
+
+    Attributes:
+        X: [N, D] inputs (m): (x, y) or (x, y, z) in the map frame.
+        y: [N] targets (µT).
+        start_ns: Stamp of the first sample (ns).
+        end_ns: Stamp of the last sample (ns).
+    """
+
+    X: np.ndarray
+    y: np.ndarray
+    start_ns: int
+    end_ns: int
+
+
+@dataclass
+class DropCounts:
+    """Inputs discarded by the pipeline, by reason; published on `/diagnostics`.
+
+    Every field counts field readings (or the samples made from them), except `late_pose` and
+    `bad_pose`, which count pose messages.
+
+    Attributes:
+        nan: Readings with a NaN or infinite component.
+        zero_field: Readings whose vector is exactly zero (a sensor that reports nothing).
+        out_of_order: Readings whose stamp is not newer than the previous reading's.
+        no_pose: Readings never bracketed by two poses (older than the pose buffer, or waited
+            longer than `pose_wait`).
+        pose_gap: Readings whose bracketing poses are more than `max_pose_gap` apart.
+        pose_jump: Readings whose bracketing poses imply a speed above `max_pose_speed`.
+        duplicate: Samples at the position of the last kept sample, or closer to it than
+            `min_spacing`.
+        frame: Readings whose frame_id differs from `expected_frame`.
+        window_overflow: Samples lost because the worker was busy and the pending window was
+            already full.
+        failed_update: Samples in windows the engine rejected (the previous map stands).
+        late_pose: Poses older than everything in the pose buffer.
+        bad_pose: Poses with non-finite values, a zero quaternion or a repeated stamp.
+    """
+
+    nan: int = 0
+    zero_field: int = 0
+    out_of_order: int = 0
+    no_pose: int = 0
+    pose_gap: int = 0
+    pose_jump: int = 0
+    duplicate: int = 0
+    frame: int = 0
+    window_overflow: int = 0
+    failed_update: int = 0
+    late_pose: int = 0
+    bad_pose: int = 0
+
+    def total(self) -> int:
+        """The sum over every reason."""
+        return sum(getattr(self, f.name) for f in fields(self))
+
+    def as_dict(self) -> dict[str, int]:
+        """The counts by reason, in field order."""
+        return asdict(self)
+
+    def copy(self) -> DropCounts:
+        """An independent copy."""
+        return DropCounts(**self.as_dict())

@@ -1,0 +1,71 @@
+"""The immutable map snapshot the worker publishes and every reader shares."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from gp_mapper.mapping.grid import GridSpec
+from gp_mapper.mapping.occupancy import unknown_mask
+
+
+def _frozen(array: np.ndarray) -> np.ndarray:
+    array = np.array(array, dtype=np.float64)  # a private copy: nobody else holds a reference
+    array.setflags(write=False)
+    return array
+
+
+@dataclass(frozen=True)
+class MapSnapshot:
+    """The map after one accepted engine update. Its arrays are read-only copies.
+
+    Attributes:
+        seq: Increases by one with each snapshot (across resets and loads).
+        stamp_ns: Stamp of the newest sample in the map (ns).
+        grid: The grid of `mean`, `variance` and `prior_variance`.
+        mean: [H, W] posterior mean of the target (µT).
+        variance: [H, W] posterior variance of the latent field (µT², no noise).
+        prior_variance: [H, W] variance with no data (µT²); `variance / prior_variance`
+            says how much the data has taught.
+        inducing_m: [M, D] inducing inputs (m).
+        trajectory_m: [K, 2] (x, y) path of the samples (m), thinned and capped.
+        report: The engine's report of the update (`UpdateReport.as_dict()`), plus the
+            window's "window_start_ns" and "window_end_ns".
+        num_samples: Samples the map has been trained on.
+    """
+
+    seq: int
+    stamp_ns: int
+    grid: GridSpec
+    mean: np.ndarray
+    variance: np.ndarray
+    prior_variance: np.ndarray
+    inducing_m: np.ndarray
+    trajectory_m: np.ndarray
+    report: dict[str, Any] = field(default_factory=dict)
+    num_samples: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("mean", "variance", "prior_variance"):
+            array = _frozen(getattr(self, name))
+            if array.shape != self.grid.shape:
+                raise ValueError(f"{name} has shape {array.shape}; the grid is {self.grid.shape}")
+            object.__setattr__(self, name, array)
+        inducing = _frozen(self.inducing_m)
+        if inducing.ndim != 2:
+            raise ValueError(f"inducing_m must be [M, D]; got shape {inducing.shape}")
+        object.__setattr__(self, "inducing_m", inducing)
+        trajectory = _frozen(np.asarray(self.trajectory_m, dtype=np.float64).reshape(-1, 2))
+        object.__setattr__(self, "trajectory_m", trajectory)
+        object.__setattr__(self, "report", dict(self.report))
+
+    @property
+    def num_inducing(self) -> int:
+        """M."""
+        return int(self.inducing_m.shape[0])
+
+    def unknown(self, ratio: float) -> np.ndarray:
+        """[H, W] bool: cells whose variance exceeds `ratio` times the prior variance."""
+        return unknown_mask(self.variance, self.prior_variance, ratio)

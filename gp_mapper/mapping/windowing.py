@@ -1,0 +1,141 @@
+"""Group samples into windows (engine batches) by count and by message-stamp time.
+
+Windows close on stamps, never on the wall clock, so a live run and the replay of its bag give
+the same windows.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gp_mapper.mapping.records import DropCounts, Sample, Window
+
+TARGETS = ("norm", "x", "y", "z")
+_AXIS = {"x": 0, "y": 1, "z": 2}
+
+
+def target_value(field_ut: np.ndarray, target: str) -> float:
+    """The mapped quantity of one sample.
+
+    Args:
+        field_ut: [3] field (µT) in the map frame.
+        target: "norm" for |B|, or "x", "y", "z" for that map-frame component.
+
+    Returns:
+        The target (µT).
+    """
+    if target == "norm":
+        return float(np.linalg.norm(field_ut))
+    if target in _AXIS:
+        return float(field_ut[_AXIS[target]])
+    raise ValueError(f"target must be one of {TARGETS}; got {target!r}")
+
+
+def merge_windows(first: Window, second: Window) -> Window:
+    """One window holding both (first's samples, then second's)."""
+    return Window(
+        X=np.concatenate([first.X, second.X]),
+        y=np.concatenate([first.y, second.y]),
+        start_ns=min(first.start_ns, second.start_ns),
+        end_ns=max(first.end_ns, second.end_ns),
+    )
+
+
+class Windower:
+    """Collects samples into windows of `batch_size` samples or `batch_period_ns` of stamps.
+
+    A window closes when it holds `batch_size` samples, or when a sample arrives whose stamp is
+    `batch_period_ns` or more after the window's first sample (that sample opens the next
+    window). Every sample, kept or thinned, advances the clock, so a stationary robot still
+    closes its window on time.
+
+    A sample at exactly the last kept position, or (with `min_spacing_m` > 0) closer to it than
+    that, is dropped and counted as `duplicate`: a stationary robot's thousands of identical
+    inputs add nothing but cost and make the engine's kernel matrices singular (seed000.md
+    12.3).
+
+    Args:
+        batch_size: Samples per window.
+        batch_period_ns: Stamp time (ns) after which an open window closes.
+        input_dims: 2 for (x, y) inputs, 3 for (x, y, z).
+        target: "norm", "x", "y" or "z" (see `target_value`).
+        min_spacing_m: Thinning distance (m) in the input space; 0 keeps all but exact repeats.
+        drops: Counters to increment.
+    """
+
+    def __init__(
+        self,
+        *,
+        batch_size: int,
+        batch_period_ns: int,
+        input_dims: int,
+        target: str,
+        min_spacing_m: float,
+        drops: DropCounts,
+    ) -> None:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1; got {batch_size}")
+        if batch_period_ns <= 0:
+            raise ValueError(f"batch_period_ns must be positive; got {batch_period_ns}")
+        if input_dims not in (2, 3):
+            raise ValueError(f"input_dims must be 2 or 3; got {input_dims}")
+        if target not in TARGETS:
+            raise ValueError(f"target must be one of {TARGETS}; got {target!r}")
+        self._batch_size = batch_size
+        self._period_ns = int(batch_period_ns)
+        self._dims = input_dims
+        self._target = target
+        self._min_spacing = float(min_spacing_m)
+        self._drops = drops
+        self._X: list[np.ndarray] = []
+        self._y: list[float] = []
+        self._stamps: list[int] = []
+        self._last_kept: np.ndarray | None = None
+
+    @property
+    def open_samples(self) -> int:
+        """Samples in the open window."""
+        return len(self._y)
+
+    def add(self, sample: Sample) -> list[Window]:
+        """Add one sample; return the windows it closes (zero, one, or two if batch_size is 1)."""
+        closed: list[Window] = []
+        stamp = int(sample.stamp_ns)
+        if self._stamps and stamp - self._stamps[0] >= self._period_ns:
+            closed.append(self._close())
+        x = np.asarray(sample.position_m, dtype=np.float64)[: self._dims]
+        if self._last_kept is not None:
+            distance = float(np.linalg.norm(x - self._last_kept))
+            if distance == 0.0 or distance < self._min_spacing:
+                self._drops.duplicate += 1
+                return closed
+        self._last_kept = x
+        self._X.append(x)
+        self._y.append(target_value(sample.field_ut, self._target))
+        self._stamps.append(stamp)
+        if len(self._y) >= self._batch_size:
+            closed.append(self._close())
+        return closed
+
+    def flush(self) -> Window | None:
+        """Close the open window now; None if it is empty."""
+        return self._close() if self._y else None
+
+    def clear(self) -> None:
+        """Forget the open window and the last kept position."""
+        self._X.clear()
+        self._y.clear()
+        self._stamps.clear()
+        self._last_kept = None
+
+    def _close(self) -> Window:
+        window = Window(
+            X=np.stack(self._X),
+            y=np.asarray(self._y, dtype=np.float64),
+            start_ns=self._stamps[0],
+            end_ns=self._stamps[-1],
+        )
+        self._X.clear()
+        self._y.clear()
+        self._stamps.clear()
+        return window

@@ -1,0 +1,166 @@
+"""A single-flight background worker: one window in the engine, at most one waiting.
+
+The producer never blocks on the engine. A window submitted while another waits is merged into
+it (up to a cap on the merged size); past the cap the older waiting window is dropped and its
+samples are reported back for counting. Exceptions in the processing function are logged and
+never end the thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import NamedTuple
+
+from gp_mapper.mapping.records import Window
+from gp_mapper.mapping.windowing import merge_windows
+
+logger = logging.getLogger(__name__)
+
+
+class WindowJob(NamedTuple):
+    """A window handed to the worker.
+
+    Attributes:
+        window: The batch.
+        generation: The map generation it belongs to (reset and load start a new one).
+        closed_s: `time.perf_counter()` when the window closed, for latency.
+    """
+
+    window: Window
+    generation: int
+    closed_s: float
+
+
+class SingleFlightWorker:
+    """Runs `process` on submitted jobs in one daemon thread.
+
+    Args:
+        process: Called with each job in the worker thread.
+        merge_cap: Largest merged window (samples); beyond it the older waiting job is dropped.
+        name: Thread name.
+    """
+
+    def __init__(
+        self,
+        process: Callable[[WindowJob], None],
+        *,
+        merge_cap: int,
+        name: str = "gp_mapper-worker",
+    ) -> None:
+        if merge_cap < 1:
+            raise ValueError(f"merge_cap must be at least 1 sample; got {merge_cap}")
+        self._process = process
+        self._merge_cap = merge_cap
+        self._cond = threading.Condition()
+        self._pending: WindowJob | None = None
+        self._busy = False
+        self._stop = False
+        self._merged = 0
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    @property
+    def pending(self) -> int:
+        """Jobs waiting (0 or 1)."""
+        with self._cond:
+            return int(self._pending is not None)
+
+    @property
+    def busy(self) -> bool:
+        """True while a job is being processed."""
+        with self._cond:
+            return self._busy
+
+    @property
+    def merged(self) -> int:
+        """Jobs merged into a waiting one so far."""
+        with self._cond:
+            return self._merged
+
+    def submit(self, job: WindowJob) -> int:
+        """Queue a job without blocking; merge it with a waiting one if it fits.
+
+        Returns:
+            Samples dropped to make room (0 if nothing was dropped).
+
+        Raises:
+            RuntimeError: the worker has been closed.
+        """
+        with self._cond:
+            if self._stop:
+                raise RuntimeError("the worker is closed")
+            dropped = 0
+            waiting = self._pending
+            if waiting is None:
+                self._pending = job
+            elif (
+                waiting.generation == job.generation
+                and len(waiting.window.y) + len(job.window.y) <= self._merge_cap
+            ):
+                self._pending = WindowJob(
+                    merge_windows(waiting.window, job.window),
+                    job.generation,
+                    min(waiting.closed_s, job.closed_s),
+                )
+                self._merged += 1
+            else:
+                dropped = len(waiting.window.y)
+                self._pending = job
+            self._cond.notify_all()
+            return dropped
+
+    def discard_pending(self) -> int:
+        """Drop the waiting job, if any; return its number of samples."""
+        with self._cond:
+            waiting, self._pending = self._pending, None
+            self._cond.notify_all()
+            return 0 if waiting is None else len(waiting.window.y)
+
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """Wait until nothing is waiting or running; False if `timeout` (s) ran out first."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            while self._pending is not None or self._busy:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0.0:
+                    return False
+                self._cond.wait(remaining)
+            return True
+
+    def close(self, timeout: float | None = None) -> None:
+        """Stop the thread after the job in progress; a waiting job is discarded (logged)."""
+        with self._cond:
+            self._stop = True
+            if self._pending is not None:
+                logger.info(
+                    "discarding a waiting window of %d samples at close",
+                    len(self._pending.window.y),
+                )
+                self._pending = None
+            self._cond.notify_all()
+        if threading.current_thread() is not self._thread:
+            self._thread.join(timeout)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while self._pending is None and not self._stop:
+                    self._cond.wait()
+                if self._stop:
+                    return
+                job, self._pending = self._pending, None
+                self._busy = True
+            try:
+                self._process(job)
+            except Exception:  # the thread must outlive any failure; the map stands
+                logger.exception(
+                    "processing a window of %d samples failed; the previous map stands",
+                    len(job.window.y),
+                )
+            finally:
+                with self._cond:
+                    self._busy = False
+                    self._cond.notify_all()

@@ -1,0 +1,130 @@
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from gp_mapper.engine import EngineSpec
+from gp_mapper.mapping import (
+    ENGINE_PARAMETER_NAMES,
+    PARAMETER_BY_NAME,
+    PARAMETERS,
+    ConfigError,
+    MapperConfig,
+    parameters_markdown,
+)
+from gp_mapper.mapping.config import GROUPS, PARAMETER_TYPES
+
+NUMERIC = [p for p in PARAMETERS if p.min is not None and p.max is not None]
+
+
+def test_table_is_well_formed() -> None:
+    names = [p.name for p in PARAMETERS]
+    assert len(names) == len(set(names))
+    for p in PARAMETERS:
+        assert p.type in PARAMETER_TYPES, p.name
+        assert p.group in GROUPS, p.name
+        assert p.description, p.name
+        assert p.validate(p.default) == p.default, p.name
+
+
+def test_mapper_config_fields_are_the_table() -> None:
+    fields = {f.name for f in dataclasses.fields(MapperConfig)} - {"engine"}
+    mapping_rows = {p.name for p in PARAMETERS if p.group != "engine"}
+    assert fields == mapping_rows
+    config = MapperConfig()
+    for name in mapping_rows:
+        assert getattr(config, name) == PARAMETER_BY_NAME[name].default, name
+
+
+def test_engine_rows_mirror_engine_spec() -> None:
+    assert {f.name for f in dataclasses.fields(EngineSpec)} == set(ENGINE_PARAMETER_NAMES)
+    spec = EngineSpec()
+    for name in ENGINE_PARAMETER_NAMES:
+        assert getattr(spec, name) == PARAMETER_BY_NAME[name].default, name
+
+
+def test_frames_and_topics_are_read_only() -> None:
+    for name in ("map_frame", "mag_topic", "pose_topic", "pose_type", "target", "input_dims"):
+        assert PARAMETER_BY_NAME[name].read_only, name
+    assert not PARAMETER_BY_NAME["batch_size"].read_only
+    assert PARAMETER_BY_NAME["map_frame"].default == "map"
+    assert PARAMETER_BY_NAME["pose_type"].choices == (
+        "pose_stamped",
+        "pose_with_covariance",
+        "odometry",
+    )
+
+
+def test_dict_round_trip_is_flat_and_exact() -> None:
+    config = MapperConfig.from_dict(
+        {"batch_size": 50, "bounds": [0, 4, -1, 3], "delta": 0.095, "device": "cpu"}
+    )
+    flat = config.to_dict()
+    assert list(flat) == [p.name for p in PARAMETERS]
+    assert flat["batch_size"] == 50 and flat["delta"] == 0.095 and flat["bounds"] == [0, 4, -1, 3]
+    assert config.bounds == (0.0, 4.0, -1.0, 3.0)
+    assert config.engine.delta == 0.095 and config.engine.device == "cpu"
+    assert MapperConfig.from_dict(flat) == config
+    assert MapperConfig.from_dict({}) == MapperConfig()
+
+
+def test_replace_changes_one_flat_value() -> None:
+    config = MapperConfig().replace(resolution=0.25, fit_iterations=5)
+    assert config.resolution == 0.25 and config.engine.fit_iterations == 5
+
+
+def test_int_is_accepted_for_float_and_stored_as_float() -> None:
+    config = MapperConfig.from_dict({"batch_period": 5, "bounds": []})
+    assert config.batch_period == 5.0 and isinstance(config.batch_period, float)
+    assert config.bounds is None
+
+
+@pytest.mark.parametrize("info", NUMERIC, ids=lambda p: p.name)
+def test_out_of_range_names_the_parameter(info) -> None:
+    span = info.max - info.min
+    for bad in (info.min - max(1, span), info.max + max(1, span)):
+        value = int(bad) if info.type == "int" else float(bad)
+        with pytest.raises(ConfigError, match=info.name):
+            MapperConfig.from_dict({info.name: value})
+
+
+@pytest.mark.parametrize(
+    ("values", "match"),
+    [
+        ({"batch_size": 10.5}, "batch_size must be an integer"),
+        ({"batch_size": True}, "batch_size must be an integer"),
+        ({"resolution": "0.1"}, "resolution must be a number"),
+        ({"resolution": float("nan")}, "resolution must be finite"),
+        ({"target": "magnitude"}, "target must be one of: norm, x, y, z"),
+        ({"input_dims": 4}, "input_dims"),
+        ({"pose_type": "tf"}, "pose_type"),
+        ({"device": "gpu"}, "device must match"),
+        ({"ard": 1}, "ard must be a bool"),
+        ({"bounds": [0, 1, 2]}, "bounds"),
+        ({"bounds": [1, 0, 0, 1]}, "xmin < xmax"),
+        ({"bounds": "0 1 0 1"}, "bounds must be a list"),
+        ({"no_such_thing": 1}, "unknown parameter.*no_such_thing"),
+    ],
+)
+def test_bad_values_are_refused_with_a_clear_message(values, match) -> None:
+    with pytest.raises(ConfigError, match=match):
+        MapperConfig.from_dict(values)
+
+
+def test_config_error_is_a_value_error_and_config_is_frozen() -> None:
+    with pytest.raises(ValueError, match="batch_size"):
+        MapperConfig(batch_size=0)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        MapperConfig().batch_size = 3  # type: ignore[misc]
+
+
+def test_device_pattern_accepts_numbered_cuda() -> None:
+    assert MapperConfig.from_dict({"device": "cuda:1"}).engine.device == "cuda:1"
+
+
+def test_markdown_lists_every_parameter() -> None:
+    text = parameters_markdown()
+    for p in PARAMETERS:
+        assert f"`{p.name}`" in text
+    assert text.count("\n") == len(PARAMETERS) + 1

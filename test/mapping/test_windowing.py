@@ -1,0 +1,123 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gp_mapper.mapping import DropCounts, Sample, Window, Windower, merge_windows, target_value
+
+MS = 1_000_000  # ns per ms
+
+
+def make(**kwargs) -> tuple[Windower, DropCounts]:
+    drops = DropCounts()
+    options = {
+        "batch_size": 5,
+        "batch_period_ns": 1000 * MS,
+        "input_dims": 2,
+        "target": "norm",
+        "min_spacing_m": 0.0,
+    }
+    options.update(kwargs)
+    return Windower(**options, drops=drops), drops
+
+
+def sample(t_ms: int, x: float, y: float = 0.0, z: float = 0.5, b=(3.0, 4.0, 12.0)) -> Sample:
+    return Sample(t_ms * MS, np.array([x, y, z]), np.asarray(b, dtype=float))
+
+
+def test_window_closes_at_batch_size() -> None:
+    windower, _ = make(batch_size=3)
+    closed = [w for k in range(7) for w in windower.add(sample(10 * k, 0.1 * k))]
+    assert [len(w.y) for w in closed] == [3, 3]
+    first = closed[0]
+    assert first.X.shape == (3, 2) and first.start_ns == 0 and first.end_ns == 20 * MS
+    np.testing.assert_allclose(first.X[:, 0], [0.0, 0.1, 0.2])
+    np.testing.assert_allclose(first.y, 13.0)  # |(3, 4, 12)|
+    assert windower.open_samples == 1
+    last = windower.flush()
+    assert last is not None and len(last.y) == 1 and windower.flush() is None
+
+
+def test_window_closes_after_batch_period_of_stamp_time() -> None:
+    windower, _ = make(batch_size=100, batch_period_ns=100 * MS)
+    closed = []
+    for k in range(25):  # 10 ms apart
+        closed += windower.add(sample(10 * k, 0.1 * k))
+    assert [len(w.y) for w in closed] == [10, 10]
+    # The sample 100 ms after the window's first opens the next window.
+    assert closed[0].end_ns == 90 * MS and closed[1].start_ns == 100 * MS
+
+
+def test_a_stationary_robot_closes_windows_on_time_and_drops_repeats() -> None:
+    windower, drops = make(batch_size=400, batch_period_ns=1000 * MS)
+    closed = []
+    for k in range(5000):  # 10 s at 500 Hz, standing still
+        closed += windower.add(sample(2 * k, 1.0, 2.0))
+    assert drops.duplicate == 4999
+    # The first window holds the one kept sample and closes after 1 s of stamps.
+    assert len(closed) == 1 and len(closed[0].y) == 1
+    assert windower.open_samples == 0
+
+
+def test_min_spacing_thins_against_the_last_kept_sample() -> None:
+    windower, drops = make(batch_size=100, min_spacing_m=0.25)
+    for k in range(11):  # 0.1 m apart
+        windower.add(sample(10 * k, 0.1 * k))
+    window = windower.flush()
+    np.testing.assert_allclose(window.X[:, 0], [0.0, 0.3, 0.6, 0.9])
+    assert drops.duplicate == 7
+
+
+def test_three_dimensional_inputs_and_thinning_in_3d() -> None:
+    windower, drops = make(batch_size=100, input_dims=3)
+    windower.add(sample(0, 0.0, z=0.0))
+    windower.add(sample(10, 0.0, z=1.0))  # same (x, y), different height: kept
+    window = windower.flush()
+    assert window.X.shape == (2, 3) and drops.duplicate == 0
+    np.testing.assert_allclose(window.X[:, 2], [0.0, 1.0])
+
+
+@pytest.mark.parametrize(("target", "value"), [("norm", 13.0), ("x", 3.0), ("y", 4.0), ("z", 12.0)])
+def test_targets(target: str, value: float) -> None:
+    assert target_value(np.array([3.0, 4.0, 12.0]), target) == pytest.approx(value)
+    windower, _ = make(target=target)
+    windower.add(sample(0, 0.0))
+    assert windower.flush().y[0] == pytest.approx(value)
+
+
+def test_batch_size_one_can_close_two_windows_at_once() -> None:
+    windower, _ = make(batch_size=1, batch_period_ns=100 * MS)
+    assert len(windower.add(sample(0, 0.0))) == 1
+    windower, _ = make(batch_size=2, batch_period_ns=100 * MS)
+    windower.add(sample(0, 0.0))
+    # The period closes the one-sample window; the new sample waits in the next one.
+    assert [len(w.y) for w in windower.add(sample(150, 1.0))] == [1]
+
+
+def test_merge_windows() -> None:
+    a = Window(np.zeros((2, 2)), np.array([1.0, 2.0]), 10, 20)
+    b = Window(np.ones((3, 2)), np.array([3.0, 4.0, 5.0]), 30, 40)
+    merged = merge_windows(a, b)
+    assert merged.X.shape == (5, 2) and merged.start_ns == 10 and merged.end_ns == 40
+    np.testing.assert_allclose(merged.y, [1, 2, 3, 4, 5])
+
+
+def test_clear_forgets_the_last_kept_position() -> None:
+    windower, drops = make()
+    windower.add(sample(0, 1.0))
+    windower.clear()
+    windower.add(sample(10, 1.0))
+    assert drops.duplicate == 0 and windower.open_samples == 1
+
+
+def test_constructor_checks() -> None:
+    for kwargs, match in (
+        ({"batch_size": 0}, "batch_size"),
+        ({"batch_period_ns": 0}, "batch_period_ns"),
+        ({"input_dims": 4}, "input_dims"),
+        ({"target": "w"}, "target"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            make(**kwargs)
+    with pytest.raises(ValueError, match="target"):
+        target_value(np.ones(3), "w")

@@ -1,0 +1,127 @@
+from __future__ import annotations
+
+import logging
+import threading
+
+import numpy as np
+import pytest
+
+from gp_mapper.mapping import SingleFlightWorker, Window, WindowJob
+
+TIMEOUT_S = 10.0  # generous: only reached if the worker is broken
+
+
+def job(n: int, start: int, generation: int = 0) -> WindowJob:
+    window = Window(np.full((n, 2), float(start)), np.arange(start, start + n, dtype=float),
+                    start, start + n - 1)  # fmt: skip
+    return WindowJob(window, generation, float(start))
+
+
+class Recorder:
+    """A process function that can be held inside a job, to make the worker busy on purpose."""
+
+    def __init__(self) -> None:
+        self.seen: list[WindowJob] = []
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self.release.set()
+        self.fail_on: set[int] = set()
+
+    def __call__(self, item: WindowJob) -> None:
+        self.seen.append(item)
+        self.entered.set()
+        assert self.release.wait(TIMEOUT_S)
+        if item.window.start_ns in self.fail_on:
+            raise RuntimeError("engine exploded")
+
+
+def busy_worker(merge_cap: int) -> tuple[SingleFlightWorker, Recorder]:
+    recorder = Recorder()
+    worker = SingleFlightWorker(recorder, merge_cap=merge_cap)
+    recorder.release.clear()
+    worker.submit(job(3, 0))
+    assert recorder.entered.wait(TIMEOUT_S)
+    return worker, recorder
+
+
+def test_jobs_are_processed_in_order() -> None:
+    recorder = Recorder()
+    worker = SingleFlightWorker(recorder, merge_cap=100)
+    for start in (0, 10, 20):
+        worker.submit(job(2, start))
+        assert worker.wait_idle(TIMEOUT_S)
+    assert [item.window.start_ns for item in recorder.seen] == [0, 10, 20]
+    worker.close()
+
+
+def test_windows_arriving_while_busy_are_merged_up_to_the_cap() -> None:
+    worker, recorder = busy_worker(merge_cap=10)
+    assert worker.busy
+    assert worker.submit(job(4, 100)) == 0
+    assert worker.submit(job(4, 200)) == 0  # merged: 8 <= 10
+    assert worker.pending == 1 and worker.merged == 1
+    assert worker.submit(job(4, 300)) == 8  # 12 > 10: the older waiting window goes
+    recorder.release.set()
+    assert worker.wait_idle(TIMEOUT_S)
+    starts = [item.window.start_ns for item in recorder.seen]
+    assert starts == [0, 300]
+    worker.close()
+
+
+def test_merged_window_keeps_order_and_earliest_close_time() -> None:
+    worker, recorder = busy_worker(merge_cap=100)
+    worker.submit(job(2, 100))
+    worker.submit(job(3, 200))
+    recorder.release.set()
+    assert worker.wait_idle(TIMEOUT_S)
+    merged = recorder.seen[1]
+    np.testing.assert_array_equal(merged.window.y, [100, 101, 200, 201, 202])
+    assert merged.window.start_ns == 100 and merged.window.end_ns == 202
+    assert merged.closed_s == 100.0
+    worker.close()
+
+
+def test_jobs_of_another_generation_are_not_merged() -> None:
+    worker, recorder = busy_worker(merge_cap=100)
+    worker.submit(job(2, 100, generation=0))
+    assert worker.submit(job(2, 200, generation=1)) == 2
+    recorder.release.set()
+    worker.close()
+
+
+def test_an_exception_is_logged_and_the_thread_lives_on(caplog: pytest.LogCaptureFixture) -> None:
+    recorder = Recorder()
+    recorder.fail_on = {0}
+    worker = SingleFlightWorker(recorder, merge_cap=100)
+    with caplog.at_level(logging.ERROR, logger="gp_mapper.mapping.worker"):
+        worker.submit(job(2, 0))
+        assert worker.wait_idle(TIMEOUT_S)
+    assert any("engine exploded" in (r.exc_text or "") for r in caplog.records)
+    worker.submit(job(2, 10))
+    assert worker.wait_idle(TIMEOUT_S)
+    assert [item.window.start_ns for item in recorder.seen] == [0, 10]
+    worker.close()
+
+
+def test_wait_idle_times_out_while_busy_and_discard_pending() -> None:
+    worker, recorder = busy_worker(merge_cap=100)
+    worker.submit(job(5, 100))
+    assert not worker.wait_idle(0.05)
+    assert worker.discard_pending() == 5 and worker.pending == 0
+    recorder.release.set()
+    assert worker.wait_idle(TIMEOUT_S)
+    assert len(recorder.seen) == 1
+    worker.close()
+
+
+def test_close_discards_the_waiting_job_and_refuses_more() -> None:
+    worker, recorder = busy_worker(merge_cap=100)
+    worker.submit(job(5, 100))
+    worker.close(timeout=0.0)  # stops at once; the job in progress is still held
+    recorder.release.set()
+    worker.close(TIMEOUT_S)
+    assert len(recorder.seen) == 1
+    with pytest.raises(RuntimeError, match="closed"):
+        worker.submit(job(1, 0))
+    with pytest.raises(ValueError, match="merge_cap"):
+        SingleFlightWorker(recorder, merge_cap=0)
