@@ -23,6 +23,7 @@ from gp_mapper.mapping.occupancy import (
     unknown_mask,
 )
 from gp_mapper.mapping.pairing import TESLA_TO_MICROTESLA, Pairer
+from gp_mapper.mapping.pipeline import MappingPipeline
 from gp_mapper.mapping.pose_buffer import (
     AddResult,
     LookupStatus,
@@ -57,6 +58,7 @@ __all__ = [
     "MapSnapshot",
     "MapperConfig",
     "MappingError",
+    "MappingPipeline",
     "Pairer",
     "ParameterInfo",
     "Pose",

@@ -1,0 +1,480 @@
+"""The mapping pipeline: poses and field readings in, map snapshots out.
+
+The ROS node and the offline replay both drive this class. Data flows one way:
+readings + poses -> samples (pairing) -> windows (windowing) -> engine update (worker thread,
+or inline when `background=False`) -> `MapSnapshot` (grid prediction) -> `on_snapshot`.
+
+Locks (never nested in each other): `_input_lock` guards the pairing/windowing side and the
+drop counts; `_engine_lock` guards the engine and the map's counters; `_snapshot_lock` guards
+the latest snapshot and the statistics that `diagnostics()` reads, so diagnostics never wait
+on an engine update.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import numpy as np
+
+from gp_mapper.mapping.config import MapperConfig
+from gp_mapper.mapping.errors import MapFileError
+from gp_mapper.mapping.grid import Box, GridSpec, extend_box, grid_for, predict_grid
+from gp_mapper.mapping.map_file import MapData, PathLike, load_map, save_map
+from gp_mapper.mapping.pairing import Pairer
+from gp_mapper.mapping.pose_buffer import NS_PER_S, PoseBuffer
+from gp_mapper.mapping.records import DropCounts, FieldReading, Pose, Sample
+from gp_mapper.mapping.snapshot import MapSnapshot
+from gp_mapper.mapping.trajectory import Trajectory
+from gp_mapper.mapping.windowing import Windower
+from gp_mapper.mapping.worker import SingleFlightWorker, WindowJob
+
+if TYPE_CHECKING:
+    from gp_mapper.engine import OnlineSparseGP
+
+logger = logging.getLogger(__name__)
+
+# A window arriving while another waits is merged into it up to this many batches: the engine's
+# reference bound costs O(N^3) in the window size (seed000.md 12.3), so two batches cost at
+# most 8x one, and the map falls behind by at most one extra window.
+MERGE_FACTOR = 2
+
+
+def _ns(seconds: float) -> int:
+    return round(seconds * NS_PER_S)
+
+
+class _MapProducts(NamedTuple):
+    grid: GridSpec
+    mean: np.ndarray
+    variance: np.ndarray
+    prior_variance: np.ndarray
+    inducing_m: np.ndarray
+
+
+class MappingPipeline:
+    """Continual magnetic-field mapping from pose and magnetometer streams.
+
+    Args:
+        config: Every parameter (the node's).
+        engine: An engine to start from; default a fresh one built from `config.engine`.
+        background: Run engine updates in a worker thread (the node); False runs them inline
+            in the caller's thread (offline replay, tests).
+        on_snapshot: Called with each new snapshot (in the worker thread when `background`);
+            exceptions it raises are logged.
+    """
+
+    def __init__(
+        self,
+        config: MapperConfig,
+        *,
+        engine: OnlineSparseGP | None = None,
+        background: bool = True,
+        on_snapshot: Callable[[MapSnapshot], None] | None = None,
+    ) -> None:
+        self._config = config
+        self._on_snapshot = on_snapshot
+        self._input_lock = threading.Lock()
+        self._engine_lock = threading.Lock()
+        self._snapshot_lock = threading.Lock()
+        self._closed = False
+        # Input side (under _input_lock).
+        self._drops = DropCounts()
+        poses = PoseBuffer(config.pose_buffer_size, _ns(config.max_pose_gap), config.max_pose_speed)
+        self._pairer = Pairer(
+            poses,
+            self._drops,
+            pose_wait_ns=_ns(config.pose_wait),
+            expected_frame=config.expected_frame,
+        )
+        self._windower = Windower(
+            batch_size=config.batch_size,
+            batch_period_ns=_ns(config.batch_period),
+            input_dims=config.input_dims,
+            target=config.target,
+            min_spacing_m=config.min_spacing,
+            drops=self._drops,
+        )
+        self._trajectory = Trajectory()
+        self._generation = 0
+        # The map (under _engine_lock).
+        self._engine = engine if engine is not None else self._new_engine()
+        self._explored_box: Box | None = None
+        self._num_samples = 0
+        self._stamp_ns = 0
+        # Published state and statistics (under _snapshot_lock).
+        self._latest: MapSnapshot | None = None
+        self._seq = 0
+        self._stats: dict[str, Any] = self._fresh_stats(self._engine)
+        self._resolution_logged = config.resolution
+        self._worker = (
+            SingleFlightWorker(self._process, merge_cap=MERGE_FACTOR * config.batch_size)
+            if background
+            else None
+        )
+
+    @property
+    def config(self) -> MapperConfig:
+        """The configuration."""
+        return self._config
+
+    # ----------------------------------------------------------------- input side
+
+    def add_pose(self, pose: Pose) -> None:
+        """Add a pose (map frame). Cheap; never waits for the engine in background mode."""
+        with self._input_lock:
+            if self._closed:
+                return
+            jobs = self._windows_from(self._pairer.add_pose(pose))
+            self._submit(jobs)
+        self._run_inline(jobs)
+
+    def add_field(self, reading: FieldReading) -> None:
+        """Add a magnetometer reading; it becomes a sample once a pose brackets its stamp."""
+        with self._input_lock:
+            if self._closed:
+                return
+            jobs = self._windows_from(self._pairer.add_reading(reading))
+            self._submit(jobs)
+        self._run_inline(jobs)
+
+    def flush(self) -> None:
+        """End of input: give up on readings still waiting for a pose (no_pose) and close the
+        open window now."""
+        with self._input_lock:
+            if self._closed:
+                return
+            self._pairer.flush()
+            jobs = []
+            window = self._windower.flush()
+            if window is not None:
+                jobs.append(WindowJob(window, self._generation, time.perf_counter()))
+            self._submit(jobs)
+        self._run_inline(jobs)
+
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """Wait until every handed window has been processed; False on timeout (s)."""
+        if self._worker is None:
+            return True
+        return self._worker.wait_idle(timeout)
+
+    def drops(self) -> DropCounts:
+        """A copy of the drop counts."""
+        with self._input_lock:
+            return self._drops.copy()
+
+    def _windows_from(self, samples: list[Sample]) -> list[WindowJob]:
+        jobs = []
+        for sample in samples:
+            self._trajectory.add(sample.position_m[0], sample.position_m[1])
+            for window in self._windower.add(sample):
+                jobs.append(WindowJob(window, self._generation, time.perf_counter()))
+        return jobs
+
+    def _submit(self, jobs: list[WindowJob]) -> None:
+        # Under _input_lock, so that windows reach the worker in stamp order.
+        if self._worker is None:
+            return
+        for job in jobs:
+            dropped = self._worker.submit(job)
+            if dropped:
+                self._drops.window_overflow += dropped
+                logger.warning(
+                    "engine busy: dropped a waiting window of %d samples (%d so far)",
+                    dropped,
+                    self._drops.window_overflow,
+                )
+
+    def _run_inline(self, jobs: list[WindowJob]) -> None:
+        if self._worker is not None:
+            return
+        for job in jobs:
+            try:
+                self._process(job)
+            except Exception:  # as in the worker thread: logged, and the map stands
+                logger.exception(
+                    "processing a window of %d samples failed; the previous map stands",
+                    len(job.window.y),
+                )
+
+    # ----------------------------------------------------------------- the map
+
+    def _new_engine(self) -> OnlineSparseGP:
+        from gp_mapper.engine import build_engine  # deferred: the engine pulls in torch
+
+        return build_engine(self._config.engine, input_dim=self._config.input_dims)
+
+    def _process(self, job: WindowJob) -> None:
+        """Update the engine with one window and publish the new snapshot."""
+        window = job.window
+        n = len(window.y)
+        products = None
+        with self._engine_lock:
+            if job.generation != self._generation:
+                return  # reset or load happened since this window closed
+            engine = self._engine
+            try:
+                report = engine.update(window.X, window.y)
+                reason = report.reason
+                accepted = report.accepted
+            except Exception as err:  # counted and logged below; the previous map stands
+                logger.exception("engine update on %d samples raised", n)
+                reason, accepted = f"{type(err).__name__}: {err}", False
+            if accepted:
+                self._num_samples += n
+                self._stamp_ns = max(self._stamp_ns, window.end_ns)
+                self._explored_box = extend_box(self._explored_box, window.X[:, :2])
+                products = self._predict(engine, self._explored_box)
+                num_samples, stamp_ns = self._num_samples, self._stamp_ns
+        if not accepted:
+            with self._input_lock:
+                self._drops.failed_update += n
+            with self._snapshot_lock:
+                self._stats["failed_updates"] += 1
+                self._stats["last_reason"] = reason
+            logger.warning("update on %d samples rejected (%s); the previous map stands", n, reason)
+            return
+        if products is None:  # the engine took the data but has no posterior to draw
+            logger.error("update on %d samples accepted without a posterior; no snapshot", n)
+            return
+        with self._input_lock:
+            trajectory = self._trajectory.as_array()
+        report_dict = {
+            **report.as_dict(),
+            "window_start_ns": int(window.start_ns),
+            "window_end_ns": int(window.end_ns),
+        }
+        self._publish(products, trajectory, report_dict, num_samples, stamp_ns, job, engine)
+
+    def _grid(self, explored_box: Box | None) -> GridSpec | None:
+        cfg = self._config
+        if cfg.bounds is not None:
+            return grid_for(cfg.bounds, cfg.resolution, cfg.max_cells)
+        if explored_box is None:
+            return None
+        return grid_for(explored_box, cfg.resolution, cfg.max_cells, cfg.margin)
+
+    def _predict(self, engine: OnlineSparseGP, explored_box: Box | None) -> _MapProducts | None:
+        posterior = engine.posterior
+        grid = self._grid(explored_box)
+        if posterior is None or grid is None:
+            return None
+        if not math.isclose(grid.resolution_m, self._resolution_logged):
+            self._resolution_logged = grid.resolution_m
+            logger.warning(
+                "the map grid is %d x %d cells at %g m (resolution %g m would exceed "
+                "max_cells = %d)",
+                grid.width,
+                grid.height,
+                grid.resolution_m,
+                self._config.resolution,
+                self._config.max_cells,
+            )
+        mean, variance, prior = predict_grid(posterior, grid, z=self._config.grid_z)
+        inducing = posterior.Z.detach().to("cpu").double().numpy()
+        return _MapProducts(grid, mean, variance, prior, inducing)
+
+    def _publish(
+        self,
+        products: _MapProducts,
+        trajectory: np.ndarray,
+        report: dict[str, Any],
+        num_samples: int,
+        stamp_ns: int,
+        job: WindowJob | None,
+        engine: OnlineSparseGP,
+    ) -> None:
+        with self._snapshot_lock:
+            if job is not None and job.generation != self._generation:
+                return
+            self._seq += 1
+            snapshot = MapSnapshot(
+                seq=self._seq,
+                stamp_ns=stamp_ns,
+                grid=products.grid,
+                mean=products.mean,
+                variance=products.variance,
+                prior_variance=products.prior_variance,
+                inducing_m=products.inducing_m,
+                trajectory_m=trajectory,
+                report=report,
+                num_samples=num_samples,
+            )
+            self._latest = snapshot
+            stats = self._stats
+            stats["updates"] = int(engine.num_updates)
+            stats["inducing_points"] = snapshot.num_inducing
+            stats["samples"] = num_samples
+            stats["last_reason"] = str(report.get("reason", ""))
+            stats["last_update_s"] = float(report.get("seconds_total", math.nan))
+            if job is not None:
+                stats["last_batch_latency_s"] = time.perf_counter() - job.closed_s
+                stats["last_batch_samples"] = len(job.window.y)
+        if self._on_snapshot is not None:
+            try:
+                self._on_snapshot(snapshot)
+            except Exception:  # a consumer's bug must not stop the mapping
+                logger.exception("on_snapshot callback raised")
+
+    def latest(self) -> MapSnapshot | None:
+        """The newest snapshot, or None before the first accepted update."""
+        with self._snapshot_lock:
+            return self._latest
+
+    # ----------------------------------------------------------------- whole-map operations
+
+    def _fresh_stats(self, engine: OnlineSparseGP) -> dict[str, Any]:
+        return {
+            "updates": int(engine.num_updates),
+            "failed_updates": 0,
+            "inducing_points": int(engine.num_inducing),
+            "samples": 0,
+            "last_batch_latency_s": math.nan,
+            "last_batch_samples": 0,
+            "last_update_s": math.nan,
+            "last_reason": "",
+            "device": str(engine.device),
+        }
+
+    def _start_generation(self, trajectory: np.ndarray | None) -> None:
+        """Forget the open window and waiting windows; they belong to the old map."""
+        with self._input_lock:
+            self._generation += 1
+            self._windower.clear()
+            if self._worker is not None:
+                discarded = self._worker.discard_pending()
+                if discarded:
+                    logger.info("discarded a waiting window of %d samples", discarded)
+            self._trajectory.clear()
+            if trajectory is not None:
+                self._trajectory.load(trajectory)
+
+    def reset(self) -> None:
+        """Empty the map: a fresh engine from the config; pose history and drop counts stay."""
+        engine = self._new_engine()
+        self._start_generation(None)
+        with self._engine_lock:
+            self._engine = engine
+            self._explored_box = None
+            self._num_samples = 0
+            self._stamp_ns = 0
+        with self._snapshot_lock:
+            self._latest = None
+            self._stats = self._fresh_stats(engine)
+        logger.info("map reset")
+
+    def save(self, path: PathLike) -> None:
+        """Write the map to `path` atomically (see `map_file.save_map`).
+
+        Raises:
+            MapFileError: naming the path and the fault; an existing file is left as it was.
+        """
+        with self._engine_lock:
+            state = {k: np.array(v, copy=True) for k, v in self._engine.state_dict().items()}
+            box, num_samples, stamp_ns = self._explored_box, self._num_samples, self._stamp_ns
+        with self._input_lock:
+            trajectory = self._trajectory.as_array()
+            drops = self._drops.as_dict()
+        data = MapData(
+            engine_state=state,
+            config=self._config.to_dict(),
+            trajectory_m=trajectory,
+            explored_box=box,
+            num_samples=num_samples,
+            stamp_ns=stamp_ns,
+            drops=drops,
+        )
+        save_map(path, data)
+        logger.info("map saved to %s (%d samples)", path, num_samples)
+
+    def load(self, path: PathLike) -> None:
+        """Replace the map with the one in `path`; mapping then continues on it.
+
+        Windows not yet in the engine are discarded. On any failure the current map stands.
+
+        Raises:
+            MapFileError: missing, corrupt, truncated, other-version or incompatible file
+                (other input_dims or target), or an engine state the engine refuses.
+        """
+        from gp_mapper.engine import OnlineSparseGP
+
+        cfg = self._config
+        data = load_map(path, input_dims=cfg.input_dims, target=cfg.target)
+        try:
+            engine = OnlineSparseGP.from_state(data.engine_state, device=cfg.engine.device)
+        except Exception as err:  # StateError, or anything else a bad state triggers
+            raise MapFileError(f"{path}: the engine refused the saved state: {err}") from err
+        posterior = engine.posterior
+        if posterior is not None and int(posterior.Z.shape[1]) != cfg.input_dims:
+            raise MapFileError(
+                f"{path}: inducing points have {int(posterior.Z.shape[1])} dimensions, "
+                f"this mapper uses input_dims={cfg.input_dims}"
+            )
+        try:
+            products = self._predict(engine, data.explored_box)
+        except Exception as err:  # a state the engine accepted but cannot predict from
+            raise MapFileError(f"{path}: cannot predict from the saved map: {err}") from err
+        self._start_generation(data.trajectory_m)
+        with self._engine_lock:
+            self._engine = engine
+            self._explored_box = data.explored_box
+            self._num_samples = data.num_samples
+            self._stamp_ns = data.stamp_ns
+        with self._snapshot_lock:
+            self._latest = None
+            self._stats = self._fresh_stats(engine)
+            self._stats["samples"] = data.num_samples
+        if products is not None:
+            with self._input_lock:
+                trajectory = self._trajectory.as_array()
+            report = {"loaded_from": str(path)}
+            self._publish(
+                products, trajectory, report, data.num_samples, data.stamp_ns, None, engine
+            )
+        logger.info("map loaded from %s (%d samples)", path, data.num_samples)
+
+    # ----------------------------------------------------------------- status
+
+    def diagnostics(self) -> dict[str, str | int | float]:
+        """Flat key -> value status for `/diagnostics` (never waits on an engine update).
+
+        Keys: inducing_points, updates, failed_updates, samples, last_batch_latency_s (window
+        close to snapshot ready), last_batch_samples, last_update_s (engine time),
+        last_reason, device, seq, pending_windows, worker_busy, open_window_samples,
+        pending_readings, poses_buffered, grid_width, grid_height, grid_resolution_m,
+        drops_total and drop_<reason> for every `DropCounts` field.
+        """
+        with self._snapshot_lock:
+            out: dict[str, str | int | float] = dict(self._stats)
+            latest = self._latest
+            out["seq"] = self._seq
+        out["grid_width"] = latest.grid.width if latest is not None else 0
+        out["grid_height"] = latest.grid.height if latest is not None else 0
+        out["grid_resolution_m"] = latest.grid.resolution_m if latest is not None else math.nan
+        out["pending_windows"] = self._worker.pending if self._worker is not None else 0
+        out["worker_busy"] = int(self._worker.busy) if self._worker is not None else 0
+        with self._input_lock:
+            out["open_window_samples"] = self._windower.open_samples
+            out["pending_readings"] = self._pairer.pending
+            out["poses_buffered"] = len(self._pairer.poses)
+            drops = self._drops.as_dict()
+        out["drops_total"] = sum(drops.values())
+        out.update({f"drop_{reason}": count for reason, count in drops.items()})
+        return out
+
+    def close(self) -> None:
+        """Stop the worker after the update in progress; later inputs are ignored."""
+        with self._input_lock:
+            self._closed = True
+        if self._worker is not None:
+            self._worker.close()
+
+    def __enter__(self) -> MappingPipeline:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
