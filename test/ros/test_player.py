@@ -86,24 +86,30 @@ def bag(tmp_path: Path) -> Path:
 def test_player_publishes_every_message_in_order_with_clock(bag: Path, spinner: Spinner) -> None:
     node = spinner.node("player_probe")
     sink = Collector(node)
-    sink.listen(MagneticField, "/mag", RELIABLE_DEEP)
-    sink.listen(PoseStamped, "/pose", RELIABLE_DEEP)
+    # topics of this test only: a subscriber left from another test cannot satisfy the
+    # player's wait for subscribers
+    sink.listen(MagneticField, "/play1/mag", RELIABLE_DEEP)
+    sink.listen(PoseStamped, "/play1/pose", RELIABLE_DEEP)
     sink.listen(Clock, "/clock", RELIABLE_DEEP)
 
-    result = play_bag(bag, rate=RATE, remaps={"/imu/mag": "/mag"}, wait_subscribers_s=20.0)
+    remaps = {"/imu/mag": "/play1/mag", "/pose": "/play1/pose"}
+    result = play_bag(bag, rate=RATE, remaps=remaps, wait_subscribers_s=20.0)
 
-    assert result.published == {"/mag": N_MAG, "/pose": N_POSE}
+    assert result.published == {"/play1/mag": N_MAG, "/play1/pose": N_POSE}
     assert not result.interrupted
     # paced: 1.99 s of bag time at x4 takes ~0.5 s, not an instant and not real time
     assert 1.99 / RATE <= result.duration_s < 1.99
-    wait_for(lambda: sink.count("/mag") == N_MAG and sink.count("/pose") == N_POSE, what="bag")
-    mags = sink.messages("/mag")
+    wait_for(
+        lambda: sink.count("/play1/mag") == N_MAG and sink.count("/play1/pose") == N_POSE,
+        what="the whole bag",
+    )
+    mags = sink.messages("/play1/mag")
     assert [stamp_to_ns(m.header.stamp) for m in mags] == [
         T0_NS + k * 10_000_000 for k in range(N_MAG)
     ]
     assert mags[7].header.frame_id == "imu_link"
     assert mags[7].magnetic_field.x == pytest.approx(7e-6)
-    assert sink.messages("/pose")[3].pose.position.x == pytest.approx(0.3)
+    assert sink.messages("/play1/pose")[3].pose.position.x == pytest.approx(0.3)
     clocks = [stamp_to_ns(c.clock) for c in sink.messages("/clock")]
     assert clocks == sorted(clocks) and clocks[0] == T0_NS and clocks[-1] == T0_NS + 1_990_000_000
 
@@ -113,11 +119,18 @@ def test_player_plays_only_selected_topics_and_sqlite(tmp_path: Path, spinner: S
     write_bag(path, StoragePlugin.SQLITE3)
     node = spinner.node("player_probe_sql")
     sink = Collector(node)
-    sink.listen(PoseStamped, "/pose", RELIABLE_DEEP, raw=True)
-    result = play_bag(path, rate=50.0, topics=["/pose"], publish_clock=False)
-    assert result.published == {"/pose": N_POSE}
-    wait_for(lambda: sink.count("/pose") == N_POSE, what="poses")
-    first = deserialize_message(sink.messages("/pose")[0], PoseStamped)
+    sink.listen(PoseStamped, "/play2/pose", RELIABLE_DEEP, raw=True)
+    result = play_bag(
+        path,
+        rate=50.0,
+        topics=["/pose"],
+        remaps={"/pose": "/play2/pose"},
+        publish_clock=False,
+        wait_subscribers_s=20.0,
+    )
+    assert result.published == {"/play2/pose": N_POSE}
+    wait_for(lambda: sink.count("/play2/pose") == N_POSE, what="poses")
+    first = deserialize_message(sink.messages("/play2/pose")[0], PoseStamped)
     assert stamp_to_ns(first.header.stamp) == T0_NS
 
 

@@ -1,0 +1,365 @@
+"""The gp_mapper node: magnetometer + pose in, a continual GP magnetic-field map out.
+
+A thin shell over ``gp_mapper.mapping.MappingPipeline``: the input callbacks convert a
+message and hand it on (O(1); the engine runs in the pipeline's worker thread), and every
+product is built from the pipeline's immutable snapshots.
+
+Topics:
+    in   ``mag``  sensor_msgs/MagneticField [T], sensor-data QoS (``mag_topic``)
+    in   ``pose`` PoseStamped | PoseWithCovarianceStamped | Odometry (``pose_type``)
+    out  ``~/mean``, ``~/variance``  nav_msgs/OccupancyGrid, occupancy-style 1..98, -1 unknown
+    out  ``~/field``  sensor_msgs/PointCloud2 x, y, z, mean, variance (float32)
+    out  ``~/inducing_points``  visualization_msgs/MarkerArray
+    out  ``/diagnostics``  diagnostic_msgs/DiagnosticArray, every ``diagnostics_period``
+Map topics are reliable + transient local, depth 1, in ``map_frame``.
+
+Services (std_srvs/Trigger): ``~/reset``, ``~/save_map``, ``~/load_map`` (file:
+``map_path``).
+
+Threads: the pipeline's worker calls ``on_snapshot``, which only triggers a guard
+condition; the messages are built and published by the guard's callback on an executor
+thread. So every rclpy call stays on executor threads (the worker can never publish into
+a node being destroyed), bursts of snapshots coalesce into one publish of the newest, and
+a reset cannot be overtaken by a stale snapshot (the publisher always reads the
+pipeline's current state).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import rclpy
+from diagnostic_msgs.msg import DiagnosticArray
+from nav_msgs.msg import OccupancyGrid
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+from rclpy.clock import Clock, ClockType
+from rclpy.exceptions import InvalidParameterTypeException, InvalidParameterValueException
+from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+from sensor_msgs.msg import MagneticField, PointCloud2
+from std_srvs.srv import Trigger
+from visualization_msgs.msg import MarkerArray
+
+from gp_mapper.mapping.config import PARAMETER_BY_NAME, MapperConfig
+from gp_mapper.mapping.errors import ConfigError, MapFileError
+from gp_mapper.mapping.pipeline import MappingPipeline
+from gp_mapper.mapping.snapshot import MapSnapshot
+from gp_mapper.ros.convert import (
+    DIAGNOSTIC_OK,
+    DIAGNOSTIC_WARN,
+    POSE_INPUTS,
+    diagnostic_array,
+    field_reading_from_msg,
+)
+from gp_mapper.ros.parameters import ParameterGuard, declare_parameters, read_config
+from gp_mapper.ros.products import MapProducts, empty_products, snapshot_products
+from gp_mapper.ros.qos import DIAGNOSTICS_QOS, MAP_QOS, sensor_qos
+
+NODE_NAME = "gp_mapper"
+DIAGNOSTICS_TOPIC = "/diagnostics"
+# Seconds between two repeats of the same bad-input warning.
+WARN_THROTTLE_S = 5.0
+# Executor threads: one each for the inputs, the services and the outputs groups.
+EXECUTOR_THREADS = 3
+# Drop reasons that are normal operation, not bad input: a stationary robot repeats its
+# position. They are counted in /diagnostics but raise no warning.
+_QUIET_DROPS = frozenset({"drop_duplicate"})
+
+
+def _frame(name: str) -> str:
+    # tf2 ignores a leading slash in frame ids; so do we.
+    return name.lstrip("/")
+
+
+def _mapping_part(config: MapperConfig) -> dict[str, Any]:
+    """The parameters that shape the map (everything but the ROS wiring)."""
+    return {k: v for k, v in config.to_dict().items() if PARAMETER_BY_NAME[k].group != "node"}
+
+
+class GpMapperNode(Node):
+    """The ``gp_mapper`` node (see the module docstring).
+
+    Args:
+        **kwargs: passed to ``rclpy.node.Node`` (``context``, ``parameter_overrides``,
+            ``cli_args``, ``namespace``...).
+
+    Raises:
+        ConfigError: the parameters, taken together, are invalid.
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(NODE_NAME, **kwargs)
+        declare_parameters(self)
+        self._guard = ParameterGuard(self)
+        config = read_config(self)
+        self.add_on_set_parameters_callback(self._guard)
+        self.add_post_set_parameters_callback(self._on_parameters_set)
+
+        self._map_frame = _frame(config.map_frame)
+        self._pose_input = POSE_INPUTS[config.pose_type]
+        self._pose_frame_drops = 0
+        self._last_drops: dict[str, int] = {}
+        self._failed_updates = 0
+        # What the map topics show: (pipeline epoch, snapshot seq); seq None = no map.
+        self._published: tuple[int, int | None] = (0, None)
+        self._epoch = 0  # bumped when the pipeline is rebuilt (its seq restarts)
+        self._scale: dict[str, float] = {}
+        self._pipeline_lock = threading.Lock()  # guards the pipeline reference only
+        self._pipeline = self._make_pipeline(config)
+
+        inputs = MutuallyExclusiveCallbackGroup()
+        services = MutuallyExclusiveCallbackGroup()
+        self._outputs = MutuallyExclusiveCallbackGroup()
+        qos = sensor_qos(config.qos_depth)
+        self.create_subscription(
+            MagneticField, config.mag_topic, self._on_field, qos, callback_group=inputs
+        )
+        self.create_subscription(
+            self._pose_input.msg_type,
+            config.pose_topic,
+            self._on_pose,
+            qos,
+            callback_group=inputs,
+        )
+        self._mean_pub = self.create_publisher(OccupancyGrid, "~/mean", MAP_QOS)
+        self._variance_pub = self.create_publisher(OccupancyGrid, "~/variance", MAP_QOS)
+        self._field_pub = self.create_publisher(PointCloud2, "~/field", MAP_QOS)
+        self._marker_pub = self.create_publisher(MarkerArray, "~/inducing_points", MAP_QOS)
+        self._diag_pub = self.create_publisher(DiagnosticArray, DIAGNOSTICS_TOPIC, DIAGNOSTICS_QOS)
+        self._snapshot_ready = self.create_guard_condition(
+            self._publish_map, callback_group=self._outputs
+        )
+        self.create_service(Trigger, "~/reset", self._on_reset, callback_group=services)
+        self.create_service(Trigger, "~/save_map", self._on_save, callback_group=services)
+        self.create_service(Trigger, "~/load_map", self._on_load, callback_group=services)
+        # Steady clock: diagnostics keep flowing under use_sim_time while no /clock arrives.
+        self._steady = Clock(clock_type=ClockType.STEADY_TIME)
+        self._diag_timer = self._make_diagnostics_timer(config.diagnostics_period)
+        self.get_logger().info(
+            f"mapping {config.target} of {config.mag_topic} at {config.pose_topic} "
+            f"({config.pose_type}) into frame {self._map_frame}; engine on "
+            f"{self._pipeline.diagnostics()['device']}"
+        )
+
+    @property
+    def status_name(self) -> str:
+        """Name of this node's DiagnosticStatus, e.g. ``gp_mapper: mapping``."""
+        return f"{self.get_fully_qualified_name().lstrip('/')}: mapping"
+
+    # ------------------------------------------------------------------ pipeline
+
+    def _make_pipeline(self, config: MapperConfig) -> MappingPipeline:
+        return MappingPipeline(config, background=True, on_snapshot=self._on_snapshot)
+
+    @property
+    def pipeline(self) -> MappingPipeline:
+        """The pipeline the node currently feeds."""
+        with self._pipeline_lock:
+            return self._pipeline
+
+    def _on_snapshot(self, _snapshot: MapSnapshot) -> None:
+        # Worker thread: only wake the executor; the outputs group does the work.
+        self._snapshot_ready.trigger()
+
+    # ------------------------------------------------------------------ inputs
+
+    def _on_field(self, msg: MagneticField) -> None:
+        self.pipeline.add_field(field_reading_from_msg(msg))
+
+    def _on_pose(self, msg: Any) -> None:
+        frame = _frame(msg.header.frame_id)
+        if frame != self._map_frame:
+            self._pose_frame_drops += 1
+            self.get_logger().warning(
+                f"dropping poses in frame {frame!r}: they must be in map_frame "
+                f"{self._map_frame!r} ({self._pose_frame_drops} so far)",
+                throttle_duration_sec=WARN_THROTTLE_S,
+            )
+            return
+        self.pipeline.add_pose(self._pose_input.convert(msg))  # type: ignore[operator]
+
+    # ------------------------------------------------------------------ outputs
+
+    def _publish_map(self) -> None:
+        """Publish the pipeline's current map if it changed (outputs group only)."""
+        with self._pipeline_lock:
+            pipeline, epoch = self._pipeline, self._epoch
+        snapshot = pipeline.latest()
+        key = (epoch, snapshot.seq if snapshot is not None else None)
+        if key == self._published or (snapshot is None and self._published[1] is None):
+            return
+        config = pipeline.config
+        if snapshot is None:
+            stamp = self.get_clock().now().nanoseconds
+            products = empty_products(self._map_frame, stamp, config.resolution)
+        else:
+            products = snapshot_products(
+                snapshot,
+                frame_id=self._map_frame,
+                unknown_variance_ratio=config.unknown_variance_ratio,
+                z_m=config.grid_z,
+            )
+        self._send(products)
+        self._published = key
+
+    def _send(self, products: MapProducts) -> None:
+        self._scale = products.scale
+        self._mean_pub.publish(products.mean)
+        self._variance_pub.publish(products.variance)
+        self._field_pub.publish(products.field)
+        self._marker_pub.publish(products.markers)
+
+    def _make_diagnostics_timer(self, period_s: float) -> Any:
+        return self.create_timer(
+            period_s, self._publish_diagnostics, callback_group=self._outputs, clock=self._steady
+        )
+
+    def _publish_diagnostics(self) -> None:
+        values = self.pipeline.diagnostics()
+        values["drop_pose_frame"] = self._pose_frame_drops
+        values["drops_total"] = int(values["drops_total"]) + self._pose_frame_drops
+        values["map_frame"] = self._map_frame
+        published = self._published[1]
+        values["published_seq"] = -1 if published is None else published
+        for key in ("mean_scale_lo", "mean_scale_hi", "variance_scale_lo", "variance_scale_hi"):
+            values[key] = self._scale.get(key, math.nan)
+
+        drops = {k: int(v) for k, v in values.items() if k.startswith("drop_")}
+        new = {
+            k: n - self._last_drops.get(k, 0)
+            for k, n in drops.items()
+            if n > self._last_drops.get(k, 0) and k not in _QUIET_DROPS
+        }
+        failed = int(values["failed_updates"]) > self._failed_updates
+        self._last_drops = drops
+        self._failed_updates = int(values["failed_updates"])
+        level, message = DIAGNOSTIC_OK, "mapping" if published is not None else "waiting for data"
+        if new or failed:
+            level = DIAGNOSTIC_WARN
+            parts = [f"{k.removeprefix('drop_')}={n}" for k, n in sorted(new.items())]
+            if failed:
+                parts.append(f"update rejected ({values['last_reason']})")
+            message = "dropped input: " + ", ".join(parts)
+            self.get_logger().warning(message, throttle_duration_sec=WARN_THROTTLE_S)
+        self._diag_pub.publish(
+            diagnostic_array(
+                self.get_clock().now().nanoseconds,
+                self.status_name,
+                str(values["device"]),
+                level,
+                message,
+                values,
+            )
+        )
+
+    # ------------------------------------------------------------------ parameters
+
+    def _on_parameters_set(self, params: Sequence[Parameter]) -> None:
+        names = {p.name for p in params}
+        if "diagnostics_period" in names:
+            self.destroy_timer(self._diag_timer)
+            period = self.get_parameter("diagnostics_period").value
+            self._diag_timer = self._make_diagnostics_timer(period)
+        mapping = names & {n for n, info in PARAMETER_BY_NAME.items() if info.group != "node"}
+        if mapping:
+            self.get_logger().info(
+                f"{', '.join(sorted(mapping))} changed: applies from the next ~/reset"
+            )
+
+    # ------------------------------------------------------------------ services
+
+    def _map_path(self) -> Path:
+        return Path(self.get_parameter("map_path").value).expanduser()
+
+    def _on_reset(self, _request: Trigger.Request, response: Trigger.Response) -> Any:
+        config = read_config(self)
+        old = self.pipeline
+        changed = sorted(
+            k for k, v in _mapping_part(config).items() if _mapping_part(old.config).get(k) != v
+        )
+        if changed:
+            # New mapping parameters: a pipeline built from them (drop counts restart).
+            new = self._make_pipeline(config)
+            with self._pipeline_lock:
+                self._pipeline = new
+                self._epoch += 1
+            old.close()
+            response.message = f"map reset with new {', '.join(changed)}"
+        else:
+            old.reset()
+            response.message = "map reset"
+        self._scale = {}
+        self._snapshot_ready.trigger()
+        response.success = True
+        self.get_logger().info(response.message)
+        return response
+
+    def _on_save(self, _request: Trigger.Request, response: Trigger.Response) -> Any:
+        path = self._map_path()
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self.pipeline.save(path)
+        except (MapFileError, OSError) as err:
+            response.success = False
+            response.message = f"save failed: {err}"
+            self.get_logger().error(response.message)
+            return response
+        samples = self.pipeline.diagnostics()["samples"]
+        response.success = True
+        response.message = f"saved the map ({samples} samples) to {path}"
+        self.get_logger().info(response.message)
+        return response
+
+    def _on_load(self, _request: Trigger.Request, response: Trigger.Response) -> Any:
+        path = self._map_path()
+        try:
+            self.pipeline.load(path)
+        except MapFileError as err:
+            response.success = False
+            response.message = f"load failed, the current map is kept: {err}"
+            self.get_logger().error(response.message)
+            return response
+        self._snapshot_ready.trigger()
+        samples = self.pipeline.diagnostics()["samples"]
+        response.success = True
+        response.message = f"loaded the map ({samples} samples) from {path}"
+        self.get_logger().info(response.message)
+        return response
+
+    # ------------------------------------------------------------------ teardown
+
+    def destroy_node(self) -> None:
+        """Stop the pipeline's worker first, so nothing triggers a destroyed guard."""
+        self.pipeline.close()
+        super().destroy_node()
+
+
+def main(args: list[str] | None = None) -> None:
+    """Console script ``gp_mapper_node``: ``gp_mapper_node --ros-args -p resolution:=0.2``.
+
+    Exits with status 1 when the parameters are invalid (the reason is logged).
+    """
+    logging.basicConfig(level=logging.INFO, format="[%(levelname)s] [%(name)s]: %(message)s")
+    rclpy.init(args=args)
+    node = None
+    failed = False
+    try:
+        node = GpMapperNode()
+        rclpy.spin(node, executor=MultiThreadedExecutor(num_threads=EXECUTOR_THREADS))
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    except (ConfigError, InvalidParameterValueException, InvalidParameterTypeException) as err:
+        logging.getLogger(NODE_NAME).error("invalid parameters: %s", err)
+        failed = True
+    finally:
+        if node is not None:
+            node.destroy_node()
+        rclpy.try_shutdown()
+    if failed:
+        raise SystemExit(1)
