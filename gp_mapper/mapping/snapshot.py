@@ -32,7 +32,8 @@ class MapSnapshot:
         inducing_m: [M, D] inducing inputs (m).
         trajectory_m: [K, 2] (x, y) path of the samples (m), thinned and capped.
         report: The engine's report of the update (`UpdateReport.as_dict()`), plus the
-            window's "window_start_ns" and "window_end_ns".
+            window's "window_start_ns" and "window_end_ns"; {"loaded_from": path} for the
+            snapshot a loaded map starts with.
         num_samples: Samples the map has been trained on.
     """
 
