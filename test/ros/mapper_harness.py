@@ -11,6 +11,7 @@ import os
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -108,7 +109,11 @@ class MapperHarness:
     _instances = 0
 
     def __init__(
-        self, context: Context, spinner: Spinner, parameters: dict[str, Any] | None = None
+        self,
+        context: Context,
+        spinner: Spinner,
+        parameters: dict[str, Any] | None = None,
+        pose_msg_type: type = PoseStamped,
     ) -> None:
         # A namespace of its own: endpoints of a node from an earlier test, not yet gone
         # from the graph, can never stand in for this node's.
@@ -133,7 +138,8 @@ class MapperHarness:
         self.sink.listen(MarkerArray, self.topics["markers"], MAP_QOS)
         self.sink.listen(DiagnosticArray, "/diagnostics", PROBE_QOS)
         self.mag_pub = self.probe.create_publisher(MagneticField, f"{namespace}/mag", PROBE_QOS)
-        self.pose_pub = self.probe.create_publisher(PoseStamped, f"{namespace}/pose", PROBE_QOS)
+        self._pose_msg_type = pose_msg_type
+        self.pose_pub = self.probe.create_publisher(pose_msg_type, f"{namespace}/pose", PROBE_QOS)
         self._clients = {
             name: self.probe.create_client(Trigger, f"{base}/{name}")
             for name in ("reset", "save_map", "load_map")
@@ -156,7 +162,7 @@ class MapperHarness:
         for k in range(self.next_step, self.next_step + n + 1):
             if k % 2 == 0:
                 x, y = path(k)
-                self.pose_pub.publish(pose_msg(stamp(k) + self.offset_ns, x, y))
+                self.pose_pub.publish(self._pose(stamp(k) + self.offset_ns, x, y))
             if k < self.next_step + n:
                 x, y = path(k + 0.5)
                 t = stamp(k) + self.offset_ns + READING_PERIOD_NS // 2
@@ -166,8 +172,20 @@ class MapperHarness:
         # one more pose so the last reading of the block is bracketed
         k = self.next_step + n + 2
         x, y = path(k)
-        self.pose_pub.publish(pose_msg(stamp(k) + self.offset_ns, x, y))
+        self.pose_pub.publish(self._pose(stamp(k) + self.offset_ns, x, y))
         self.next_step += n + 4
+
+    def _pose(self, stamp_ns: int, x: float, y: float) -> Any:
+        """A pose message of the type the node was told to expect."""
+        stamped = pose_msg(stamp_ns, x, y)
+        if self._pose_msg_type is PoseStamped:
+            return stamped
+        msg = self._pose_msg_type()
+        msg.header = stamped.header
+        msg.pose.pose = stamped.pose
+        if hasattr(msg, "child_frame_id"):
+            msg.child_frame_id = "base_link"
+        return msg
 
     # ------------------------------------------------------------------ outputs
 
@@ -257,10 +275,15 @@ class MapperHarness:
         self.node.destroy_node()
 
 
+@contextmanager
 def harness(
-    context: Context, spinner: Spinner, parameters: dict[str, Any] | None = None
+    context: Context,
+    spinner: Spinner,
+    parameters: dict[str, Any] | None = None,
+    pose_msg_type: type = PoseStamped,
 ) -> Iterator[MapperHarness]:
-    h = MapperHarness(context, spinner, parameters)
+    """A MapperHarness for the duration of a ``with`` block."""
+    h = MapperHarness(context, spinner, parameters, pose_msg_type)
     try:
         yield h
     finally:

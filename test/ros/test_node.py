@@ -46,11 +46,9 @@ GRID_W, GRID_H = 40, 20
 
 @pytest.fixture
 def mapper(ros_context: Context, spinner: Spinner, tmp_path: Path) -> Iterator[MapperHarness]:
-    yield from harness(
-        ros_context,
-        spinner,
-        {"map_path": str(tmp_path / "maps" / "map.npz"), "expected_frame": "imu_link"},
-    )
+    parameters = {"map_path": str(tmp_path / "maps" / "map.npz"), "expected_frame": "imu_link"}
+    with harness(ros_context, spinner, parameters) as h:
+        yield h
 
 
 def test_products_arrive_with_shapes_frames_scaling_and_unknown_cells(
@@ -273,3 +271,20 @@ def test_bad_inputs_are_counted_and_survived(mapper: MapperHarness) -> None:
     mapper.feed(WINDOW)
     mapper.wait_samples(2 * WINDOW)
     assert mapper.rmse(mapper.cloud()) <= good + 0.5
+
+
+@pytest.mark.parametrize("pose_type", ["odometry", "pose_with_covariance"])
+def test_other_pose_types_under_sim_time(
+    ros_context: Context, spinner: Spinner, pose_type: str
+) -> None:
+    from geometry_msgs.msg import PoseWithCovarianceStamped
+    from nav_msgs.msg import Odometry
+
+    msg_type = {"odometry": Odometry, "pose_with_covariance": PoseWithCovarianceStamped}
+    parameters = {"pose_type": pose_type, "use_sim_time": True}
+    with harness(ros_context, spinner, parameters, pose_msg_type=msg_type[pose_type]) as h:
+        # no /clock at all: stamps come from the headers, diagnostics from a steady timer
+        h.feed(WINDOW)
+        h.wait_samples(WINDOW)
+        assert h.latest("mean").info.width == GRID_W
+        assert h.node.get_parameter("use_sim_time").value is True
