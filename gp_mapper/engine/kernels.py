@@ -84,19 +84,19 @@ class Constant(Kernel):
         return self.variance.expand(X.shape[0])
 
     def constant_variance(self) -> float:
-        return float(self.variance)
+        return float(self.variance.detach())
 
     def without_constant(self) -> Kernel | None:
         return None
 
     def to_spec(self) -> dict[str, Any]:
-        return {"type": "constant", "variance": float(self.variance)}
+        return {"type": "constant", "variance": float(self.variance.detach())}
 
     def hyperparameters(self) -> dict[str, Tensor]:
         return {"constant_variance": self.variance}
 
     def describe(self) -> dict[str, float | list[float]]:
-        return {"constant_variance": float(self.variance)}
+        return {"constant_variance": float(self.variance.detach())}
 
 
 class Stationary(Kernel):
@@ -145,7 +145,7 @@ class Stationary(Kernel):
         ls = self.lengthscale.detach().cpu().tolist()
         return {
             "type": self.kind,
-            "variance": float(self.variance),
+            "variance": float(self.variance.detach()),
             "lengthscale": ls,
             "ard_dims": len(ls) if self.raw_lengthscale.numel() > 1 else 0,
         }
@@ -159,7 +159,7 @@ class Stationary(Kernel):
     def describe(self) -> dict[str, float | list[float]]:
         ls = self.lengthscale.detach().cpu().tolist()
         return {
-            f"{self.kind}_variance": float(self.variance),
+            f"{self.kind}_variance": float(self.variance.detach()),
             f"{self.kind}_lengthscale": ls[0] if len(ls) == 1 else ls,
         }
 
