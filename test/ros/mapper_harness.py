@@ -1,6 +1,6 @@
 """A real gp_mapper node in-process, a probe node around it and a known synthetic field.
 
-The node runs on its own MultiThreadedExecutor thread, as ``main()`` runs it; the probe
+The node runs on its own SingleThreadedExecutor thread, as ``main()`` spins it; the probe
 (publishers for the inputs, subscriptions to every output, service and parameter clients)
 runs on the test's Spinner. Nothing is faked: messages cross DDS on loopback.
 """
@@ -21,7 +21,7 @@ from nav_msgs.msg import OccupancyGrid
 from rcl_interfaces.msg import SetParametersResult
 from rcl_interfaces.srv import SetParameters
 from rclpy.context import Context
-from rclpy.executors import MultiThreadedExecutor
+from rclpy.executors import SingleThreadedExecutor
 from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import MagneticField, PointCloud2
@@ -122,7 +122,7 @@ class MapperHarness:
         self.node = GpMapperNode(
             context=context, namespace=namespace, parameter_overrides=overrides(parameters)
         )
-        self._executor = MultiThreadedExecutor(num_threads=3, context=context)
+        self._executor = SingleThreadedExecutor(context=context)
         self._executor.add_node(self.node)
         self._thread = threading.Thread(target=self._executor.spin, daemon=True)
         self._thread.start()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -11,9 +12,11 @@ import pytest
 pytest.importorskip("rclpy", reason="rclpy (ros-jazzy-rclpy wheels) is not importable")
 
 from geometry_msgs.msg import PoseStamped
+from nav_msgs.msg import OccupancyGrid
+from rclpy.context import Context
 from rclpy.qos import QoSProfile, ReliabilityPolicy
-from rclpy.serialization import deserialize_message
-from rosbags.rosbag2 import StoragePlugin, Writer
+from rclpy.serialization import deserialize_message, serialize_message
+from rosbags.rosbag2 import Reader, StoragePlugin, Writer
 from rosbags.typesys import Stores, get_typestore
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import MagneticField
@@ -27,8 +30,10 @@ from gp_mapper.ros.player import (
     play_bag,
     run_play,
 )
+from gp_mapper.ros.recorder import record_bag
 
 from .helpers import Collector, Spinner, wait_for
+from .mapper_harness import READING_PERIOD_NS, harness, mag_msg, path, pose_msg, stamp, true_field
 
 pytestmark = pytest.mark.ros
 
@@ -146,8 +151,6 @@ def test_player_errors_name_the_bag_and_the_fault(tmp_path: Path, bag: Path) -> 
 
 
 def test_play_stops_when_asked(bag: Path) -> None:
-    import threading
-
     stop = threading.Event()
     stop.set()
     result = play_bag(bag, rate=1.0, wait_subscribers_s=0.0, stop=stop)
@@ -166,3 +169,57 @@ def test_run_play_exit_codes(tmp_path: Path, bag: Path) -> None:
     assert args.remap == ["/imu/mag:=/m2"] and args.rate == 50.0
     assert run_play(args) == 0
     assert EXIT_INTERRUPTED == 130
+
+
+def test_played_bag_builds_a_map_that_the_recorder_captures(
+    tmp_path: Path, ros_context: Context, spinner: Spinner
+) -> None:
+    """Bag -> player (with /clock) -> node under use_sim_time -> recorder -> bag."""
+    n = 300
+    ts = get_typestore(Stores.ROS2_JAZZY)
+    in_bag = tmp_path / "walk"
+    with Writer(in_bag, version=9, storage_plugin=StoragePlugin.MCAP) as writer:
+        c_mag = writer.add_connection("/imu/mag", "sensor_msgs/msg/MagneticField", typestore=ts)
+        c_pose = writer.add_connection("/pose", "geometry_msgs/msg/PoseStamped", typestore=ts)
+        for k in range(n + 2):
+            x, y = path(k)
+            writer.write(c_pose, stamp(k), serialize_message(pose_msg(stamp(k), x, y)))
+            if k < n:
+                x, y = path(k + 0.5)
+                t = stamp(k) + READING_PERIOD_NS // 2
+                writer.write(c_mag, t, serialize_message(mag_msg(t, true_field(x, y))))
+
+    with harness(ros_context, spinner, {"use_sim_time": True}) as mapper:
+        ns = mapper.topics["mean"].rsplit("/", 2)[0]
+        out_bag = tmp_path / "maps"
+        stop = threading.Event()
+        recorder = threading.Thread(
+            target=record_bag,
+            args=(out_bag,),
+            kwargs={"node_name": f"{ns}/gp_mapper", "stop": stop, "use_sim_time": True},
+            daemon=True,
+        )
+        recorder.start()
+        result = play_bag(
+            in_bag,
+            rate=10.0,
+            remaps={"/imu/mag": f"{ns}/mag", "/pose": f"{ns}/pose"},
+            wait_subscribers_s=20.0,
+        )
+        assert result.published == {f"{ns}/mag": n, f"{ns}/pose": n + 2}
+        mapper.wait_samples(n)
+        assert mapper.rmse(mapper.cloud()) < 2.0
+        clock_ns = mapper.node.get_clock().now().nanoseconds
+        assert stamp(0) <= clock_ns <= stamp(n + 1)  # the node runs on the bag's time
+        wait_for(lambda: out_bag.joinpath("metadata.yaml").exists() or recorder.is_alive())
+        stop.set()
+        recorder.join(timeout=30.0)
+
+    with Reader(out_bag) as reader:
+        grids = [
+            deserialize_message(raw, OccupancyGrid)
+            for conn, _t, raw in reader.messages()
+            if conn.topic == f"{ns}/gp_mapper/mean"
+        ]
+    assert grids and grids[-1].header.frame_id == "map"
+    assert grids[-1].info.width * grids[-1].info.height > 0
