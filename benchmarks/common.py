@@ -1,0 +1,69 @@
+"""Shared pieces of the benchmark scripts: data location, metrics, headers, JSON output."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def data_dir() -> Path:
+    """$GP_MAPPER_DATA, else ../shared/data beside the repository."""
+    return Path(os.environ.get("GP_MAPPER_DATA", REPO_ROOT.parent / "shared" / "data"))
+
+
+def rmse(mean: np.ndarray, y: np.ndarray) -> float:
+    return float(np.sqrt(np.mean((mean - y) ** 2)))
+
+
+def nlpd(mean: np.ndarray, var_y: np.ndarray, y: np.ndarray) -> float:
+    """Mean negative log predictive density of y under N(mean, var_y)."""
+    return float(np.mean(0.5 * np.log(2.0 * math.pi * var_y) + 0.5 * (y - mean) ** 2 / var_y))
+
+
+def header(title: str, device: torch.device, dtype: torch.dtype, seed: int | None = None) -> str:
+    """Where and how a table was measured, printed above it."""
+    gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else "none"
+    lines = [
+        f"# {title}",
+        f"date {time.strftime('%Y-%m-%d %H:%M')}  host {platform.node()}  "
+        f"cpu threads {torch.get_num_threads()}  device {device} (GPU: {gpu})",
+        f"torch {torch.__version__}  dtype {str(dtype).removeprefix('torch.')}"
+        + ("" if seed is None else f"  seed {seed}"),
+    ]
+    return "\n".join(lines)
+
+
+def warm_up(device: torch.device, dtype: torch.dtype) -> None:
+    """Run one tiny update so torch's one-time start-up (~1 s) is not charged to a method."""
+    from gp_mapper.engine import Constant, Matern52, OnlineSparseGP
+
+    engine = OnlineSparseGP(Constant(1.0) + Matern52(), 0.1, device=device, dtype=dtype)
+    gen = torch.Generator().manual_seed(0)
+    engine.update(torch.rand(64, 2, generator=gen), torch.rand(64, generator=gen))
+
+
+def write_json(path: str | None, payload: dict[str, Any]) -> None:
+    if path:
+        Path(path).write_text(json.dumps(payload, indent=2))
+        print(f"wrote {path}")
+
+
+def format_table(headers: list[str], rows: list[list[str]]) -> str:
+    """A GitHub-markdown table."""
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
+    line = "| " + " | ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)) + " |"
+    sep = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
+    body = [
+        "| " + " | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) + " |" for r in rows
+    ]
+    return "\n".join([line, sep, *body])
