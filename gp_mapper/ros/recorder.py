@@ -47,9 +47,8 @@ DIAGNOSTICS_TOPIC = ("/diagnostics", "diagnostic_msgs/msg/DiagnosticArray", DIAG
 _INFRASTRUCTURE_TOPICS = frozenset({"/parameter_events", "/rosout", "/clock"})
 # History depth of discovered (volatile) topics: a 100 Hz sensor for 10 s of executor lag.
 RECORD_QUEUE_DEPTH = 1000
-# Seconds to look for the node's inputs / requested topics before giving up on them.
-DEFAULT_DISCOVERY_S = 5.0
-# How often the recorder re-checks the graph for topics it still waits for [s].
+# How often the recorder re-checks the graph for topics it still waits for [s]; topics
+# that appear late (a bag player started after the recorder) are picked up then.
 _DISCOVERY_PERIOD_S = 0.5
 # Executor turn length: bounds how late a stop request is noticed [s].
 _SPIN_SLICE_S = 0.05
@@ -70,7 +69,7 @@ class RecordResult:
     Attributes:
         path: the bag directory.
         counts: messages written per topic.
-        missing: requested topics that never appeared on the graph.
+        missing: requested topics that never had a publisher while recording.
     """
 
     path: Path
@@ -113,13 +112,6 @@ def add_record_arguments(parser: argparse.ArgumentParser) -> None:
         help="storage format; default %(default)s (opens in Foxglove)",
     )
     parser.add_argument(
-        "--discovery-timeout",
-        type=float,
-        default=DEFAULT_DISCOVERY_S,
-        metavar="SECONDS",
-        help="how long to look for --inputs/--topics on the graph; default %(default)s",
-    )
-    parser.add_argument(
         "--use-sim-time",
         action="store_true",
         help="stamp messages with /clock time instead of the system clock",
@@ -144,7 +136,6 @@ def run_record(args: argparse.Namespace) -> int:
             topics=args.topics,
             duration_s=args.duration,
             storage=args.storage,
-            discovery_s=args.discovery_timeout,
             use_sim_time=args.use_sim_time,
             stop=stop,
         )
@@ -259,7 +250,6 @@ def record_bag(
     topics: Sequence[str] = (),
     duration_s: float | None = None,
     storage: str = "mcap",
-    discovery_s: float = DEFAULT_DISCOVERY_S,
     use_sim_time: bool = False,
     stop: threading.Event | None = None,
 ) -> RecordResult:
@@ -272,9 +262,10 @@ def record_bag(
         node_name: fully qualified name of the mapper node (outputs are ``<node>/mean``...).
         inputs: also record the node's subscribed topics, found on the graph.
         topics: extra topics; types and QoS come from their publishers on the graph.
+            Input and extra topics are looked for during the whole recording and
+            subscribed once they have a publisher.
         duration_s: stop after this many seconds (None: until ``stop`` is set).
         storage: ``"mcap"`` or ``"sqlite3"``.
-        discovery_s: how long to look for input and extra topics before giving up.
         use_sim_time: stamp with /clock time instead of the system clock.
         stop: set it to stop; the bag is closed either way.
 
@@ -319,7 +310,7 @@ def record_bag(
             now = time.monotonic()
             if duration_s is not None and now - start >= duration_s:
                 break
-            if now >= next_discovery and now - start <= discovery_s:
+            if now >= next_discovery:
                 if look_for_inputs:
                     found = [t for t in _node_inputs(node, node_name) if t not in recording.counts]
                     if found:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import signal
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -66,11 +69,15 @@ def test_recorder_writes_latched_maps_diagnostics_and_extra_topics(
 
     out = tmp_path / "out_bag"
     stop = threading.Event()
+    # /diagnostics may have other subscribers (a probe of an earlier test): count from here
+    diag_before = diag_pub.get_subscription_count()
     box = _record_in_thread(
         out, stop, node_name="/rec_test/fake_mapper", topics=["/rec_test/imu/mag"]
     )
     wait_for(lambda: _recorder_subscribed(mag_pub), what="recorder on /rec_test/imu/mag")
-    wait_for(lambda: _recorder_subscribed(diag_pub), what="recorder on /diagnostics")
+    wait_for(
+        lambda: diag_pub.get_subscription_count() > diag_before, what="recorder on /diagnostics"
+    )
     for k in range(N_MAG):
         msg = MagneticField()
         msg.header.stamp = convert.ns_to_stamp(k)
@@ -113,13 +120,36 @@ def test_recorder_finds_the_node_inputs(tmp_path: Path, spinner: Spinner) -> Non
     node = spinner.node("fake_mapper_in", namespace="/rec_in")
     node.create_subscription(MagneticField, "/rec_in/mag", lambda _m: None, SENSOR_QOS)
     out = tmp_path / "inputs_bag"
-    result = record_bag(
-        out, node_name="/rec_in/fake_mapper_in", inputs=True, duration_s=3.0, discovery_s=3.0
-    )
+    result = record_bag(out, node_name="/rec_in/fake_mapper_in", inputs=True, duration_s=2.0)
     # the node subscribes but nobody publishes: the topic is found from the node's graph
     # entry, yet has no publisher to take a type and QoS from, so it stays pending
     assert "/rec_in/fake_mapper_in/mean" in result.counts
     assert result.missing == ["/rec_in/mag"]
+
+
+def test_recorder_picks_up_an_input_that_appears_late(tmp_path: Path, spinner: Spinner) -> None:
+    node = spinner.node("fake_mapper_late", namespace="/rec_late")
+    node.create_subscription(MagneticField, "/rec_late/mag", lambda _m: None, SENSOR_QOS)
+    out = tmp_path / "late_bag"
+    stop = threading.Event()
+    box = _record_in_thread(out, stop, node_name="/rec_late/fake_mapper_late", inputs=True)
+    # wait until the recorder is up (its subscription to the node's outputs), then start
+    # the input's publisher: the recorder must find it while already recording
+    probe = node.create_publisher(OccupancyGrid, "/rec_late/fake_mapper_late/mean", MAP_QOS)
+    wait_for(lambda: _recorder_subscribed(probe), what="the recorder")
+    publisher = node.create_publisher(MagneticField, "/rec_late/mag", 10)
+    # two subscribers: the fake mapper itself and the recorder
+    wait_for(lambda: publisher.get_subscription_count() >= 2, what="the recorder on the late input")
+    for k in range(5):
+        msg = MagneticField()
+        msg.header.stamp = convert.ns_to_stamp(k + 1)
+        publisher.publish(msg)
+    assert publisher.wait_for_all_acked(Duration(seconds=10))
+    stop.set()
+    box["thread"].join(timeout=30.0)
+    result: RecordResult = box["result"]
+    assert result.missing == []
+    assert result.counts["/rec_late/mag"] == 5
 
 
 def test_recorder_refuses_an_existing_output(tmp_path: Path) -> None:
@@ -142,3 +172,23 @@ def test_run_record_with_duration(tmp_path: Path) -> None:
     assert {"/gp_mapper/inducing_points", "/diagnostics"} <= topics
     assert run_record(parser.parse_args([str(out), "--duration", "0.5"])) == 1
     assert run_record(parser.parse_args([str(tmp_path / "x"), "--duration", "0"])) == 1
+
+
+def test_recorder_process_closes_the_bag_on_sigint(tmp_path: Path) -> None:
+    out = tmp_path / "sigint_bag"
+    code = "import sys; from gp_mapper.ros.recorder import main; sys.exit(main())"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        # the stop handler is installed before the writer creates the bag directory
+        wait_for(out.exists, what="the bag directory")
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _out, err = proc.communicate(timeout=30.0)
+    assert proc.returncode == 0, err
+    with Reader(out) as reader:  # a complete bag: metadata written, MCAP closed
+        assert "/gp_mapper/mean" in {c.topic for c in reader.connections}
