@@ -189,7 +189,8 @@ def test_played_bag_builds_a_map_that_the_recorder_captures(
                 t = stamp(k) + READING_PERIOD_NS // 2
                 writer.write(c_mag, t, serialize_message(mag_msg(t, true_field(x, y))))
 
-    with harness(ros_context, spinner, {"use_sim_time": True}) as mapper:
+    # a deep input queue absorbs the replay's bursts on a loaded machine (best effort)
+    with harness(ros_context, spinner, {"use_sim_time": True, "qos_depth": 1000}) as mapper:
         ns = mapper.topics["mean"].rsplit("/", 2)[0]
         out_bag = tmp_path / "maps"
         stop = threading.Event()
@@ -202,7 +203,7 @@ def test_played_bag_builds_a_map_that_the_recorder_captures(
         recorder.start()
         result = play_bag(
             in_bag,
-            rate=10.0,
+            rate=5.0,
             remaps={"/imu/mag": f"{ns}/mag", "/pose": f"{ns}/pose"},
             wait_subscribers_s=20.0,
         )
