@@ -13,13 +13,14 @@ continuous layer into occupancy-style values is gp_mapper.mapping.occupancy's.
 from __future__ import annotations
 
 import array
-from collections.abc import Mapping, Sequence
-from typing import NamedTuple
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 from builtin_interfaces.msg import Time
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import Point, PoseStamped, PoseWithCovarianceStamped
+from geometry_msgs.msg import Pose as PoseMsg
 from nav_msgs.msg import OccupancyGrid, Odometry
 from sensor_msgs.msg import MagneticField, PointCloud2, PointField
 from std_msgs.msg import ColorRGBA, Header
@@ -105,9 +106,8 @@ def field_reading_from_msg(msg: MagneticField) -> FieldReading:
     return FieldReading(stamp_to_ns(msg.header.stamp), field_t, msg.header.frame_id)
 
 
-def _pose_record(stamp: Time, pose: object) -> Pose:
-    p = pose.position  # type: ignore[attr-defined]
-    q = pose.orientation  # type: ignore[attr-defined]
+def _pose_record(stamp: Time, pose: PoseMsg) -> Pose:
+    p, q = pose.position, pose.orientation
     return Pose(
         stamp_to_ns(stamp),
         np.array([p.x, p.y, p.z], dtype=np.float64),
@@ -134,7 +134,7 @@ class PoseInput(NamedTuple):
     """A pose message type the node can subscribe to, and its conversion."""
 
     msg_type: type
-    convert: object  # Callable[[msg], Pose]; typed loosely as each takes its own class
+    convert: Callable[[Any], Pose]  # takes a msg_type message
 
 
 # Values of the node parameter ``pose_type``.

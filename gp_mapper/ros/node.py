@@ -184,7 +184,7 @@ class GpMapperNode(Node):
                 throttle_duration_sec=WARN_THROTTLE_S,
             )
             return
-        self.pipeline.add_pose(self._pose_input.convert(msg))  # type: ignore[operator]
+        self.pipeline.add_pose(self._pose_input.convert(msg))
 
     # ------------------------------------------------------------------ outputs
 
