@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import NamedTuple
 
+from gp_mapper.engine import set_cpu_threads
 from gp_mapper.io import bag_info, read_bag, write_grids_npz, write_nav2_map, write_png
 from gp_mapper.io.errors import IoLayerError
 from gp_mapper.mapping import FieldReading, MappingPipeline, MapSnapshot
@@ -94,6 +95,7 @@ def replay_bag(
             which file and what is wrong).
     """
     config = config_from_params_file(params, **(overrides or {}))
+    set_cpu_threads(config.torch_threads)
     info = bag_info(bag)
     records = read_bag(bag, mag_topic=mag_topic, pose_topic=pose_topic, pose_type="auto")
     out.mkdir(parents=True, exist_ok=True)

@@ -8,7 +8,7 @@ from .errors import EngineError, NumericalError, StateError
 from .exact import ExactGP
 from .kernels import Constant, Kernel, Matern52, SquaredExponential, Sum, kernel_from_spec
 from .noise import GaussianNoise
-from .online_sgp import OnlineSparseGP, resolve_device
+from .online_sgp import OnlineSparseGP, resolve_device, set_cpu_threads
 from .posterior import CarriedPosterior, Posterior
 from .report import UpdateReport
 from .selectors import (
@@ -57,5 +57,6 @@ __all__ = [
     "reference_bound",
     "resolve_device",
     "selector_from_spec",
+    "set_cpu_threads",
     "upper_bound",
 ]

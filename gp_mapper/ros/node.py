@@ -13,8 +13,8 @@ Topics:
     out  ``/diagnostics``  diagnostic_msgs/DiagnosticArray, every ``diagnostics_period``
 Map topics are reliable + transient local, depth 1, in ``map_frame``.
 
-Services (std_srvs/Trigger): ``~/reset``, ``~/save_map``, ``~/load_map`` (file:
-``map_path``).
+Services (std_srvs/Trigger): ``~/reset``, ``~/flush`` (map the open window now),
+``~/save_map``, ``~/load_map`` (file: ``map_path``).
 
 Threads: ``main()`` spins a SingleThreadedExecutor; the engine runs in the pipeline's
 worker thread. rclpy's MultiThreadedExecutor was measured to take only ~400 callbacks/s
@@ -50,6 +50,7 @@ from sensor_msgs.msg import MagneticField, PointCloud2
 from std_srvs.srv import Trigger
 from visualization_msgs.msg import MarkerArray
 
+from gp_mapper.engine import set_cpu_threads
 from gp_mapper.mapping.config import PARAMETER_BY_NAME, MapperConfig
 from gp_mapper.mapping.errors import ConfigError, MapFileError
 from gp_mapper.mapping.pipeline import MappingPipeline
@@ -84,6 +85,10 @@ def _mapping_part(config: MapperConfig) -> dict[str, Any]:
     return {k: v for k, v in config.to_dict().items() if PARAMETER_BY_NAME[k].group != "node"}
 
 
+# The longest ~/flush waits for the worker to map the last window.
+FLUSH_TIMEOUT_S = 120.0
+
+
 class GpMapperNode(Node):
     """The ``gp_mapper`` node (see the module docstring).
 
@@ -100,6 +105,7 @@ class GpMapperNode(Node):
         declare_parameters(self)
         self._guard = ParameterGuard(self)
         config = read_config(self)
+        set_cpu_threads(config.torch_threads)
         self.add_on_set_parameters_callback(self._guard)
         self.add_post_set_parameters_callback(self._on_parameters_set)
 
@@ -139,6 +145,7 @@ class GpMapperNode(Node):
         )
         self.create_service(Trigger, "~/reset", self._on_reset, callback_group=services)
         self.create_service(Trigger, "~/save_map", self._on_save, callback_group=services)
+        self.create_service(Trigger, "~/flush", self._on_flush, callback_group=services)
         self.create_service(Trigger, "~/load_map", self._on_load, callback_group=services)
         # Steady clock: diagnostics keep flowing under use_sim_time while no /clock arrives.
         self._steady = Clock(clock_type=ClockType.STEADY_TIME)
@@ -302,6 +309,22 @@ class GpMapperNode(Node):
         self.get_logger().info(response.message)
         return response
 
+    def _on_flush(self, _request: Trigger.Request, response: Trigger.Response) -> Any:
+        # End of a bag: readings still waiting for a pose are given up, the open window is
+        # mapped now, and the answer comes once the worker has it in the map.
+        pipeline = self.pipeline
+        pipeline.flush()
+        idle = pipeline.wait_idle(timeout=FLUSH_TIMEOUT_S)
+        diagnostics = pipeline.diagnostics()
+        response.success = idle
+        response.message = (
+            f"flushed: {diagnostics['samples']} samples, "
+            f"{diagnostics['inducing_points']} inducing points"
+            if idle
+            else f"the engine is still busy after {FLUSH_TIMEOUT_S:.0f} s"
+        )
+        return response
+
     def _on_save(self, _request: Trigger.Request, response: Trigger.Response) -> Any:
         path = self._map_path()
         try:
@@ -365,3 +388,7 @@ def main(args: list[str] | None = None) -> None:
         rclpy.try_shutdown()
     if failed:
         raise SystemExit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,232 @@
+"""``gp-mapper demo``: the whole job on an embedded default, through the real node process.
+
+1. Make a bag: a synthetic indoor world (Earth field plus anomalies, a robot path, magnetometer
+   noise), or with ``--data DIR`` the real Aalto recordings.
+2. Start the ``gp_mapper`` node as its own process (use_sim_time) on an isolated ROS domain.
+3. Play the bag into it with /clock, like ``ros2 bag play``.
+4. Ask the node to map the last window (``~/flush``) and save its map (``~/save_map``).
+5. Render the saved map: PNG, Nav2 map, grids; for the synthetic world, the error against the
+   true field.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+from gp_mapper.io import (
+    convert_aalto,
+    make_synthetic_world,
+    write_grids_npz,
+    write_nav2_map,
+    write_png,
+    write_synthetic_bag,
+)
+from gp_mapper.mapping import MapperConfig, MappingPipeline, MapSnapshot
+
+DEFAULT_OUT = Path("out/demo")
+DEFAULT_DURATION_S = 150.0
+DEFAULT_RATE = 3.0
+DEFAULT_SEED = 7
+NODE_START_TIMEOUT_S = 60.0
+SERVICE_TIMEOUT_S = 120.0
+# ROS domain IDs usable on any host (REP-2000 platforms; 0..101 avoids port clashes).
+DOMAIN_ID_RANGE = (1, 101)
+
+
+class DemoResult(NamedTuple):
+    snapshot: MapSnapshot
+    png: Path
+    rmse_ut: float | None
+    seconds: float
+
+
+def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output directory")
+    parser.add_argument("--data", type=Path, help="Aalto data directory (holds invensense/)")
+    parser.add_argument(
+        "--sequences", default="1,2,3,4,5", help="Aalto sequences with --data (comma separated)"
+    )
+    parser.add_argument(
+        "--duration", type=float, default=DEFAULT_DURATION_S, help="synthetic run length [s]"
+    )
+    parser.add_argument("--rate", type=float, default=DEFAULT_RATE, help="playback speed factor")
+    parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="synthetic world seed")
+
+
+class LiveNode:
+    """The ``gp_mapper`` node as its own process, with a client for its Trigger services.
+
+    A context manager: entering starts the node (use_sim_time, ``/imu/mag`` and ``/pose``
+    remapped in, ``map_path`` set) and an rclpy client in this process; leaving stops both.
+
+    Args:
+        map_path: where ``~/save_map`` writes.
+        log_path: the node's stdout and stderr.
+        params: extra node parameters (name -> value).
+    """
+
+    def __init__(
+        self, map_path: Path, log_path: Path, params: dict[str, object] | None = None
+    ) -> None:
+        self.map_path = map_path
+        self.log_path = log_path
+        self.params = dict(params or {})
+        self._process: subprocess.Popen[bytes] | None = None
+
+    def command(self) -> list[str]:
+        script = Path(sys.executable).with_name("gp_mapper_node")
+        base = [str(script)] if script.exists() else [sys.executable, "-m", "gp_mapper.ros.node"]
+        args = ["-p", "use_sim_time:=true", "-p", f"map_path:={self.map_path.resolve()}"]
+        for name, value in self.params.items():
+            args += ["-p", f"{name}:={value}"]
+        return [*base, "--ros-args", *args, "-r", "mag:=/imu/mag", "-r", "pose:=/pose"]
+
+    def __enter__(self) -> LiveNode:
+        import rclpy
+
+        env = isolated_env()
+        os.environ.update({k: env[k] for k in ("ROS_DOMAIN_ID", "ROS_AUTOMATIC_DISCOVERY_RANGE")})
+        self._log = self.log_path.open("w")
+        self._process = subprocess.Popen(
+            self.command(), env=env, stdout=self._log, stderr=subprocess.STDOUT
+        )
+        rclpy.init()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        import rclpy
+
+        rclpy.try_shutdown()
+        if self._process is not None:
+            self._process.send_signal(signal.SIGINT)
+            try:
+                self._process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+        self._log.close()
+
+    def trigger(self, service: str, timeout_s: float = SERVICE_TIMEOUT_S) -> str:
+        """Call the node's std_srvs/Trigger ``service`` (e.g. "flush"); its message, or raise."""
+        import rclpy
+        from std_srvs.srv import Trigger
+
+        name = f"/gp_mapper/{service}"
+        node = rclpy.create_node("gp_mapper_demo_client")
+        try:
+            client = node.create_client(Trigger, name)
+            if not client.wait_for_service(timeout_sec=timeout_s):
+                raise RuntimeError(f"service {name} did not appear within {timeout_s:.0f} s")
+            future = client.call_async(Trigger.Request())
+            rclpy.spin_until_future_complete(node, future, timeout_sec=timeout_s)
+            response = future.result()
+            if response is None:
+                raise RuntimeError(f"{name} did not answer within {timeout_s:.0f} s")
+            if not response.success:
+                raise RuntimeError(f"{name} failed: {response.message}")
+            return response.message
+        finally:
+            node.destroy_node()
+
+
+def isolated_env() -> dict[str, str]:
+    """This environment on its own ROS domain (unless one is set), discovery on loopback."""
+    env = dict(os.environ)
+    env.setdefault("ROS_DOMAIN_ID", str(random.randint(*DOMAIN_ID_RANGE)))
+    env.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+    env.pop("ROS_LOCALHOST_ONLY", None)
+    return env
+
+
+def map_live(bag: Path, out: Path, *, rate: float, params: dict[str, object] | None = None) -> Path:
+    """Play ``bag`` into a live node, flush, save; the saved map's path."""
+    from gp_mapper.ros.player import play_bag
+
+    map_path = out / "map_state.npz"
+    with LiveNode(map_path, out / "node.log", params) as node:
+        print(f"      node running (ROS_DOMAIN_ID={os.environ['ROS_DOMAIN_ID']})", flush=True)
+        print(f"[3/5] playing {bag.name} at x{rate} with /clock ...", flush=True)
+        played = play_bag(bag, rate=rate, wait_subscribers_s=NODE_START_TIMEOUT_S)
+        print(f"      published {played.published} in {played.duration_s:.1f} s", flush=True)
+        print("[4/5] mapping the last window and saving the map ...", flush=True)
+        node.trigger("flush")
+        node.trigger("save_map")
+    return map_path
+
+
+def make_bag(args: argparse.Namespace, out: Path) -> Path:
+    """The input bag: synthetic by default, the Aalto recordings with --data."""
+    if args.data is not None:
+        bag = out / "aalto.mcap"
+        sequences = tuple(int(s) for s in str(args.sequences).split(",") if s.strip())
+        convert_aalto(args.data, bag, sequences=sequences, force=True)
+    else:
+        bag = out / "synthetic.mcap"
+        write_synthetic_bag(bag, seed=args.seed, duration_s=args.duration, force=True)
+    return bag
+
+
+def synthetic_rmse(snapshot: MapSnapshot, seed: int) -> float:
+    """RMSE of the mapped ‖B‖ against the true world on cells within 0.5 m of the path."""
+    from scipy.spatial import cKDTree
+
+    world = make_synthetic_world(seed)
+    pts = snapshot.grid.cell_points()
+    near = cKDTree(snapshot.trajectory_m).query(pts, distance_upper_bound=0.5)[0] <= 0.5
+    truth = world.norm_at(pts[near])
+    return float(np.sqrt(np.mean((snapshot.mean.reshape(-1)[near] - truth) ** 2)))
+
+
+def run_demo_steps(args: argparse.Namespace) -> DemoResult:
+    start = time.perf_counter()
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    print(f"[1/5] writing the input bag into {out} ...", flush=True)
+    bag = make_bag(args, out)
+    print("[2/5] starting the gp_mapper node ...", flush=True)
+    map_path = map_live(bag, out, rate=args.rate)
+    print("[5/5] rendering the saved map ...", flush=True)
+    config = MapperConfig()
+    with MappingPipeline(config, background=False) as pipeline:
+        pipeline.load(map_path)
+        snapshot = pipeline.latest()
+    if snapshot is None:
+        raise RuntimeError("the saved map holds no data")
+    png = out / "map.png"
+    write_png(png, snapshot, unknown_ratio=config.unknown_variance_ratio)
+    write_nav2_map(out / "map.yaml", snapshot)
+    write_grids_npz(out / "grids.npz", snapshot)
+    rmse = synthetic_rmse(snapshot, args.seed) if args.data is None else None
+    return DemoResult(snapshot, png, rmse, time.perf_counter() - start)
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    if args.data is not None and not Path(args.data).is_dir():
+        print(f"gp-mapper demo: error: data directory {args.data} does not exist", file=sys.stderr)
+        return 2
+    try:
+        result = run_demo_steps(args)
+    except (RuntimeError, OSError) as err:
+        print(f"gp-mapper demo: error: {err} (node log: {args.out / 'node.log'})", file=sys.stderr)
+        return 1
+    s = result.snapshot
+    print(
+        f"map: {s.num_inducing} inducing points from {s.num_samples} samples, "
+        f"grid {s.grid.width}x{s.grid.height} at {s.grid.resolution_m:g} m"
+    )
+    if result.rmse_ut is not None:
+        print(f"error against the true field near the path: RMSE {result.rmse_ut:.2f} µT")
+    print(
+        f"wrote {result.png} (and map.yaml/map.pgm, grids.npz, map_state.npz) "
+        f"in {result.seconds:.0f} s"
+    )
+    return 0
