@@ -21,11 +21,11 @@ demo: $(STAMP)
 	$(BIN)/gp-mapper demo --out out/demo
 
 test: $(STAMP)
-	$(BIN)/ruff check gp_mapper test benchmarks
+	$(BIN)/ruff check gp_mapper test benchmarks launch
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)
-	$(BIN)/ruff check gp_mapper test benchmarks
+	$(BIN)/ruff check gp_mapper test benchmarks launch
 	$(BIN)/ruff format --check gp_mapper test benchmarks
 
 bench: $(STAMP)

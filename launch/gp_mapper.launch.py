@@ -13,12 +13,11 @@ Arguments:
 
 from pathlib import Path
 
+from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 from launch_ros.parameter_descriptions import ParameterValue
-
-from launch import LaunchDescription
 
 # config/ sits beside launch/ both in the source tree and in share/gp_mapper once installed.
 DEFAULT_PARAMS_FILE = Path(__file__).resolve().parents[1] / "config" / "gp_mapper.yaml"

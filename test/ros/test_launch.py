@@ -22,6 +22,7 @@ pytest.importorskip(
 )
 pytest.importorskip("launch_ros", reason="launch_ros is not installable from PyPI")
 
+import launch
 import launch_testing
 import launch_testing.actions
 import launch_testing.asserts
@@ -40,7 +41,6 @@ from rclpy.context import Context
 from rclpy.executors import SingleThreadedExecutor
 from sensor_msgs.msg import MagneticField
 
-import launch
 from gp_mapper.ros.convert import ns_to_stamp
 from gp_mapper.ros.qos import MAP_QOS
 
