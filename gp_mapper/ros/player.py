@@ -48,6 +48,8 @@ FLUSH_TIMEOUT_S = 5.0
 # A shell's exit status for a run stopped by SIGINT (128 + 2).
 EXIT_INTERRUPTED = 130
 NODE_NAME = "gp_mapper_player"
+# Pause between seeing every subscriber and the first message (see _wait_for_subscribers).
+DISCOVERY_SETTLE_S = 0.5
 CLOCK_TOPIC = "/clock"
 
 
@@ -213,6 +215,9 @@ def _wait_for_subscribers(
     while True:
         waiting = sorted(t for t, p in publishers.items() if p.get_subscription_count() < 1)
         if not waiting:
+            # The publisher sees a subscriber before that subscriber has matched the
+            # publisher; best-effort messages sent in between are lost (seen: the first 3).
+            _sleep_until(time.monotonic() + DISCOVERY_SETTLE_S, stop)
             return
         if time.monotonic() >= deadline or (stop is not None and stop.is_set()):
             logger.warning("no subscriber on %s after %.1f s; playing anyway", waiting, timeout_s)
