@@ -53,6 +53,10 @@ class Kernel(nn.Module):
         """This kernel with its constant parts removed (None if nothing else is left)."""
         return self
 
+    def negligible_distance(self, rel_tol: float) -> float | None:
+        """Distance beyond which k(x, x') < rel_tol · k(x, x) (None: no such distance)."""
+        return None
+
     def to_spec(self) -> dict[str, Any]:
         raise NotImplementedError
 
@@ -135,6 +139,21 @@ class Stationary(Kernel):
         """The correlation as a function of scaled distance, 1 at r = 0."""
         raise NotImplementedError
 
+    def negligible_distance(self, rel_tol: float) -> float | None:
+        # The profile decreases in r: bisect for profile(r) = rel_tol, then scale by the
+        # longest lengthscale (the slowest axis decides for ARD).
+        lo, hi = 0.0, 1.0
+        tol = torch.tensor(rel_tol, dtype=torch.float64)
+        while self.profile(torch.tensor(hi, dtype=torch.float64)) > tol:
+            hi *= 2.0
+        for _ in range(60):
+            mid = 0.5 * (lo + hi)
+            if self.profile(torch.tensor(mid, dtype=torch.float64)) > tol:
+                lo = mid
+            else:
+                hi = mid
+        return hi * float(self.lengthscale.detach().max())
+
     def K(self, X: Tensor, X2: Tensor | None = None) -> Tensor:
         return self.variance * self.profile(self.scaled_distance(X, X if X2 is None else X2))
 
@@ -199,6 +218,16 @@ class Sum(Kernel):
 
     def constant_variance(self) -> float:
         return self.first.constant_variance() + self.second.constant_variance()
+
+    def negligible_distance(self, rel_tol: float) -> float | None:
+        parts = [
+            k.negligible_distance(rel_tol)
+            for k in (self.first, self.second)
+            if not isinstance(k, Constant)
+        ]
+        if not parts or any(p is None for p in parts):
+            return None
+        return max(parts)
 
     def without_constant(self) -> Kernel | None:
         parts = [k for k in (self.first.without_constant(), self.second.without_constant()) if k]

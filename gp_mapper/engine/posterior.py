@@ -19,6 +19,9 @@ from .linalg import solve_lower, solve_upper_t
 
 # Predictive variances are differences of large terms; clamp the round-off below zero.
 VARIANCE_CLAMP = 0.0
+# predict_block leaves out inducing points whose correlation with every point of the block is
+# below this fraction of the kernel variance: ~1e-8 µT on a 20 m map of 500 points (measured).
+BLOCK_CUTOFF = 1e-9
 
 
 class CarriedPosterior(NamedTuple):
@@ -73,6 +76,9 @@ class Posterior:
     noise_variance: float
     alpha: Tensor
     W: Tensor
+    W_ones: Tensor  # [M] W 1, for the constant part of the kernel
+    ones_W_ones: float  # 1ᵀ W 1
+    alpha_sum: float  # 1ᵀ α
 
     @classmethod
     def from_carried(
@@ -83,7 +89,18 @@ class Posterior:
         alpha = solve_upper_t(carried.L, D_inv @ carried.v)
         inner = eye - D_inv
         W = solve_upper_t(carried.L, solve_upper_t(carried.L, inner).mT)
-        return cls(kernel, carried.Z, noise_variance, alpha, 0.5 * (W + W.mT))
+        W = 0.5 * (W + W.mT)
+        W_ones = W.sum(1)
+        return cls(
+            kernel,
+            carried.Z,
+            noise_variance,
+            alpha,
+            W,
+            W_ones,
+            float(W_ones.sum()),
+            float(alpha.sum()),
+        )
 
     @property
     def num_inducing(self) -> int:
@@ -105,6 +122,41 @@ class Posterior:
         return mean, torch.clamp(var, min=VARIANCE_CLAMP)
 
     @torch.no_grad()
+    def predict_block(self, Xs: Tensor) -> tuple[Tensor, Tensor]:
+        """:meth:`predict` for a spatially compact block, from the inducing points near it.
+
+        With ``k = c + g`` (a constant c plus a stationary g that vanishes with distance),
+        ``mean = c 1ᵀα + g_Sᵀ α_S`` and ``var = k(x, x) − c² 1ᵀW1 − 2c g_Sᵀ (W1)_S −
+        g_Sᵀ W_SS g_S``, where S are the inducing points within the distance at which g falls
+        below ``BLOCK_CUTOFF`` of its variance from the block's bounding box. The cost is
+        O(S_block · |S|²) instead of O(S_block · M²): a large map is mostly far away.
+
+        Args:
+            Xs: test inputs [S, D] that lie close together (a tile of a grid).
+
+        Returns:
+            (mean [S], variance [S]) of f(Xs), equal to :meth:`predict` up to the cutoff.
+        """
+        local = self.kernel.without_constant()
+        radius = None if local is None else local.negligible_distance(BLOCK_CUTOFF)
+        if radius is None:
+            return self.predict(Xs)
+        lo, hi = Xs.min(0).values, Xs.max(0).values
+        gap = torch.clamp(lo - self.Z, min=0.0) + torch.clamp(self.Z - hi, min=0.0)
+        near = torch.nonzero((gap * gap).sum(1) <= radius * radius).squeeze(1)
+        c = self.kernel.constant_variance()
+        G = local.K(Xs, self.Z[near])
+        mean = c * self.alpha_sum + G @ self.alpha[near]
+        W_near = self.W[near][:, near]
+        var = (
+            self.kernel.K_diag(Xs)
+            - c * c * self.ones_W_ones
+            - 2.0 * c * (G @ self.W_ones[near])
+            - ((G @ W_near) * G).sum(-1)
+        )
+        return mean, torch.clamp(var, min=VARIANCE_CLAMP)
+
+    @torch.no_grad()
     def prior_variance(self, Xs: Tensor) -> Tensor:
         """Variance of f where no data are near: k(x, x) less what the data tell of the offset.
 
@@ -119,6 +171,4 @@ class Posterior:
             [S].
         """
         c = self.kernel.constant_variance()
-        ones = torch.ones(self.num_inducing, dtype=self.W.dtype, device=self.W.device)
-        offset_info = c * c * (ones @ self.W @ ones)
-        return self.kernel.K_diag(Xs) - offset_info
+        return self.kernel.K_diag(Xs) - c * c * self.ones_W_ones

@@ -207,3 +207,23 @@ def test_cuda_engine_matches_cpu(rng: np.random.Generator) -> None:
         results.append((engine.num_inducing, engine.predict(Xs)[0].cpu()))
     assert results[0][0] == results[1][0]
     torch.testing.assert_close(results[0][1], results[1][1], rtol=1e-6, atol=1e-6)
+
+
+def test_block_prediction_equals_dense_prediction(rng: np.random.Generator) -> None:
+    """predict_block skips far inducing points; the constant part is handled exactly."""
+    from gp_mapper.engine import Constant, FixedSize
+
+    engine = OnlineSparseGP(
+        Constant(500.0) + Matern52(100.0, 0.7), 0.1, FixedSize(300), device="cpu", fit_iterations=0
+    )
+    X = rng.uniform(0.0, 20.0, (1500, 2))
+    engine.update(X, 48.0 + 10.0 * np.sin(X[:, 0]) * np.cos(X[:, 1]))
+    post = engine.posterior
+    gx, gy = np.meshgrid(np.arange(3.0, 5.0, 0.1), np.arange(12.0, 14.0, 0.1))
+    block = torch.as_tensor(np.column_stack([gx.ravel(), gy.ravel()]))
+    mean, var = post.predict(block)
+    mean_b, var_b = post.predict_block(block)
+    torch.testing.assert_close(mean_b, mean, rtol=0.0, atol=1e-6)
+    torch.testing.assert_close(var_b, var, rtol=0.0, atol=1e-6)
+    radius = post.kernel.without_constant().negligible_distance(1e-9)
+    assert 5.0 < radius < 10.0  # about 12 lengthscales of 0.7 m for Matérn-5/2

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from gp_mapper.engine.posterior import BLOCK_CUTOFF
 from gp_mapper.mapping import GridSpec, extend_box, grid_for, predict_grid
 
 
@@ -106,15 +107,16 @@ def test_predict_grid_in_tiles_equals_one_shot_and_the_posterior(engine_2d) -> N
     posterior = engine_2d.posterior
     tiled = predict_grid(posterior, grid, tile=7)
     whole = predict_grid(posterior, grid, tile=10_000)
-    # Variances are differences of terms near the prior's ~500 µT²: another BLAS path (a tile
-    # of one cell is a matrix-vector product) moves them by ~1e-11 of that.
-    atol = 1e-9 * float(whole[2].max())
+    # Tiles skip inducing points whose correlation with the tile is below BLOCK_CUTOFF of the
+    # kernel variance (Posterior.predict_block), so tiles of other sizes, and the dense
+    # prediction, agree to a few hundred times that cutoff of the prior variance.
+    atol = 1e3 * BLOCK_CUTOFF * float(whole[2].max())
     for a, b in zip(tiled, whole, strict=True):
         assert a.shape == (9, 11) and a.dtype == np.float64
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=atol)
     Xs = torch.as_tensor(grid.cell_points(), dtype=posterior.Z.dtype)
     mean, var = posterior.predict(Xs)
-    np.testing.assert_allclose(tiled[0].ravel(), mean.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(tiled[0].ravel(), mean.numpy(), rtol=1e-12, atol=atol)
     np.testing.assert_allclose(tiled[1].ravel(), var.numpy(), rtol=1e-12, atol=atol)
     assert np.all(tiled[1] <= tiled[2] * (1 + 1e-9))  # data only ever reduces the variance
 
