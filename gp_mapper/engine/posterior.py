@@ -79,6 +79,7 @@ class Posterior:
     W_ones: Tensor  # [M] W 1, for the constant part of the kernel
     ones_W_ones: float  # 1ᵀ W 1
     alpha_sum: float  # 1ᵀ α
+    block_radius: float | None  # distance past which the stationary part is below BLOCK_CUTOFF
 
     @classmethod
     def from_carried(
@@ -91,6 +92,7 @@ class Posterior:
         W = solve_upper_t(carried.L, solve_upper_t(carried.L, inner).mT)
         W = 0.5 * (W + W.mT)
         W_ones = W.sum(1)
+        local = kernel.without_constant()
         return cls(
             kernel,
             carried.Z,
@@ -100,6 +102,7 @@ class Posterior:
             W_ones,
             float(W_ones.sum()),
             float(alpha.sum()),
+            None if local is None else local.negligible_distance(BLOCK_CUTOFF),
         )
 
     @property
@@ -138,8 +141,8 @@ class Posterior:
             (mean [S], variance [S]) of f(Xs), equal to :meth:`predict` up to the cutoff.
         """
         local = self.kernel.without_constant()
-        radius = None if local is None else local.negligible_distance(BLOCK_CUTOFF)
-        if radius is None:
+        radius = self.block_radius
+        if local is None or radius is None:
             return self.predict(Xs)
         lo, hi = Xs.min(0).values, Xs.max(0).values
         gap = torch.clamp(lo - self.Z, min=0.0) + torch.clamp(self.Z - hi, min=0.0)

@@ -8,6 +8,7 @@ malformed, out of order, from the wrong frame, or can never be bracketed (ros2.m
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections import deque
 from typing import NamedTuple
@@ -104,10 +105,11 @@ class Pairer:
                 )
             return []
         field_t = np.asarray(reading.field_t, dtype=np.float64).reshape(-1)
-        if field_t.shape != (3,) or not np.all(np.isfinite(field_t)):
+        values = field_t.tolist()
+        if len(values) != 3 or not all(map(math.isfinite, values)):
             self._drops.nan += 1
             return []
-        if not np.any(field_t):
+        if not any(values):
             self._drops.zero_field += 1
             return []
         if self._last_reading_ns is not None and stamp <= self._last_reading_ns:
