@@ -185,8 +185,7 @@ def upper_bound(
     The D_a-free form of the authors, rewritten in the whitened carried quantities:
     with ``H = L'ᵀL' + tP_a``, ``(D_a + tI)⁻¹`` terms become ``P_a H⁻¹ P_a`` products.
     """
-    f = factors(kernel, Z, X, old, jitter)
-    terms = whitened_bound(f.V, f.U, y, f.kff_diag_sum, noise_variance, old, f.Kaa)
+    terms, f = online_bound(kernel, noise_variance, Z, X, y, old, jitter)
     N = y.shape[0]
     s2 = noise_variance
     t = f.kff_diag_sum - (f.V * f.V).sum()
