@@ -54,7 +54,10 @@ def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output directory")
     parser.add_argument("--data", type=Path, help="Aalto data directory (holds invensense/)")
     parser.add_argument(
-        "--sequences", default="1,2,3,4,5", help="Aalto sequences with --data (comma separated)"
+        "--sequences",
+        default="3",
+        help="Aalto sequences with --data, comma separated (3: one 188 s path; 1,2,3,4,5 with "
+        "--rate 1 maps the whole room live)",
     )
     parser.add_argument(
         "--duration", type=float, default=DEFAULT_DURATION_S, help="synthetic run length [s]"
