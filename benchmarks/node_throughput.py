@@ -1,0 +1,229 @@
+"""Throughput and latency of the gp_mapper node, a real process fed over DDS.
+
+For each rate, a fresh node is started and MagneticField + PoseStamped messages of a known
+field are published at that rate for a few seconds (one engine window per second of data).
+Then the node is asked to flush, and its /diagnostics say how many readings were mapped and
+how many were dropped, by reason. Prints the highest rate with no drops, and the
+batch-to-map latency (window closed -> map snapshot ready: engine update plus grid), median
+and p95, with the engine update and the grid apart.
+
+    python benchmarks/node_throughput.py [--rates 500,2000,4000] [--seconds 5] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import rclpy
+import torch
+from common import format_table, header, write_json
+from diagnostic_msgs.msg import DiagnosticArray
+from geometry_msgs.msg import PoseStamped
+from sensor_msgs.msg import MagneticField
+
+from gp_mapper.commands.demo import LiveNode
+from gp_mapper.ros.convert import diagnostic_values, ns_to_stamp
+
+STATUS = "gp_mapper: mapping"
+GRID_SIDE_M = 20.0
+BASE_NS = 1_700_000_000 * 10**9
+# The mapped world: 48 µT plus a 10 µT pattern with a ~1 m scale, in tesla on the wire.
+TESLA = 1e-6
+
+
+def field_ut(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    return 48.0 + 10.0 * np.sin(1.3 * x) * np.cos(1.1 * y)
+
+
+def lawnmower(n: int, speed_mps: float, rate: float) -> np.ndarray:
+    """[n, 2] positions along rows 1 m apart across the square, at speed_mps."""
+    s = np.arange(n) * speed_mps / rate
+    row = np.floor(s / GRID_SIDE_M)
+    along = s - row * GRID_SIDE_M
+    x = np.where(row % 2 == 0, along, GRID_SIDE_M - along)
+    return np.column_stack([x, (row % GRID_SIDE_M) + 0.5])
+
+
+def run_rate(rate: float, seconds: float, args: argparse.Namespace, work: Path) -> dict:
+    n = int(rate * seconds)
+    params = {
+        "batch_size": int(rate),  # one window per second of data
+        "batch_period": 2.0,
+        "bounds": f"[0.0, {GRID_SIDE_M}, 0.0, {GRID_SIDE_M}]",
+        "resolution": GRID_SIDE_M / args.grid,
+        "max_cells": args.grid * args.grid,
+        "max_inducing": args.max_inducing,
+        "qos_depth": 5000,
+        "fit_iterations": args.fit_iterations,
+    }
+    pos = lawnmower(n, args.speed, rate)
+    values = field_ut(pos[:, 0], pos[:, 1])
+    latencies: dict[int, tuple[float, float]] = {}
+    last: dict[str, str] = {}
+    with LiveNode(work / "map.npz", work / f"node_{int(rate)}.log", params) as live:
+        node = rclpy.create_node("throughput_publisher")
+        try:
+            from rclpy.qos import qos_profile_sensor_data
+
+            mag_pub = node.create_publisher(MagneticField, "/imu/mag", qos_profile_sensor_data)
+            pose_pub = node.create_publisher(PoseStamped, "/pose", qos_profile_sensor_data)
+
+            def on_diag(msg: DiagnosticArray) -> None:
+                d = diagnostic_values(msg, STATUS)
+                if d is None:
+                    return
+                last.clear()
+                last.update(d)
+                seq = int(d.get("seq", 0))
+                if seq and d.get("last_batch_latency_s", "nan") != "nan":
+                    latencies[seq] = (
+                        float(d["last_batch_latency_s"]),
+                        float(d.get("last_update_s", "nan")),
+                    )
+
+            node.create_subscription(DiagnosticArray, "/diagnostics", on_diag, 100)
+            deadline = time.monotonic() + 60.0
+            while mag_pub.get_subscription_count() < 1 or pose_pub.get_subscription_count() < 1:
+                rclpy.spin_once(node, timeout_sec=0.05)
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the node did not subscribe within 60 s")
+            time.sleep(0.5)
+            start = time.perf_counter()
+            for i in range(n):
+                stamp = ns_to_stamp(BASE_NS + int(i * 1e9 / rate))
+                pose = PoseStamped()
+                pose.header.stamp, pose.header.frame_id = stamp, "map"
+                pose.pose.position.x, pose.pose.position.y = float(pos[i, 0]), float(pos[i, 1])
+                pose.pose.orientation.w = 1.0
+                pose_pub.publish(pose)
+                mag = MagneticField()
+                mag.header.stamp, mag.header.frame_id = stamp, "imu_link"
+                mag.magnetic_field.z = float(values[i]) * TESLA
+                mag_pub.publish(mag)
+                ahead = start + (i + 1) / rate - time.perf_counter()
+                if ahead > 0:
+                    time.sleep(ahead)
+                if i % 256 == 0:
+                    rclpy.spin_once(node, timeout_sec=0.0)
+            achieved = n / (time.perf_counter() - start)
+            # A last pose past the final reading lets the pipeline bracket it.
+            pose.header.stamp = ns_to_stamp(BASE_NS + int(n * 1e9 / rate))
+            pose_pub.publish(pose)
+            time.sleep(0.5)
+            live.trigger("flush")
+            end = time.monotonic() + 3.0 * args.diagnostics_wait
+            while time.monotonic() < end:
+                rclpy.spin_once(node, timeout_sec=0.1)
+        finally:
+            node.destroy_node()
+    drops = {
+        k.removeprefix("drop_"): int(v)
+        for k, v in last.items()
+        if k.startswith("drop_") and k != "drop_pose_frame" and int(v)
+    }
+    mapped = int(last.get("samples", 0))
+    lat = np.array([v[0] for v in latencies.values()])
+    upd = np.array([v[1] for v in latencies.values()])
+    return {
+        "rate": rate,
+        "achieved_rate": achieved,
+        "published": n,
+        "mapped": mapped,
+        "drops": drops,
+        "lost_in_transport": n - mapped - sum(drops.values()),
+        "inducing": int(last.get("inducing_points", 0)),
+        "latency_s": lat.tolist(),
+        "update_s": upd.tolist(),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rates", default="250,500,1000,2000,4000", help="messages/s to try")
+    parser.add_argument("--seconds", type=float, default=5.0, help="data per rate [s]")
+    parser.add_argument("--grid", type=int, default=200, help="grid cells per side")
+    parser.add_argument("--max-inducing", type=int, default=500)
+    parser.add_argument("--fit-iterations", type=int, default=100)
+    parser.add_argument("--speed", type=float, default=2.0, help="robot speed in data time [m/s]")
+    parser.add_argument("--diagnostics-wait", type=float, default=1.0)
+    parser.add_argument("--json", help="write the results to this JSON file")
+    args = parser.parse_args(argv)
+    rates = [float(r) for r in args.rates.split(",")]
+    print(
+        header(
+            "gp_mapper node throughput (one node process, DDS on loopback)",
+            torch.device("cpu"),
+            torch.float64,
+        )
+    )
+    print(
+        f"grid {args.grid}x{args.grid} cells over {GRID_SIDE_M:g} m, max_inducing "
+        f"{args.max_inducing}, one window per second of data, {args.seconds:g} s per rate\n"
+    )
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for rate in rates:
+            print(f"rate {rate:g}/s ...", file=sys.stderr, flush=True)
+            results.append(run_rate(rate, args.seconds, args, Path(tmp)))
+    rows = []
+    for r in results:
+        lat, upd = np.asarray(r["latency_s"]), np.asarray(r["update_s"])
+
+        def pct(a: np.ndarray, q: float) -> str:
+            return f"{1e3 * np.percentile(a, q):.0f}" if a.size else "-"
+
+        grid_ms = (
+            f"{1e3 * np.median(lat - upd):.0f}" if lat.size and np.isfinite(upd).all() else "-"
+        )
+        ok = not r["drops"] and r["lost_in_transport"] == 0
+        rows.append(
+            [
+                f"{r['rate']:g}",
+                f"{r['achieved_rate']:.0f}",
+                f"{r['mapped']}/{r['published']}",
+                ", ".join(f"{k}={v}" for k, v in r["drops"].items()) or "none",
+                str(r["lost_in_transport"]),
+                str(r["inducing"]),
+                f"{pct(lat, 50)} / {pct(lat, 95)}",
+                f"{pct(upd, 50)}",
+                grid_ms,
+                "yes" if ok else "no",
+            ]
+        )
+    print(
+        format_table(
+            [
+                "rate msg/s",
+                "sent msg/s",
+                "mapped",
+                "drops",
+                "lost",
+                "M",
+                "latency ms p50/p95",
+                "update ms p50",
+                "grid ms p50",
+                "no drops",
+            ],
+            rows,
+        )
+    )
+    sustained = [r["rate"] for r in results if not r["drops"] and r["lost_in_transport"] == 0]
+    best = max(sustained) if sustained else math.nan
+    print(
+        f"\nhighest sustained rate with no drops: {best:g} magnetometer messages/s (target >= 2000)"
+    )
+    write_json(args.json, {"results": results, "highest_sustained_rate": best})
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
