@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import data_dir, format_table, header, nlpd, rmse, warm_up, write_json
 
 from gp_mapper.engine import EngineSpec, ExactGP, build_engine, build_kernel
-from gp_mapper.engine.online_sgp import resolve_device
+from gp_mapper.engine.online_sgp import resolve_device, set_cpu_threads
 from gp_mapper.io.aalto import load_aalto_sequence
 
 NUM_BATCHES = 20
@@ -102,12 +102,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cv-cap", type=int, default=1000, help="inducing-point cap of CV")
     parser.add_argument("--exact-points", type=int, default=EXACT_REFERENCE["points"])
     parser.add_argument("--quick", action="store_true", help="VIPS only, no exact GP")
+    parser.add_argument(
+        "--threads", type=int, default=1, help="torch CPU threads (the node's default is 1)"
+    )
     args = parser.parse_args(argv)
 
     path3 = data_dir() / "magnetic" / "aalto-magnetic-data" / "data" / "invensense" / "3-loc.csv"
     if not path3.is_file():
         print(f"no Aalto magnetometer data at {path3.parent}; set GP_MAPPER_DATA", file=sys.stderr)
         return 2
+    set_cpu_threads(args.threads)
     device, dtype = resolve_device(args.device), torch.float64
     X, y = load(3)
     tests = [load(i) for i in TEST_PATHS]
