@@ -11,12 +11,14 @@ import torch
 from torch import Tensor
 
 from .kernels import Kernel
-from .linalg import jitter_scale, solve_lower
+from .linalg import solve_lower
 
 # A candidate whose conditional variance is below this fraction of the largest prior variance
 # carries no new information (a duplicate, or a stationary robot): never add it, or K_bb
 # becomes singular. Matches the smallest jitter rung so every pivot is above the jitter.
 CONDITIONAL_VARIANCE_FLOOR = 1e-8
+# Keeps the jitter positive for an all-zero kernel diagonal (as linalg.jitter_scale does).
+DIAG_FLOOR = float(torch.finfo(torch.float64).tiny)
 
 
 class PivotedCholesky:
@@ -45,7 +47,8 @@ class PivotedCholesky:
         self.kernel = kernel
         self.columns = columns
         self.prior_diag = kernel.K_diag(columns)
-        self._eps = float(jitter * jitter_scale(torch.diag(self.prior_diag)))
+        # The jitter scale is mean(diag K) (linalg.jitter_scale), taken from the diagonal alone.
+        self._eps = float(jitter * torch.clamp(self.prior_diag.mean(), min=DIAG_FLOOR))
         self._floor = CONDITIONAL_VARIANCE_FLOOR * float(self.prior_diag.max())
         self.available = candidates.clone()
         new = int(candidates.sum()) if max_new is None else min(int(candidates.sum()), max_new)
