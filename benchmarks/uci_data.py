@@ -1,6 +1,6 @@
 """UCI regression sets for the benchmarks: the two file formats and the seed paper's stream.
 
-Formats (/work/shared/data/uci/README.md):
+Formats (shared/data/uci/README.md beside the repository):
 
 * treforevans/uci_datasets (concrete, skillcraft, elevators, bike, ...): ``data.csv.gz``, a
   headerless CSV, inputs in every column but the last, the target in the last.

@@ -17,8 +17,8 @@ def test_drop_counts_total_as_dict_and_copy() -> None:
     assert drops.nan == 2 and copy.nan == 3
 
 
-def test_drop_counts_has_every_reason_the_contract_names() -> None:
+def test_drop_counts_has_every_documented_reason() -> None:
     names = {f.name for f in dataclasses.fields(DropCounts)}
-    contract = {"nan", "zero_field", "out_of_order", "no_pose", "pose_gap", "duplicate", "frame",
+    documented = {"nan", "zero_field", "out_of_order", "no_pose", "pose_gap", "duplicate", "frame",
                 "window_overflow", "failed_update"}  # fmt: skip
-    assert contract <= names
+    assert documented <= names
