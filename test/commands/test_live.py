@@ -10,16 +10,20 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 pytest.importorskip("rclpy", reason="rclpy (ros-jazzy-rclpy wheels) is not installed")
 
 from gp_mapper.commands.demo import map_live
 from gp_mapper.commands.replay import replay_bag
+from gp_mapper.engine import OnlineSparseGP
 from gp_mapper.io import write_synthetic_bag
 
 pytestmark = pytest.mark.ros
 
 FAST = {"fit_iterations": 10, "batch_size": 200, "delta": 0.095}
+MAX_TRANSPORT_LOSS = 3  # readings, of 1501
+MAX_MAP_DIFFERENCE_UT = 0.5  # RMS along the path when a reading or two were lost
 DEMO_BUDGET_S = 180.0
 
 
@@ -32,11 +36,23 @@ def test_live_node_and_offline_replay_make_the_same_map(tmp_path: Path) -> None:
     live_state = map_live(bag, live_dir, rate=1.5, params=FAST)
     offline = replay_bag(bag, offline_dir, overrides=FAST, progress=False)
     with np.load(live_state) as live, np.load(offline.outputs.state) as off:
-        assert live["num_samples"] == off["num_samples"]
-        assert live["engine.num_updates"] == off["engine.num_updates"]
-        np.testing.assert_array_equal(live["engine.carried.Z"], off["engine.carried.Z"])
-        np.testing.assert_allclose(live["engine.carried.v"], off["engine.carried.v"], rtol=1e-9)
         assert '"window_overflow": 0' in str(live["drops_json"])
+        lost = int(off["num_samples"]) - int(live["num_samples"])
+        # Sensor topics are best effort: under load DDS may lose a message at the edges of
+        # the stream. With nothing lost the windows, and so the maps, are identical.
+        assert 0 <= lost <= MAX_TRANSPORT_LOSS
+        if lost == 0:
+            assert live["engine.num_updates"] == off["engine.num_updates"]
+            np.testing.assert_array_equal(live["engine.carried.Z"], off["engine.carried.Z"])
+            np.testing.assert_allclose(live["engine.carried.v"], off["engine.carried.v"], rtol=1e-9)
+        means = [_predict(state, off["trajectory_m"]) for state in (live, off)]
+    assert float(np.sqrt(np.mean((means[0] - means[1]) ** 2))) < MAX_MAP_DIFFERENCE_UT
+
+
+def _predict(saved: np.lib.npyio.NpzFile, points: np.ndarray) -> np.ndarray:
+    state = {k.removeprefix("engine."): saved[k] for k in saved.files if k.startswith("engine.")}
+    engine = OnlineSparseGP.from_state(state, device="cpu")
+    return engine.predict(torch.as_tensor(points[:, :2]))[0].numpy()
 
 
 def test_demo_runs_end_to_end_within_its_budget(tmp_path: Path) -> None:
