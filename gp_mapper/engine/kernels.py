@@ -8,6 +8,7 @@ can be saved without pickle and rebuilt with :func:`kernel_from_spec`.
 from __future__ import annotations
 
 import math
+from abc import ABCMeta, abstractmethod
 from typing import Any
 
 import torch
@@ -30,14 +31,16 @@ def _as_row(value: float | Tensor | list[float], name: str) -> Tensor:
     return t
 
 
-class Kernel(nn.Module):
+class Kernel(nn.Module, metaclass=ABCMeta):
     """Base class: ``K(X, X2)`` [N, N2], ``K_diag(X)`` [N]; ``k1 + k2`` builds a :class:`Sum`."""
 
+    @abstractmethod
     def K(self, X: Tensor, X2: Tensor | None = None) -> Tensor:
-        raise NotImplementedError
+        """Covariance [N, N2] between X [N, D] and X2 [N2, D] (X itself if None)."""
 
+    @abstractmethod
     def K_diag(self, X: Tensor) -> Tensor:
-        raise NotImplementedError
+        """Variances k(x, x) [N] at X [N, D]."""
 
     def forward(self, X: Tensor, X2: Tensor | None = None) -> Tensor:
         return self.K(X, X2)
@@ -57,16 +60,17 @@ class Kernel(nn.Module):
         """Distance beyond which k(x, x') < rel_tol · k(x, x) (None: no such distance)."""
         return None
 
+    @abstractmethod
     def to_spec(self) -> dict[str, Any]:
-        raise NotImplementedError
+        """A JSON-able description that :func:`kernel_from_spec` rebuilds."""
 
+    @abstractmethod
     def hyperparameters(self) -> dict[str, Tensor]:
         """Constrained hyperparameters by name (differentiable), e.g. ``matern52_lengthscale``."""
-        raise NotImplementedError
 
+    @abstractmethod
     def describe(self) -> dict[str, float | list[float]]:
         """Hyperparameters in physical units, for reports and logs."""
-        raise NotImplementedError
 
 
 class Constant(Kernel):
@@ -135,9 +139,9 @@ class Stationary(Kernel):
         r2 = (A * A).sum(-1)[:, None] + (B * B).sum(-1)[None, :] - 2.0 * A @ B.mT
         return torch.sqrt(torch.clamp(r2, min=_R2_FLOOR))
 
+    @abstractmethod
     def profile(self, r: Tensor) -> Tensor:
         """The correlation as a function of scaled distance, 1 at r = 0."""
-        raise NotImplementedError
 
     def negligible_distance(self, rel_tol: float) -> float | None:
         # The profile decreases in r: bisect for profile(r) = rel_tol, then scale by the

@@ -18,6 +18,7 @@ from gp_mapper.commands.demo import map_live
 from gp_mapper.commands.replay import replay_bag
 from gp_mapper.engine import OnlineSparseGP
 from gp_mapper.io import write_synthetic_bag
+from gp_mapper.mapping.map_file import load_map
 
 pytestmark = pytest.mark.ros
 
@@ -45,13 +46,13 @@ def test_live_node_and_offline_replay_make_the_same_map(tmp_path: Path) -> None:
             assert live["engine.num_updates"] == off["engine.num_updates"]
             np.testing.assert_array_equal(live["engine.carried.Z"], off["engine.carried.Z"])
             np.testing.assert_allclose(live["engine.carried.v"], off["engine.carried.v"], rtol=1e-9)
-        means = [_predict(state, off["trajectory_m"]) for state in (live, off)]
+        path_m = off["trajectory_m"]
+    means = [_predict(state, path_m) for state in (live_state, offline.outputs.state)]
     assert float(np.sqrt(np.mean((means[0] - means[1]) ** 2))) < MAX_MAP_DIFFERENCE_UT
 
 
-def _predict(saved: np.lib.npyio.NpzFile, points: np.ndarray) -> np.ndarray:
-    state = {k.removeprefix("engine."): saved[k] for k in saved.files if k.startswith("engine.")}
-    engine = OnlineSparseGP.from_state(state, device="cpu")
+def _predict(map_path: Path, points: np.ndarray) -> np.ndarray:
+    engine = OnlineSparseGP.from_state(load_map(map_path).engine_state, device="cpu")
     return engine.predict(torch.as_tensor(points[:, :2]))[0].numpy()
 
 

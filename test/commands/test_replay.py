@@ -13,6 +13,7 @@ from gp_mapper.commands.replay import replay_bag
 from gp_mapper.io import load_aalto_sequence, write_synthetic_bag
 from gp_mapper.io.bag_writer import BASE_EPOCH_NS, FieldStream, PoseStream, write_field_pose_bag
 from gp_mapper.mapping import MapperConfig, MappingPipeline
+from gp_mapper.mapping.map_file import load_map
 
 # A short, fast engine for tests: few L-BFGS iterations, small windows.
 FAST = {"fit_iterations": 10, "batch_size": 200, "delta": 0.095}
@@ -51,12 +52,7 @@ def test_replay_of_real_slice_beats_the_noise_model(magnetic_dir: Path, tmp_path
         assert int(engine_state["engine.num_updates"]) == result.diagnostics["updates"]
     from gp_mapper.engine import OnlineSparseGP
 
-    state = {
-        k.removeprefix("engine."): engine_state[k]
-        for k in engine_state.files
-        if k.startswith("engine.")
-    }
-    engine = OnlineSparseGP.from_state(state, device="cpu")
+    engine = OnlineSparseGP.from_state(load_map(result.outputs.state).engine_state, device="cpu")
     mean, _ = engine.predict(torch.as_tensor(X_held))
     rmse = float(np.sqrt(np.mean((mean.numpy() - y_held) ** 2)))
     noise_model_rmse = float(np.std(y_held))
