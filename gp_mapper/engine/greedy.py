@@ -10,8 +10,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from .errors import NumericalError
 from .kernels import Kernel
-from .linalg import solve_lower
+from .linalg import cholesky_with_jitter, solve_lower
 
 # A candidate whose conditional variance is below this fraction of the largest prior variance
 # carries no new information (a duplicate, or a stationary robot): never add it, or K_bb
@@ -48,13 +49,15 @@ class PivotedCholesky:
         self.columns = columns
         self.prior_diag = kernel.K_diag(columns)
         # The jitter scale is mean(diag K) (linalg.jitter_scale), taken from the diagonal alone.
-        self._eps = float(jitter * torch.clamp(self.prior_diag.mean(), min=DIAG_FLOOR))
-        self._floor = CONDITIONAL_VARIANCE_FLOOR * float(self.prior_diag.max())
+        self._eps = float(jitter * torch.clamp(self.prior_diag.detach().mean(), min=DIAG_FLOOR))
+        self._floor = CONDITIONAL_VARIANCE_FLOOR * float(self.prior_diag.detach().max())
+        self.candidates = candidates.clone()
         self.available = candidates.clone()
         new = int(candidates.sum()) if max_new is None else min(int(candidates.sum()), max_new)
-        capacity = new + (0 if prefix_Z is None else prefix_Z.shape[0])
-        self._capacity = capacity
-        self._rows = columns.new_zeros((capacity, columns.shape[0]))
+        num_prefix = 0 if prefix_Z is None else prefix_Z.shape[0]
+        self._capacity = new + num_prefix
+        # The buffer grows by doubling: most sequences stop far short of the capacity.
+        self._rows = columns.new_zeros((min(self._capacity, num_prefix + 64), columns.shape[0]))
         self.pivots: list[int] = []
         self.num_prefix = 0
         self.diag = self.prior_diag.clone()
@@ -73,6 +76,26 @@ class PivotedCholesky:
         """``L_b⁻¹ K(b, columns)`` for the first ``size`` inducing points [size, C]."""
         return self._rows[: self.size if size is None else size]
 
+    def saturated_rows(self) -> Tensor | None:
+        """Rows ``L_b⁻¹ K(b, columns)`` for b = the prefix plus every candidate, jitter included.
+
+        The bound at these rows is the most the greedy sequence can reach under this jitter: L*
+        as the authors compute it (the SGPR bound with Z = X, spec §3.1). Built from the Schur
+        complement of the prefix, so O(C³ + C² M_a) and independent of the pivots taken; None if
+        that complement is not positive definite even with the jitter ladder.
+        """
+        idx = torch.nonzero(self.candidates).squeeze(-1)
+        R_p = self._rows[: self.num_prefix]
+        cross = self.kernel.K(self.columns[idx], self.columns) - R_p[:, idx].mT @ R_p
+        schur = cross[:, idx] + self._eps * torch.eye(
+            idx.shape[0], dtype=cross.dtype, device=cross.device
+        )
+        try:
+            L_s, _ = cholesky_with_jitter(0.5 * (schur + schur.mT), jitter=0.0)
+        except NumericalError:
+            return None
+        return torch.cat([R_p, solve_lower(L_s, cross)])
+
     def residual_trace(self) -> float:
         """Σ over candidate columns of the conditional variance: tr(K_ff − Q_ff) on the pool."""
         return float(torch.clamp(self.diag[self.available], min=0.0).sum())
@@ -90,6 +113,10 @@ class PivotedCholesky:
     def add(self, j: int) -> None:
         """Append column ``j`` to the inducing set (one rank-one Cholesky step)."""
         m = self.size
+        if m == self._rows.shape[0]:
+            grown = self._rows.new_zeros((min(self._capacity, 2 * m), self._rows.shape[1]))
+            grown[:m] = self._rows
+            self._rows = grown
         ell = self._rows[:m, j]
         s = torch.sqrt(torch.clamp(self.diag[j], min=0.0) + self._eps)
         k_col = self.kernel.K(self.columns, self.columns[j : j + 1])[:, 0]

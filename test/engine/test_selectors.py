@@ -15,9 +15,10 @@ from gp_mapper.engine import (
     Vips,
     selector_from_spec,
 )
+from gp_mapper.engine.bound import reference_bound, whitened_bound
 from gp_mapper.engine.greedy import PivotedCholesky
 
-from .conftest import sine
+from .conftest import make_online_toy, sine
 
 
 def stream(rng: np.random.Generator, n: int = 400, k: int = 4):
@@ -112,3 +113,51 @@ def test_selector_spec_round_trip(selector) -> None:
 def test_bad_selector_settings_raise(make, match: str) -> None:
     with pytest.raises(ValueError, match=match):
         make()
+
+
+def test_saturated_rows_give_the_bound_with_every_datum_inducing(
+    rng: np.random.Generator,
+) -> None:
+    """Schur-complement rows == a Cholesky of the whole [Z_a; X] set, with the same jitter."""
+    toy = make_online_toy(rng)
+    k, old, X, y = toy.kernel_old, toy.old, toy.X, toy.y
+    N = X.shape[0]
+    columns = torch.cat([X, old.Z])
+    candidates = torch.zeros(columns.shape[0], dtype=torch.bool)
+    candidates[:N] = True
+    with torch.no_grad():
+        pc = PivotedCholesky(k, columns, candidates, 1e-6, prefix_Z=old.Z, prefix_L=old.L)
+        pc.extend_to(old.num_inducing + 5)  # pivots taken first must not change the result
+        R = pc.saturated_rows()
+        assert R is not None and R.shape == (old.num_inducing + N, columns.shape[0])
+        # Reference: [Z_a; X] with the carried L' for Z_a and ε on the new block's diagonal.
+        eps = 1e-6 * float(k.K_diag(columns).mean())
+        K_all = k.K(torch.cat([old.Z, X]))
+        K_all[old.num_inducing :, old.num_inducing :] += eps * torch.eye(N, dtype=K_all.dtype)
+        K_all[: old.num_inducing, : old.num_inducing] = old.L @ old.L.mT
+        L_all = torch.linalg.cholesky(K_all)
+        expected = torch.linalg.solve_triangular(
+            L_all, k.K(torch.cat([old.Z, X]), columns), upper=False
+        )
+        torch.testing.assert_close(R, expected, rtol=1e-7, atol=1e-9)
+        kff = k.K_diag(X).sum()
+        value = float(
+            whitened_bound(R[:, :N], R[:, N:], y, kff, toy.noise_old, old, k.K(old.Z)).value
+        )
+        closed = float(reference_bound(k, toy.noise_old, X, y, old))
+    # With a jitter far below σ², the reachable L* is the closed form.
+    assert value == pytest.approx(closed, abs=1e-2)
+    assert value <= closed + 1e-6
+
+
+def test_vips_reaches_its_threshold_on_near_noiseless_data(rng: np.random.Generator) -> None:
+    """σ² at the jitter's size: L* must be what L̂ can reach, or VIPS takes every point."""
+    X = torch.as_tensor(np.sort(rng.uniform(0.0, 20.0, 600)))[:, None]
+    y = sine(X[:, 0])  # no noise at all
+    engine = OnlineSparseGP(
+        SquaredExponential(30.0, 2.0), 2e-6, Vips(0.095), device="cpu", fit_iterations=0
+    )
+    reports = [engine.update(X[i : i + 150], y[i : i + 150]) for i in range(0, 600, 150)]
+    assert all(r.accepted and r.reason == "threshold" for r in reports), [r.reason for r in reports]
+    assert all(r.bound_at_selection >= r.threshold for r in reports)
+    assert engine.num_inducing < 300, engine.num_inducing
