@@ -23,6 +23,7 @@ from .selectors import (
 )
 from .spec import EngineSpec, build_engine, build_kernel, build_selector
 from .stats import RunningStats, noise_model_log_likelihood
+from .warmup import warm_up
 
 __all__ = [
     "CarriedPosterior",
@@ -59,4 +60,5 @@ __all__ = [
     "selector_from_spec",
     "set_cpu_threads",
     "upper_bound",
+    "warm_up",
 ]

@@ -1,0 +1,35 @@
+"""Warm the engine up before real data arrives.
+
+torch loads parts of itself on first use: the first ``torch.optim.LBFGS`` imports
+``torch._dynamo``, which took 1-5 s on a 2-core machine. In a node that stall lands on the first
+window, the windows behind it pile up and are merged or dropped. One throwaway update on a
+tiny synthetic batch pays it at start-up instead.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from .spec import EngineSpec, build_engine
+
+WARMUP_POINTS = 32
+
+
+def warm_up(spec: EngineSpec, input_dim: int) -> float:
+    """Run two updates and a prediction on a throwaway engine built from ``spec``.
+
+    Returns:
+        Seconds taken.
+    """
+    start = time.perf_counter()
+    engine = build_engine(spec, input_dim)
+    generator = torch.Generator().manual_seed(0)
+    for _ in range(2):  # the first batch, then an online one (carried posterior)
+        X = torch.rand(WARMUP_POINTS, input_dim, generator=generator, dtype=torch.float64)
+        noise = torch.randn(WARMUP_POINTS, generator=generator, dtype=torch.float64)
+        engine.update(X, torch.sin(3.0 * X).sum(-1) + 0.1 * noise)
+    if engine.posterior is not None:
+        engine.predict(torch.zeros(4, input_dim, dtype=torch.float64))
+    return time.perf_counter() - start
