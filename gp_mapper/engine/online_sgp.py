@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,6 +58,25 @@ def set_cpu_threads(threads: int) -> None:
         raise ValueError(f"threads must be >= 0, got {threads}")
     if threads > 0:
         torch.set_num_threads(threads)
+
+
+def _provisional_posterior(
+    state: _State, Z: Tensor, X: Tensor, y: Tensor, jitter: float
+) -> Posterior | None:
+    """The online posterior with inducing inputs Z under the state's θ (no fit); None if it
+    cannot be formed."""
+    try:
+        with torch.no_grad():
+            terms, factors = online_bound(
+                state.kernel, state.noise.variance, Z, X, y, state.carried, jitter
+            )
+            carried = carry(Z, factors, terms)
+            posterior = Posterior.from_carried(state.kernel, carried, float(state.noise.variance))
+    except NumericalError:
+        return None
+    if not all(bool(torch.isfinite(t).all()) for t in (posterior.alpha, posterior.W)):
+        return None
+    return posterior
 
 
 @dataclass(frozen=True)
@@ -172,12 +191,21 @@ class OnlineSparseGP:
             raise RuntimeError("the engine has no data yet: call update() first")
         return post.predict(self._as_inputs(Xs, "Xs"))
 
-    def update(self, X: Tensor | np.ndarray, y: Tensor | np.ndarray) -> UpdateReport:
+    def update(
+        self,
+        X: Tensor | np.ndarray,
+        y: Tensor | np.ndarray,
+        on_selected: Callable[[Posterior], None] | None = None,
+    ) -> UpdateReport:
         """Absorb one batch: select inducing points (θ_o), fit θ by L-BFGS, commit.
 
         Args:
             X: inputs [N, D].
             y: targets [N].
+            on_selected: called with the provisional posterior, the batch and the new inducing
+                points under the previous θ, before θ is re-fitted: a caller can show the batch
+                at once instead of after the fit. Skipped if that posterior cannot be formed.
+                The committed state does not depend on it.
 
         Returns:
             The report; if ``accepted`` is False the state is unchanged and ``reason`` says why.
@@ -222,6 +250,11 @@ class OnlineSparseGP:
         except NumericalError as err:
             return rejected(f"selection failed: {err}")
         selected = time.perf_counter()
+        if on_selected is not None:
+            provisional = _provisional_posterior(state, selection.Z, X_t, y_t, self.jitter)
+            if provisional is not None:
+                on_selected(provisional)
+        fit_start = time.perf_counter()
 
         kernel = copy.deepcopy(state.kernel)
         noise = copy.deepcopy(state.noise)
@@ -270,7 +303,8 @@ class OnlineSparseGP:
             fit_message=fit.reason,
             hyperparameters=self.hyperparameters(),
             seconds_select=selected - start,
-            seconds_fit=end - selected,
+            seconds_provisional=fit_start - selected,
+            seconds_fit=end - fit_start,
             seconds_total=end - start,
         )
 

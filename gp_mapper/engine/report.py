@@ -22,7 +22,8 @@ class UpdateReport:
         bound_after_fit: L̂ at the fitted θ, nats.
         fit_ok, fit_iterations, fit_message: the L-BFGS outcome (θ kept at θ_o if not ok).
         hyperparameters: kernel hyperparameters and noise variance after the update.
-        seconds_select, seconds_fit, seconds_total: wall time.
+        seconds_select, seconds_provisional, seconds_fit, seconds_total: wall time
+            (provisional: forming the pre-fit posterior and the caller's ``on_selected``).
     """
 
     accepted: bool
@@ -41,6 +42,7 @@ class UpdateReport:
     fit_message: str = ""
     hyperparameters: dict[str, float | list[float]] = field(default_factory=dict)
     seconds_select: float = 0.0
+    seconds_provisional: float = 0.0
     seconds_fit: float = 0.0
     seconds_total: float = 0.0
 

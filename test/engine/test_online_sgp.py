@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from gp_mapper.engine import (
+    EngineSpec,
     ExactGP,
     Matern52,
     NumericalError,
@@ -18,6 +19,7 @@ from gp_mapper.engine import (
     SquaredExponential,
     StateError,
     Vips,
+    warm_up,
 )
 from gp_mapper.engine import online_sgp as online_sgp_module
 
@@ -227,3 +229,43 @@ def test_block_prediction_equals_dense_prediction(rng: np.random.Generator) -> N
     torch.testing.assert_close(var_b, var, rtol=0.0, atol=1e-6)
     radius = post.kernel.without_constant().negligible_distance(1e-9)
     assert 5.0 < radius < 10.0  # about 12 lengthscales of 0.7 m for Matérn-5/2
+
+
+def test_provisional_posterior_is_the_batch_under_the_old_theta(
+    rng: np.random.Generator,
+) -> None:
+    X = np.sort(rng.uniform(0.0, 10.0, 240))[:, None]
+    y = np.sin(2.0 * X[:, 0]) + 0.1 * rng.standard_normal(240)
+
+    def fresh() -> OnlineSparseGP:
+        return OnlineSparseGP(SquaredExponential(1.0, 0.5), 0.1, Vips(0.05), device="cpu")
+
+    with_callback, without = fresh(), fresh()
+    with_callback.update(X[:120], y[:120])
+    without.update(X[:120], y[:120])
+    theta_old = with_callback.hyperparameters()
+    seen = []
+    report = with_callback.update(X[120:], y[120:], on_selected=seen.append)
+    without.update(X[120:], y[120:])
+    assert len(seen) == 1 and report.seconds_provisional > 0.0
+    provisional = seen[0]
+    # The new inducing points and the new batch, but θ not yet re-fitted.
+    torch.testing.assert_close(provisional.Z, with_callback.posterior.Z)
+    assert {k: float(v) for k, v in provisional.kernel.describe().items()} == pytest.approx(
+        {k: v for k, v in theta_old.items() if k != "noise_variance"}
+    )
+    assert with_callback.hyperparameters() != theta_old
+    # It already knows the new batch: far better there than the model before it.
+    Xs = torch.as_tensor(X[120:])
+    mean, _ = provisional.predict(Xs)
+    assert float(torch.sqrt(torch.mean((mean - torch.as_tensor(y[120:])) ** 2))) < 0.2
+    # The committed state does not depend on the callback.
+    for a, b in zip(with_callback.predict(Xs), without.predict(Xs), strict=True):
+        torch.testing.assert_close(a, b, rtol=0.0, atol=0.0)
+
+
+def test_warm_up_runs_a_throwaway_engine() -> None:
+    spec = EngineSpec(device="cpu", fit_iterations=5)
+    for dims in (2, 3):
+        seconds = warm_up(spec, dims)
+        assert 0.0 < seconds < 60.0
