@@ -155,6 +155,11 @@ PARAMETERS: tuple[ParameterInfo, ...] = (
                   "from spinning against the node's own threads (8x faster updates measured "
                   "under load); 0 = torch's default (one per core) [threads]",
                   min=0, max=256, read_only=True, group="node"),
+    ParameterInfo("executor", "events", "str",
+                  "rclpy executor of gp_mapper_node: events = the C++ EventsExecutor (sustains "
+                  "4000+ messages/s here), single_threaded = the Python SingleThreadedExecutor "
+                  "(about 1000/s)",
+                  choices=("events", "single_threaded"), read_only=True, group="node"),
     # --- the pipeline ---
     ParameterInfo("target", "norm", "str",
                   "mapped quantity: norm = |B| [µT] (rotation invariant); x, y, z = that "
@@ -200,6 +205,10 @@ PARAMETERS: tuple[ParameterInfo, ...] = (
     ParameterInfo("unknown_variance_ratio", 0.9, "float",
                   "a cell is unknown (-1) where its variance exceeds this times the prior variance",
                   min=0.0, max=1.0),
+    ParameterInfo("provisional_map", True, "bool",
+                  "publish each window's map under the previous hyperparameters as soon as its "
+                  "inducing points are chosen, then the fitted map (lower latency; one more "
+                  "grid prediction per window; the node only)"),
     # --- the engine: the fields of gp_mapper.engine.EngineSpec ---
     ParameterInfo("kernel", "matern52", "str", "stationary kernel added to the constant",
                   choices=("matern52", "se"), read_only=True, group="engine"),
@@ -274,6 +283,7 @@ class MapperConfig:
     map_path: str = _default("map_path")
     diagnostics_period: float = _default("diagnostics_period")
     torch_threads: int = _default("torch_threads")
+    executor: str = _default("executor")
     target: str = _default("target")
     input_dims: int = _default("input_dims")
     batch_size: int = _default("batch_size")
@@ -290,6 +300,7 @@ class MapperConfig:
     max_cells: int = _default("max_cells")
     grid_z: float = _default("grid_z")
     unknown_variance_ratio: float = _default("unknown_variance_ratio")
+    provisional_map: bool = _default("provisional_map")
     engine: EngineSpec = field(default_factory=_default_engine_spec)
 
     def __post_init__(self) -> None:

@@ -4,14 +4,16 @@ The ROS node and the offline replay both drive this class. Data flows one way:
 readings + poses -> samples (pairing) -> windows (windowing) -> engine update (worker thread,
 or inline when `background=False`) -> `MapSnapshot` (grid prediction) -> `on_snapshot`.
 
-Locks (never nested in each other): `_input_lock` guards the pairing/windowing side and the
-drop counts; `_engine_lock` guards the engine and the map's counters; `_snapshot_lock` guards
-the latest snapshot and the statistics that `diagnostics()` reads, so diagnostics never wait
-on an engine update.
+Locks: `_input_lock` guards the pairing/windowing side and the drop counts; `_engine_lock`
+guards the engine and the map's counters; `_snapshot_lock` guards the latest snapshot and the
+statistics that `diagnostics()` reads, so diagnostics never wait on an engine update. The one
+nesting is `_engine_lock` -> `_snapshot_lock` (a provisional snapshot is published during an
+update); nothing takes `_engine_lock` while holding another lock.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import threading
@@ -34,7 +36,7 @@ from gp_mapper.mapping.windowing import Windower
 from gp_mapper.mapping.worker import SingleFlightWorker, WindowJob
 
 if TYPE_CHECKING:
-    from gp_mapper.engine import OnlineSparseGP
+    from gp_mapper.engine import OnlineSparseGP, Posterior
 
 logger = logging.getLogger(__name__)
 
@@ -108,6 +110,7 @@ class MappingPipeline:
         self._stamp_ns = 0
         # Published state and statistics (under _snapshot_lock).
         self._latest: MapSnapshot | None = None
+        self._committed: MapSnapshot | None = None  # the newest one that is not provisional
         self._seq = 0
         self._stats: dict[str, Any] = self._fresh_stats(self._engine)
         self._resolution_logged = config.resolution
@@ -209,16 +212,41 @@ class MappingPipeline:
         return build_engine(self._config.engine, input_dim=self._config.input_dims)
 
     def _process(self, job: WindowJob) -> None:
-        """Update the engine with one window and publish the new snapshot."""
+        """Update the engine with one window and publish the new snapshot.
+
+        With ``provisional_map`` (background only), a first snapshot shows the window under the
+        previous hyperparameters as soon as its inducing points are chosen; the fitted one
+        follows. The committed map is the same either way.
+        """
         window = job.window
         n = len(window.y)
         products = None
+        first_map_s: list[float] = []
+        with self._input_lock:
+            trajectory = self._trajectory.as_array()
         with self._engine_lock:
             if job.generation != self._generation:
                 return  # reset or load happened since this window closed
             engine = self._engine
+            box = extend_box(self._explored_box, window.X[:, :2])
+            on_selected = None
+            if self._worker is not None and self._config.provisional_map:
+                samples, stamp_ns = self._num_samples + n, max(self._stamp_ns, window.end_ns)
+
+                def on_selected(posterior: Posterior) -> None:
+                    # Runs inside engine.update: a failure here must not reject the window.
+                    try:
+                        shown = self._predict(posterior, box)
+                        report = {"reason": "provisional", "provisional": 1}
+                        if shown is not None and self._publish(
+                            shown, trajectory, report, samples, stamp_ns, job, engine, True
+                        ):
+                            first_map_s.append(time.perf_counter() - job.closed_s)
+                    except Exception:
+                        logger.exception("the provisional map failed; the fitted one follows")
+
             try:
-                report = engine.update(window.X, window.y)
+                report = engine.update(window.X, window.y, on_selected)
                 reason = report.reason
                 accepted = report.accepted
             except Exception as err:  # counted and logged below; the previous map stands
@@ -227,8 +255,9 @@ class MappingPipeline:
             if accepted:
                 self._num_samples += n
                 self._stamp_ns = max(self._stamp_ns, window.end_ns)
-                self._explored_box = extend_box(self._explored_box, window.X[:, :2])
-                products = self._predict(engine, self._explored_box)
+                self._explored_box = box
+                if engine.posterior is not None:
+                    products = self._predict(engine.posterior, box)
                 num_samples, stamp_ns = self._num_samples, self._stamp_ns
         if not accepted:
             with self._input_lock:
@@ -236,19 +265,29 @@ class MappingPipeline:
             with self._snapshot_lock:
                 self._stats["failed_updates"] += 1
                 self._stats["last_reason"] = reason
+                restored = self._withdraw_provisional(job) if first_map_s else None
+            if restored is not None:
+                self._notify(restored)
             logger.warning("update on %d samples rejected (%s); the previous map stands", n, reason)
             return
         if products is None:  # the engine took the data but has no posterior to draw
             logger.error("update on %d samples accepted without a posterior; no snapshot", n)
             return
-        with self._input_lock:
-            trajectory = self._trajectory.as_array()
         report_dict = {
             **report.as_dict(),
             "window_start_ns": int(window.start_ns),
             "window_end_ns": int(window.end_ns),
         }
-        self._publish(products, trajectory, report_dict, num_samples, stamp_ns, job, engine)
+        self._publish(
+            products,
+            trajectory,
+            report_dict,
+            num_samples,
+            stamp_ns,
+            job,
+            engine,
+            first_map_s=first_map_s[0] if first_map_s else None,
+        )
 
     def _grid(self, explored_box: Box | None) -> GridSpec | None:
         cfg = self._config
@@ -258,8 +297,9 @@ class MappingPipeline:
             return None
         return grid_for(explored_box, cfg.resolution, cfg.max_cells, cfg.margin)
 
-    def _predict(self, engine: OnlineSparseGP, explored_box: Box | None) -> _MapProducts | None:
-        posterior = engine.posterior
+    def _predict(
+        self, posterior: Posterior | None, explored_box: Box | None
+    ) -> _MapProducts | None:
         grid = self._grid(explored_box)
         if posterior is None or grid is None:
             return None
@@ -287,10 +327,17 @@ class MappingPipeline:
         stamp_ns: int,
         job: WindowJob | None,
         engine: OnlineSparseGP,
-    ) -> None:
+        provisional: bool = False,
+        first_map_s: float | None = None,
+    ) -> bool:
+        """Make a snapshot the latest; False if its window belongs to an earlier generation.
+
+        A provisional snapshot leaves the statistics alone; the fitted one records both
+        latencies (window closed -> first map showing it, and -> fitted map).
+        """
         with self._snapshot_lock:
             if job is not None and job.generation != self._generation:
-                return
+                return False
             self._seq += 1
             snapshot = MapSnapshot(
                 seq=self._seq,
@@ -306,14 +353,37 @@ class MappingPipeline:
             )
             self._latest = snapshot
             stats = self._stats
-            stats["updates"] = int(engine.num_updates)
-            stats["inducing_points"] = snapshot.num_inducing
-            stats["samples"] = num_samples
-            stats["last_reason"] = str(report.get("reason", ""))
-            stats["last_update_s"] = float(report.get("seconds_total", math.nan))
-            if job is not None:
-                stats["last_batch_latency_s"] = time.perf_counter() - job.closed_s
-                stats["last_batch_samples"] = len(job.window.y)
+            if not provisional:
+                self._committed = snapshot
+                stats["updates"] = int(engine.num_updates)
+                stats["inducing_points"] = snapshot.num_inducing
+                stats["samples"] = num_samples
+                stats["last_reason"] = str(report.get("reason", ""))
+                stats["last_update_s"] = float(report.get("seconds_total", math.nan))
+                if job is not None:
+                    fitted = time.perf_counter() - job.closed_s
+                    stats["last_batch_latency_s"] = fitted if first_map_s is None else first_map_s
+                    stats["last_fitted_latency_s"] = fitted
+                    stats["last_batch_samples"] = len(job.window.y)
+        self._notify(snapshot)
+        return True
+
+    def _withdraw_provisional(self, job: WindowJob) -> MapSnapshot | None:
+        """The window shown provisionally was rejected: show the committed map again.
+
+        Called under `_snapshot_lock`. The committed map comes back with a new seq, so that
+        readers republish it; returns it (None if there was none: the map is empty again).
+        """
+        if job.generation != self._generation or self._latest is self._committed:
+            return None
+        self._seq += 1
+        committed = self._committed
+        self._latest = None if committed is None else dataclasses.replace(committed, seq=self._seq)
+        self._committed = self._latest
+        logger.warning("withdrew the provisional map of a rejected window")
+        return self._latest
+
+    def _notify(self, snapshot: MapSnapshot) -> None:
         if self._on_snapshot is not None:
             try:
                 self._on_snapshot(snapshot)
@@ -334,6 +404,7 @@ class MappingPipeline:
             "inducing_points": int(engine.num_inducing),
             "samples": 0,
             "last_batch_latency_s": math.nan,
+            "last_fitted_latency_s": math.nan,
             "last_batch_samples": 0,
             "last_update_s": math.nan,
             "last_reason": "",
@@ -363,7 +434,7 @@ class MappingPipeline:
             self._num_samples = 0
             self._stamp_ns = 0
         with self._snapshot_lock:
-            self._latest = None
+            self._latest = self._committed = None
             self._stats = self._fresh_stats(engine)
         logger.info("map reset")
 
@@ -415,7 +486,7 @@ class MappingPipeline:
                 f"this mapper uses input_dims={cfg.input_dims}"
             )
         try:
-            products = self._predict(engine, data.explored_box)
+            products = self._predict(engine.posterior, data.explored_box)
         except Exception as err:  # a state the engine accepted but cannot predict from
             raise MapFileError(f"{path}: cannot predict from the saved map: {err}") from err
         self._start_generation(data.trajectory_m)
@@ -425,7 +496,7 @@ class MappingPipeline:
             self._num_samples = data.num_samples
             self._stamp_ns = data.stamp_ns
         with self._snapshot_lock:
-            self._latest = None
+            self._latest = self._committed = None
             self._stats = self._fresh_stats(engine)
             self._stats["samples"] = data.num_samples
         if products is not None:
@@ -443,7 +514,8 @@ class MappingPipeline:
         """Flat key -> value status for `/diagnostics` (never waits on an engine update).
 
         Keys: inducing_points, updates, failed_updates, samples, last_batch_latency_s (window
-        close to snapshot ready), last_batch_samples, last_update_s (engine time),
+        closed to the first snapshot showing it), last_fitted_latency_s (to the fitted one),
+        last_batch_samples, last_update_s (engine time),
         last_reason, device, seq, pending_windows, worker_busy, open_window_samples,
         pending_readings, poses_buffered, grid_width, grid_height, grid_resolution_m,
         drops_total and drop_<reason> for every `DropCounts` field.

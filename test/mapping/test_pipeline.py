@@ -117,8 +117,15 @@ def test_background_and_synchronous_modes_give_the_same_map(mapped, config) -> N
         pipeline.flush()
         assert pipeline.wait_idle(WAIT_S)
         assert pipeline.diagnostics()["pending_windows"] == 0
-    assert len(snapshots) == len(expected)
-    for ours, theirs in zip(snapshots, expected, strict=True):
+    # Each window is shown first under the previous θ (provisional), then fitted.
+    provisional, fitted = snapshots[0::2], snapshots[1::2]
+    assert all(s.report.get("provisional") == 1 for s in provisional)
+    assert not any("provisional" in s.report for s in fitted)
+    for early, late in zip(provisional, fitted, strict=True):
+        assert early.seq + 1 == late.seq and early.num_samples == late.num_samples
+        np.testing.assert_array_equal(early.inducing_m, late.inducing_m)
+    assert len(fitted) == len(expected)
+    for ours, theirs in zip(fitted, expected, strict=True):
         assert ours.num_samples == theirs.num_samples and ours.num_inducing == theirs.num_inducing
         np.testing.assert_allclose(ours.mean, theirs.mean, rtol=1e-10, atol=1e-10)
         np.testing.assert_allclose(ours.variance, theirs.variance, rtol=1e-8, atol=1e-8)
@@ -206,11 +213,11 @@ def test_a_failed_update_keeps_the_previous_map(caplog: pytest.LogCaptureFixture
     real_update = engine.update
     calls = {"n": 0}
 
-    def update_failing_second_time(X, y):
+    def update_failing_second_time(X, y, on_selected=None):
         calls["n"] += 1
         if calls["n"] == 2:
             raise RuntimeError("CUDA error: an illegal memory access was encountered")
-        return real_update(X, y)
+        return real_update(X, y, on_selected)
 
     engine.update = update_failing_second_time  # type: ignore[method-assign]
     with MappingPipeline(config, engine=engine, background=True) as pipeline:
@@ -227,7 +234,8 @@ def test_a_failed_update_keeps_the_previous_map(caplog: pytest.LogCaptureFixture
         assert any("previous map stands" in r.getMessage() for r in caplog.records)
         feed(pipeline, EVENTS[244:366])  # the thread lives on: the third window is mapped
         assert pipeline.wait_idle(WAIT_S)
-        assert pipeline.latest().seq == 2 and pipeline.latest().num_samples == 120
+        assert pipeline.latest().num_samples == 120
+        assert pipeline.latest().seq == first.seq + 2  # provisional, then fitted
 
 
 def test_bad_input_is_counted_and_never_crashes() -> None:
@@ -351,3 +359,50 @@ def test_input_after_close_is_ignored() -> None:
     pipeline.flush()
     assert pipeline.latest() is None and pipeline.diagnostics()["poses_buffered"] == 0
     pipeline.close()  # idempotent
+
+
+def test_a_rejected_window_withdraws_its_provisional_map() -> None:
+    """Shown under the old θ, then rejected: the committed map comes back, as it was."""
+    config = MapperConfig(batch_size=60, resolution=0.5, engine=FAST_ENGINE)
+    engine = build_engine(config.engine, input_dim=2)
+    real_update = engine.update
+    calls = {"n": 0}
+    shown: list[MapSnapshot] = []
+
+    def update_failing_after_selection(X, y, on_selected=None):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            on_selected(engine.posterior)  # the provisional map goes out...
+            raise RuntimeError("fit failed")  # ...and then the update fails
+        return real_update(X, y, on_selected)
+
+    engine.update = update_failing_after_selection  # type: ignore[method-assign]
+    with MappingPipeline(
+        config, engine=engine, background=True, on_snapshot=shown.append
+    ) as pipeline:
+        feed(pipeline, EVENTS[:122])
+        assert pipeline.wait_idle(WAIT_S)
+        first = pipeline.latest()
+        feed(pipeline, EVENTS[122:244])
+        assert pipeline.wait_idle(WAIT_S)
+        latest = pipeline.latest()
+    assert shown[-2].report.get("provisional") == 1 and shown[-2].num_samples == 120
+    assert latest is shown[-1] and latest.seq == shown[-2].seq + 1
+    assert latest.num_samples == first.num_samples == 60
+    assert latest.report == first.report
+    np.testing.assert_array_equal(latest.mean, first.mean)
+
+
+def test_provisional_maps_are_off_when_asked_and_in_synchronous_mode(config) -> None:
+    for background, provisional in ((True, False), (False, True)):
+        snapshots: list[MapSnapshot] = []
+        with MappingPipeline(
+            config.replace(provisional_map=provisional),
+            background=background,
+            on_snapshot=snapshots.append,
+        ) as pipeline:
+            feed(pipeline, EVENTS[:210])
+            pipeline.flush()
+            assert pipeline.wait_idle(WAIT_S)
+        assert len(snapshots) == 2
+        assert not any("provisional" in s.report for s in snapshots)
