@@ -16,15 +16,14 @@ Map topics are reliable + transient local, depth 1, in ``map_frame``.
 Services (std_srvs/Trigger): ``~/reset``, ``~/flush`` (map the open window now),
 ``~/save_map``, ``~/load_map`` (file: ``map_path``).
 
-Threads: ``main()`` spins a SingleThreadedExecutor; the engine runs in the pipeline's
-worker thread. rclpy's MultiThreadedExecutor was measured to take only ~400 callbacks/s
-here (the single-threaded one kept up with 2000/s), and the input callbacks are O(1), so
-one executor thread is the faster choice. The worker calls ``on_snapshot``, which only
-triggers a guard condition; the messages are built and published by the guard's callback
-on the executor thread. So every rclpy call stays on the executor thread (the worker can
-never publish into a node being destroyed), bursts of snapshots coalesce into one publish
-of the newest, and a reset cannot be overtaken by a stale snapshot (the publisher always
-reads the pipeline's current state). The callback groups keep this correct under a
+Threads: ``main()`` spins rclpy's EventsExecutor (``executor`` parameter; the C++ events
+queue takes a message for a fraction of the Python SingleThreadedExecutor's cost, which spent
+most of its time rebuilding wait sets at 4000 messages/s). The engine runs in the pipeline's
+worker thread. A steady timer on the executor looks for a new snapshot every
+``MAP_CHECK_PERIOD_S`` and publishes it, so every rclpy call stays on the executor thread (the
+worker can never publish into a node being destroyed), bursts of snapshots coalesce into one
+publish of the newest, and a reset cannot be overtaken by a stale snapshot (the publisher
+always reads the pipeline's current state). The callback groups keep this correct under a
 MultiThreadedExecutor too (inputs, services and outputs each mutually exclusive).
 """
 
@@ -44,17 +43,17 @@ from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.clock import Clock, ClockType
 from rclpy.exceptions import InvalidParameterTypeException, InvalidParameterValueException
 from rclpy.executors import ExternalShutdownException
+from rclpy.experimental import EventsExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from sensor_msgs.msg import MagneticField, PointCloud2
 from std_srvs.srv import Trigger
 from visualization_msgs.msg import MarkerArray
 
-from gp_mapper.engine import set_cpu_threads
+from gp_mapper.engine import set_cpu_threads, warm_up
 from gp_mapper.mapping.config import PARAMETER_BY_NAME, MapperConfig
 from gp_mapper.mapping.errors import ConfigError, MapFileError
 from gp_mapper.mapping.pipeline import MappingPipeline
-from gp_mapper.mapping.snapshot import MapSnapshot
 from gp_mapper.ros.convert import (
     DIAGNOSTIC_OK,
     DIAGNOSTIC_WARN,
@@ -87,6 +86,11 @@ def _mapping_part(config: MapperConfig) -> dict[str, Any]:
 
 # The longest ~/flush waits for the worker to map the last window.
 FLUSH_TIMEOUT_S = 120.0
+# How often the executor looks for a new map snapshot to publish [s]: at most this much is
+# added to the batch-to-map latency, for one cheap comparison per tick.
+MAP_CHECK_PERIOD_S = 0.02
+# Longest wait of one spin of the events executor before it checks for shutdown [s].
+SPIN_TIMEOUT_S = 0.1
 
 
 class GpMapperNode(Node):
@@ -106,6 +110,8 @@ class GpMapperNode(Node):
         self._guard = ParameterGuard(self)
         config = read_config(self)
         set_cpu_threads(config.torch_threads)
+        # Before subscribing: torch's one-off loading would otherwise stall the first window.
+        warm_s = warm_up(config.engine, config.input_dims)
         self.add_on_set_parameters_callback(self._guard)
         self.add_post_set_parameters_callback(self._on_parameters_set)
 
@@ -140,20 +146,21 @@ class GpMapperNode(Node):
         self._field_pub = self.create_publisher(PointCloud2, "~/field", MAP_QOS)
         self._marker_pub = self.create_publisher(MarkerArray, "~/inducing_points", MAP_QOS)
         self._diag_pub = self.create_publisher(DiagnosticArray, DIAGNOSTICS_TOPIC, DIAGNOSTICS_QOS)
-        self._snapshot_ready = self.create_guard_condition(
-            self._publish_map, callback_group=self._outputs
+        # Steady clock: the map and diagnostics keep flowing under use_sim_time while no /clock
+        # arrives.
+        self._steady = Clock(clock_type=ClockType.STEADY_TIME)
+        self.create_timer(
+            MAP_CHECK_PERIOD_S, self._publish_map, callback_group=self._outputs, clock=self._steady
         )
         self.create_service(Trigger, "~/reset", self._on_reset, callback_group=services)
         self.create_service(Trigger, "~/save_map", self._on_save, callback_group=services)
         self.create_service(Trigger, "~/flush", self._on_flush, callback_group=services)
         self.create_service(Trigger, "~/load_map", self._on_load, callback_group=services)
-        # Steady clock: diagnostics keep flowing under use_sim_time while no /clock arrives.
-        self._steady = Clock(clock_type=ClockType.STEADY_TIME)
         self._diag_timer = self._make_diagnostics_timer(config.diagnostics_period)
         self.get_logger().info(
             f"mapping {config.target} of {config.mag_topic} at {config.pose_topic} "
             f"({config.pose_type}) into frame {self._map_frame}; engine on "
-            f"{self._pipeline.diagnostics()['device']}"
+            f"{self._pipeline.diagnostics()['device']} (warmed up in {warm_s:.1f} s)"
         )
 
     @property
@@ -164,17 +171,13 @@ class GpMapperNode(Node):
     # ------------------------------------------------------------------ pipeline
 
     def _make_pipeline(self, config: MapperConfig) -> MappingPipeline:
-        return MappingPipeline(config, background=True, on_snapshot=self._on_snapshot)
+        return MappingPipeline(config, background=True)
 
     @property
     def pipeline(self) -> MappingPipeline:
         """The pipeline the node currently feeds."""
         with self._pipeline_lock:
             return self._pipeline
-
-    def _on_snapshot(self, _snapshot: MapSnapshot) -> None:
-        # Worker thread: only wake the executor; the outputs group does the work.
-        self._snapshot_ready.trigger()
 
     # ------------------------------------------------------------------ inputs
 
@@ -304,7 +307,6 @@ class GpMapperNode(Node):
             old.reset()
             response.message = "map reset"
         self._scale = {}
-        self._snapshot_ready.trigger()
         response.success = True
         self.get_logger().info(response.message)
         return response
@@ -350,7 +352,6 @@ class GpMapperNode(Node):
             response.message = f"load failed, the current map is kept: {err}"
             self.get_logger().error(response.message)
             return response
-        self._snapshot_ready.trigger()
         samples = self.pipeline.diagnostics()["samples"]
         response.success = True
         response.message = f"loaded the map ({samples} samples) from {path}"
@@ -360,9 +361,21 @@ class GpMapperNode(Node):
     # ------------------------------------------------------------------ teardown
 
     def destroy_node(self) -> None:
-        """Stop the pipeline's worker first, so nothing triggers a destroyed guard."""
+        """Stop the pipeline's worker first: no update runs on into a destroyed node."""
         self.pipeline.close()
         super().destroy_node()
+
+
+def _spin(node: Node, executor: str) -> None:
+    """Spin until shutdown (SIGINT) on the executor named by the ``executor`` parameter."""
+    if executor == "single_threaded":
+        rclpy.spin(node)
+        return
+    ex = EventsExecutor()
+    ex.add_node(node)
+    # EventsExecutor.spin() of this rclpy does not return at shutdown; spin_once does.
+    while rclpy.ok():
+        ex.spin_once(timeout_sec=SPIN_TIMEOUT_S)
 
 
 def main(args: list[str] | None = None) -> None:
@@ -376,7 +389,7 @@ def main(args: list[str] | None = None) -> None:
     failed = False
     try:
         node = GpMapperNode()
-        rclpy.spin(node)
+        _spin(node, node.get_parameter("executor").value)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     except (ConfigError, InvalidParameterValueException, InvalidParameterTypeException) as err:

@@ -35,13 +35,21 @@ def _command(*ros_args: str) -> list[str]:
     return [sys.executable, "-c", code, "--ros-args", *ros_args]
 
 
-def test_node_process_serves_and_exits_cleanly_on_sigint(spinner: Spinner) -> None:
-    namespace = f"/proc{os.getpid()}"
-    probe = spinner.node("process_probe")
+@pytest.mark.parametrize("executor", ["events", "single_threaded"])
+def test_node_process_serves_and_exits_cleanly_on_sigint(spinner: Spinner, executor: str) -> None:
+    namespace = f"/proc{os.getpid()}_{executor}"
+    probe = spinner.node(f"process_probe_{executor}")
     sink = Collector(probe)
     sink.listen(DiagnosticArray, "/diagnostics", 100)
     proc = subprocess.Popen(
-        _command("-r", f"__ns:={namespace}", "-p", "diagnostics_period:=0.2"),
+        _command(
+            "-r",
+            f"__ns:={namespace}",
+            "-p",
+            "diagnostics_period:=0.2",
+            "-p",
+            f"executor:={executor}",
+        ),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
