@@ -3,11 +3,14 @@
 For each rate, a fresh node is started and MagneticField + PoseStamped messages of a known
 field are published at that rate for a few seconds (one engine window per second of data).
 Then the node is asked to flush, and its /diagnostics say how many readings were mapped and
-how many were dropped, by reason. Prints the highest rate with no drops, and the
-batch-to-map latency (window closed -> map snapshot ready: engine update plus grid), median
-and p95, with the engine update and the grid apart.
+how many were dropped, by reason. Prints the highest rate with no drops and, median and p95
+over the windows, the batch-to-map latency: window closed -> first map snapshot showing it
+(with ``provisional_map``, the window under the previous hyperparameters: inducing-point
+selection plus the grid), and -> the fitted map (plus the hyperparameter fit and a second
+grid); and the engine update time.
 
     python benchmarks/node_throughput.py [--rates 500,2000,4000] [--seconds 5] [--json out.json]
+        [--executor events|single_threaded] [--no-provisional]
 """
 
 from __future__ import annotations
@@ -65,6 +68,8 @@ def run_rate(rate: float, seconds: float, args: argparse.Namespace, work: Path) 
         "max_inducing": args.max_inducing,
         "qos_depth": 5000,
         "fit_iterations": args.fit_iterations,
+        "executor": args.executor,
+        "provisional_map": str(not args.no_provisional).lower(),
     }
     pos = lawnmower(n, args.speed, rate)
     values = field_ut(pos[:, 0], pos[:, 1])
@@ -159,6 +164,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fit-iterations", type=int, default=100)
     parser.add_argument("--speed", type=float, default=2.0, help="robot speed in data time [m/s]")
     parser.add_argument("--diagnostics-wait", type=float, default=1.0)
+    parser.add_argument("--executor", default="events", choices=("events", "single_threaded"))
+    parser.add_argument("--no-provisional", action="store_true", help="publish only fitted maps")
     parser.add_argument("--json", help="write the results to this JSON file")
     args = parser.parse_args(argv)
     rates = [float(r) for r in args.rates.split(",")]
@@ -171,7 +178,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(
         f"grid {args.grid}x{args.grid} cells over {GRID_SIDE_M:g} m, max_inducing "
-        f"{args.max_inducing}, one window per second of data, {args.seconds:g} s per rate\n"
+        f"{args.max_inducing}, one window per second of data, {args.seconds:g} s per rate, "
+        f"executor {args.executor}, provisional maps {'off' if args.no_provisional else 'on'}\n"
     )
     results = []
     with tempfile.TemporaryDirectory() as tmp:
