@@ -401,7 +401,9 @@ def test_provisional_maps_are_off_when_asked_and_in_synchronous_mode(config) -> 
             background=background,
             on_snapshot=snapshots.append,
         ) as pipeline:
-            feed(pipeline, EVENTS[:210])
+            feed(pipeline, EVENTS[:204])  # one window of 100; a busy worker would merge two
+            assert pipeline.wait_idle(WAIT_S)
+            feed(pipeline, EVENTS[204:210])
             pipeline.flush()
             assert pipeline.wait_idle(WAIT_S)
         assert len(snapshots) == 2
