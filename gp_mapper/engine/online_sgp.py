@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .bound import carry, online_bound
+from .bound import BoundTerms, carry, online_bound
 from .errors import NumericalError, StateError
 from .fit import fit_hyperparameters
 from .hyperprior import LogNormalHyperprior
@@ -60,23 +60,27 @@ def set_cpu_threads(threads: int) -> None:
         torch.set_num_threads(threads)
 
 
-def _provisional_posterior(
-    state: _State, Z: Tensor, X: Tensor, y: Tensor, jitter: float
-) -> Posterior | None:
-    """The online posterior with inducing inputs Z under the state's θ (no fit); None if it
-    cannot be formed."""
-    try:
-        with torch.no_grad():
-            terms, factors = online_bound(
-                state.kernel, state.noise.variance, Z, X, y, state.carried, jitter
-            )
-            carried = carry(Z, factors, terms)
-            posterior = Posterior.from_carried(state.kernel, carried, float(state.noise.variance))
-    except NumericalError:
-        return None
-    if not all(bool(torch.isfinite(t).all()) for t in (posterior.alpha, posterior.W)):
-        return None
-    return posterior
+def _posterior_at(
+    kernel: Kernel,
+    noise: GaussianNoise,
+    Z: Tensor,
+    X: Tensor,
+    y: Tensor,
+    old: CarriedPosterior | None,
+    jitter: float,
+) -> tuple[BoundTerms, CarriedPosterior, Posterior]:
+    """The online posterior with inducing inputs Z at (kernel, noise): bound, carry, cache.
+
+    Raises:
+        NumericalError: a factorisation failed or a carried quantity is not finite.
+    """
+    with torch.no_grad():
+        terms, factors = online_bound(kernel, noise.variance, Z, X, y, old, jitter)
+        carried = carry(Z, factors, terms)
+        posterior = Posterior.from_carried(kernel, carried, float(noise.variance))
+    if not all(bool(torch.isfinite(t).all()) for t in (carried.P, carried.v, posterior.W)):
+        raise NumericalError("posterior has non-finite values")
+    return terms, carried, posterior
 
 
 @dataclass(frozen=True)
@@ -251,7 +255,12 @@ class OnlineSparseGP:
             return rejected(f"selection failed: {err}")
         selected = time.perf_counter()
         if on_selected is not None:
-            provisional = _provisional_posterior(state, selection.Z, X_t, y_t, self.jitter)
+            try:
+                _, _, provisional = _posterior_at(
+                    state.kernel, state.noise, selection.Z, X_t, y_t, state.carried, self.jitter
+                )
+            except NumericalError:
+                provisional = None  # the fit may still succeed; the caller sees no early map
             if provisional is not None:
                 on_selected(provisional)
         fit_start = time.perf_counter()
@@ -273,14 +282,9 @@ class OnlineSparseGP:
             loss, [*kernel.parameters(), *noise.parameters()], self.fit_iterations
         )
         try:
-            with torch.no_grad():
-                terms, factors = online_bound(kernel, noise.variance, Z, X_t, y_t, old, self.jitter)
-                carried = carry(Z, factors, terms)
-                posterior = Posterior.from_carried(kernel, carried, float(noise.variance))
+            terms, carried, posterior = _posterior_at(kernel, noise, Z, X_t, y_t, old, self.jitter)
         except NumericalError as err:
             return rejected(f"posterior failed: {err}", seconds_select=selected - start)
-        if not all(bool(torch.isfinite(t).all()) for t in (carried.P, carried.v, posterior.W)):
-            return rejected("posterior has non-finite values", seconds_select=selected - start)
         for p in (*kernel.parameters(), *noise.parameters()):
             p.requires_grad_(False)
         self._state = _State(kernel, noise, carried, stats, state.num_updates + 1, posterior)

@@ -6,6 +6,7 @@ inputs; the rest of the engine (bound, fit, commit) is shared. Spec seed000 §4-
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
@@ -120,15 +121,18 @@ class Vips:
         kff_sum = problem.kernel.K_diag(X).sum()
         Kaa = problem.kernel.K(old.Z) if old is not None and M_a > 0 else None
 
-        def bound_at(k: int, R: Tensor | None = None) -> float:
-            R = pc.rows(M_a + k) if R is None else R
+        def bound_of(R: Tensor) -> float:
+            """L̂ at the rows ``L_b⁻¹ K(b, [X; Z_a])`` of an inducing set b."""
             return float(
                 whitened_bound(
                     R[:, :N], R[:, N:], y, kff_sum, problem.noise_variance, old, Kaa
                 ).value
             )
 
-        l_star = _reachable_reference(pc, N, bound_at)
+        def bound_at(k: int) -> float:
+            return bound_of(pc.rows(M_a + k))
+
+        l_star = _reachable_reference(pc, N, bound_of)
         gamma = l_star - self.delta * abs(l_star - problem.noise_model_lml)
 
         # Doubling: the first k (new points) with L̂ ≥ γ, or the largest k that can be built.
@@ -162,7 +166,7 @@ class Vips:
         return Selection(Z, k_final, reason, value, l_star, gamma)
 
 
-def _reachable_reference(pc: PivotedCholesky, N: int, bound_at: Any) -> float:
+def _reachable_reference(pc: PivotedCholesky, N: int, bound_of: Callable[[Tensor], float]) -> float:
     """L*: the best L̂ the greedy sequence can reach, every informative new datum inducing.
 
     Why not the closed form ``reference_bound``: each inducing point keeps a residual of about
@@ -180,13 +184,13 @@ def _reachable_reference(pc: PivotedCholesky, N: int, bound_at: Any) -> float:
     greedy_budget = max(GREEDY_REFERENCE_MIN, N // GREEDY_REFERENCE_FRACTION)
     pc.extend_to(M_a + min(N, greedy_budget))
     if pc.next_pivot() is None:
-        return bound_at(pc.size - M_a)
+        return bound_of(pc.rows())
     if N <= REFERENCE_PIVOTS:
         R = pc.saturated_rows()
         if R is not None:
-            return bound_at(0, R)
+            return bound_of(R)
     pc.extend_to(M_a + min(N, REFERENCE_PIVOTS))
-    return bound_at(pc.size - M_a)
+    return bound_of(pc.rows())
 
 
 @dataclass(frozen=True)
