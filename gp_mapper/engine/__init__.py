@@ -7,6 +7,7 @@ from .bound import online_bound, reference_bound, upper_bound
 from .errors import EngineError, NumericalError, StateError
 from .exact import ExactGP
 from .kernels import Constant, Kernel, Matern52, SquaredExponential, Sum, kernel_from_spec
+from .linalg import Jitter
 from .noise import GaussianNoise
 from .online_sgp import OnlineSparseGP, resolve_device, set_cpu_threads
 from .posterior import CarriedPosterior, Posterior
@@ -34,6 +35,7 @@ __all__ = [
     "ExactGP",
     "FixedSize",
     "GaussianNoise",
+    "Jitter",
     "Kernel",
     "Matern52",
     "NumericalError",

@@ -15,6 +15,7 @@ from torch import Tensor
 from .kernels import Kernel
 from .linalg import (
     LOG_2PI,
+    Jitter,
     cholesky_with_jitter,
     gaussian_log_density,
     solve_lower,
@@ -83,7 +84,7 @@ class Factors(NamedTuple):
     """Kernel factors for a given inducing set under one θ."""
 
     L_b: Tensor  # [M_b, M_b]
-    jitter: float
+    jitter: Jitter
     V: Tensor  # [M_b, N]
     U: Tensor  # [M_b, M_a]
     Kaa: Tensor | None  # [M_a, M_a]
@@ -91,7 +92,7 @@ class Factors(NamedTuple):
 
 
 def factors(
-    kernel: Kernel, Z: Tensor, X: Tensor, old: CarriedPosterior | None, jitter: float
+    kernel: Kernel, Z: Tensor, X: Tensor, old: CarriedPosterior | None, jitter: float | Jitter
 ) -> Factors:
     """Compute L_b, V = L_b⁻¹ K_bf, U = L_b⁻¹ K_ba and K_aa for inducing inputs Z [M_b, D]."""
     L_b, used = cholesky_with_jitter(kernel.K(Z), jitter)
@@ -112,7 +113,7 @@ def online_bound(
     X: Tensor,
     y: Tensor,
     old: CarriedPosterior | None,
-    jitter: float,
+    jitter: float | Jitter,
 ) -> tuple[BoundTerms, Factors]:
     """L̂ for inducing inputs Z under (kernel, σ²); differentiable in both."""
     f = factors(kernel, Z, X, old, jitter)
@@ -178,7 +179,7 @@ def upper_bound(
     X: Tensor,
     y: Tensor,
     old: CarriedPosterior | None,
-    jitter: float,
+    jitter: float | Jitter,
 ) -> Tensor:
     """Û(M) ≥ L*: Titsias' upper bound with the heteroscedastic augmented noise (spec §3.2).
 

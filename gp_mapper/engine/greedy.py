@@ -12,7 +12,7 @@ from torch import Tensor
 
 from .errors import NumericalError
 from .kernels import Kernel
-from .linalg import cholesky_with_jitter, solve_lower
+from .linalg import Jitter, cholesky_with_jitter, solve_lower
 
 # A candidate whose conditional variance is below this fraction of the largest prior variance
 # carries no new information (a duplicate, or a stationary robot): never add it, or K_bb
@@ -29,7 +29,8 @@ class PivotedCholesky:
         kernel: the kernel (its θ is held fixed during selection).
         columns: every input the rows are computed against [C, D].
         candidates: boolean mask [C] of columns that may be chosen as pivots.
-        jitter: relative jitter added to each pivot's variance (as in chol(K_bb + εI)).
+        jitter: the jitter added to each pivot's variance (as in chol(K_bb + εI)); a float is
+            relative.
         prefix_L: chol of the kernel over a forced prefix [M_a, M_a], whose inputs are
             ``prefix_Z`` [M_a, D]; the rows start as ``prefix_L⁻¹ K(prefix_Z, columns)``.
         max_new: the most pivots that will be added (sizes the row buffer).
@@ -40,7 +41,7 @@ class PivotedCholesky:
         kernel: Kernel,
         columns: Tensor,
         candidates: Tensor,
-        jitter: float,
+        jitter: float | Jitter,
         prefix_Z: Tensor | None = None,
         prefix_L: Tensor | None = None,
         max_new: int | None = None,
@@ -48,8 +49,9 @@ class PivotedCholesky:
         self.kernel = kernel
         self.columns = columns
         self.prior_diag = kernel.K_diag(columns)
-        # The jitter scale is mean(diag K) (linalg.jitter_scale), taken from the diagonal alone.
-        self._eps = float(jitter * torch.clamp(self.prior_diag.detach().mean(), min=DIAG_FLOOR))
+        # A relative jitter's scale is mean(diag K) (linalg.jitter_scale), from the diagonal alone.
+        diag_mean = float(torch.clamp(self.prior_diag.detach().mean(), min=DIAG_FLOOR))
+        self._eps = float(Jitter.coerce(jitter).amount(diag_mean))
         self._floor = CONDITIONAL_VARIANCE_FLOOR * float(self.prior_diag.detach().max())
         self.candidates = candidates.clone()
         self.available = candidates.clone()

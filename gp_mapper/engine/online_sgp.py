@@ -23,7 +23,7 @@ from .errors import NumericalError, StateError
 from .fit import fit_hyperparameters
 from .hyperprior import LogNormalHyperprior
 from .kernels import Kernel, kernel_from_spec
-from .linalg import JITTER_LADDER, cholesky_with_jitter
+from .linalg import JITTER_LADDER, Jitter, cholesky_with_jitter
 from .noise import GaussianNoise
 from .posterior import CarriedPosterior, Posterior
 from .report import UpdateReport
@@ -67,7 +67,7 @@ def _posterior_at(
     X: Tensor,
     y: Tensor,
     old: CarriedPosterior | None,
-    jitter: float,
+    jitter: Jitter,
 ) -> tuple[BoundTerms, CarriedPosterior, Posterior]:
     """The online posterior with inducing inputs Z at (kernel, noise): bound, carry, cache.
 
@@ -106,7 +106,8 @@ class OnlineSparseGP:
         dtype: floating-point type of every tensor (float64 by default).
         max_inducing: hard cap on the number of inducing points.
         fit_iterations: L-BFGS iterations per batch (0 keeps θ fixed).
-        jitter: first relative jitter of every Cholesky (see ``linalg.JITTER_LADDER``).
+        jitter: the first jitter of every Cholesky of K(Z, Z): a :class:`~.linalg.Jitter`, or a
+            float for a relative one (``value · mean(diag K)``, see ``linalg.JITTER_LADDER``).
         seed: seed of the selectors that draw random points (OIPS's first batch).
         hyperprior_scale: log-space standard deviation of a weak log-normal hyperprior
             (``hyperprior.py``); 0 fits by maximum likelihood alone, as the paper does.
@@ -122,7 +123,7 @@ class OnlineSparseGP:
         dtype: torch.dtype = torch.float64,
         max_inducing: int = DEFAULT_MAX_INDUCING,
         fit_iterations: int = DEFAULT_FIT_ITERATIONS,
-        jitter: float = JITTER_LADDER[0],
+        jitter: float | Jitter = JITTER_LADDER[0],
         seed: int = 0,
         hyperprior_scale: float = 0.0,
     ) -> None:
@@ -135,7 +136,7 @@ class OnlineSparseGP:
         self.selector: Selector = selector if selector is not None else Vips()
         self.max_inducing = max_inducing
         self.fit_iterations = fit_iterations
-        self.jitter = jitter
+        self.jitter = Jitter.coerce(jitter)
         self.seed = seed
         if hyperprior_scale < 0.0:
             raise ValueError(f"hyperprior_scale must be >= 0, got {hyperprior_scale}")
@@ -337,7 +338,8 @@ class OnlineSparseGP:
             "noise_variance": np.array(float(s.noise.variance)),
             "max_inducing": np.array(self.max_inducing),
             "fit_iterations": np.array(self.fit_iterations),
-            "jitter": np.array(self.jitter),
+            "jitter": np.array(self.jitter.value),
+            "jitter_relative": np.array(self.jitter.relative),
             "seed": np.array(self.seed),
             "hyperprior_scale": np.array(self.hyperprior_scale),
             "initial_hyperparameters": np.array(json.dumps(self._initial)),
@@ -351,7 +353,8 @@ class OnlineSparseGP:
         if s.carried is not None:
             for name in ("Z", "L", "P", "v", "L_D"):
                 out[f"carried.{name}"] = getattr(s.carried, name).detach().cpu().numpy()
-            out["carried.jitter"] = np.array(s.carried.jitter)
+            out["carried.jitter"] = np.array(s.carried.jitter.value)
+            out["carried.jitter_relative"] = np.array(s.carried.jitter.relative)
         return out
 
     @classmethod
@@ -380,7 +383,7 @@ class OnlineSparseGP:
                 dtype=dtype,
                 max_inducing=int(np.asarray(state["max_inducing"])),
                 fit_iterations=int(np.asarray(state["fit_iterations"])),
-                jitter=float(np.asarray(state["jitter"])),
+                jitter=_jitter_field(state, "jitter"),
                 seed=int(np.asarray(state["seed"])),
                 hyperprior_scale=float(np.asarray(state["hyperprior_scale"])),
             )
@@ -435,7 +438,7 @@ class OnlineSparseGP:
                     f"carried posterior shapes disagree: Z {tuple(Z.shape)}, L {tuple(L.shape)}, "
                     f"P {tuple(P.shape)}, v {tuple(v.shape)}, L_D {tuple(L_D.shape)}"
                 )
-            carried = CarriedPosterior(Z, L, P, v, L_D, float(np.asarray(state["carried.jitter"])))
+            carried = CarriedPosterior(Z, L, P, v, L_D, _jitter_field(state, "carried.jitter"))
             try:
                 cholesky_with_jitter(L @ L.mT, jitter=0.0)
             except NumericalError as err:
@@ -475,3 +478,9 @@ class OnlineSparseGP:
 
 def _raw_parameters(kernel: Kernel) -> dict[str, np.ndarray]:
     return {name: p.detach().cpu().numpy() for name, p in kernel.named_parameters()}
+
+
+def _jitter_field(state: Mapping[str, Any], name: str) -> Jitter:
+    """A saved jitter; files from before the absolute convention existed hold a relative one."""
+    relative = bool(np.asarray(state.get(f"{name}_relative", True)))
+    return Jitter(float(np.asarray(state[name])), relative)

@@ -15,7 +15,7 @@ import torch
 from torch import Tensor
 
 from .kernels import Kernel
-from .linalg import solve_lower, solve_upper_t
+from .linalg import Jitter, solve_lower, solve_upper_t
 
 # Predictive variances are differences of large terms; clamp the round-off below zero.
 VARIANCE_CLAMP = 0.0
@@ -33,7 +33,7 @@ class CarriedPosterior(NamedTuple):
         P: D − I [M, M], PSD: the data's precision in the whitened basis.
         v: L⁻¹ c [M], the whitened natural mean.
         L_D: chol(I + P) [M, M].
-        jitter: the relative jitter used in L.
+        jitter: the jitter used in L.
     """
 
     Z: Tensor
@@ -41,7 +41,7 @@ class CarriedPosterior(NamedTuple):
     P: Tensor
     v: Tensor
     L_D: Tensor
-    jitter: float
+    jitter: Jitter
 
     @property
     def num_inducing(self) -> int:

@@ -16,6 +16,7 @@ from torch import Tensor
 from .bound import whitened_bound
 from .greedy import PivotedCholesky
 from .kernels import Kernel
+from .linalg import Jitter
 from .posterior import CarriedPosterior
 
 # Above this many new points L* is no longer the value with every datum inducing but the bound
@@ -38,7 +39,7 @@ class SelectionProblem(NamedTuple):
     old: CarriedPosterior | None
     noise_model_lml: float  # L_noise of this batch under the running statistics
     max_inducing: int
-    jitter: float
+    jitter: Jitter
     seed: int
 
 

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, fields
 import torch
 
 from .kernels import Constant, Kernel, Matern52, SquaredExponential
+from .linalg import JITTER_LADDER, Jitter
 from .online_sgp import DEFAULT_FIT_ITERATIONS, DEFAULT_MAX_INDUCING, OnlineSparseGP
 from .selectors import ConditionalVariance, FixedSize, Oips, Selector, Vips
 
@@ -40,6 +41,9 @@ class EngineSpec:
         fit_iterations: L-BFGS iterations per batch (0 keeps θ fixed).
         hyperprior_scale: log-space std of the weak log-normal hyperprior (0: maximum
             likelihood, as the paper; 0.5 keeps fits sensible on short robot batches).
+        jitter: first jitter of the Cholesky of K(Z, Z); larger ones follow on failure.
+        jitter_relative: ``jitter`` multiplies mean(diag K) (default); false makes it absolute
+            [µT²], the seed paper's convention (ε = 1e-6 on standardised UCI targets).
         device: "auto", "cpu", "cuda" or "cuda:N".
         dtype: "float64" or "float32".
     """
@@ -58,6 +62,8 @@ class EngineSpec:
     max_inducing: int = DEFAULT_MAX_INDUCING
     fit_iterations: int = DEFAULT_FIT_ITERATIONS
     hyperprior_scale: float = 0.5
+    jitter: float = JITTER_LADDER[0]
+    jitter_relative: bool = True
     device: str = "auto"
     dtype: str = "float64"
 
@@ -73,6 +79,7 @@ class EngineSpec:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
         if self.hyperprior_scale < 0.0:
             raise ValueError(f"hyperprior_scale must be >= 0, got {self.hyperprior_scale}")
+        Jitter(self.jitter, self.jitter_relative)  # raises ValueError on a bad pair
         if self.constant_variance < 0.0:
             raise ValueError(f"constant_variance must be >= 0, got {self.constant_variance}")
 
@@ -113,4 +120,5 @@ def build_engine(spec: EngineSpec, input_dim: int) -> OnlineSparseGP:
         max_inducing=spec.max_inducing,
         fit_iterations=spec.fit_iterations,
         hyperprior_scale=spec.hyperprior_scale,
+        jitter=Jitter(spec.jitter, spec.jitter_relative),
     )

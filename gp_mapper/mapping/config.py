@@ -244,6 +244,15 @@ PARAMETERS: tuple[ParameterInfo, ...] = (
                   "log-space std of a weak log-normal hyperprior on the kernel parameters; "
                   "0 = maximum likelihood as in the paper",
                   min=0.0, max=10.0, group="engine"),
+    ParameterInfo("jitter", 1.0e-8, "float",
+                  "first jitter added to the inducing-point kernel matrix before its Cholesky "
+                  "(larger ones follow on failure): times the mean kernel variance when "
+                  "jitter_relative, else in µT²",
+                  min=0.0, max=1.0, read_only=True, group="engine"),
+    ParameterInfo("jitter_relative", True, "bool",
+                  "scale the jitter by the mean kernel variance (false: absolute, the seed "
+                  "paper's convention)",
+                  read_only=True, group="engine"),
     ParameterInfo("device", "auto", "str", "torch device: auto, cpu, cuda or cuda:N",
                   pattern=r"auto|cpu|cuda(:[0-9]+)?", read_only=True, group="engine"),
     ParameterInfo("dtype", "float64", "str", "engine floating-point type",

@@ -11,6 +11,7 @@ import torch
 from gp_mapper.engine import (
     EngineSpec,
     ExactGP,
+    Jitter,
     Matern52,
     NumericalError,
     OnlineSparseGP,
@@ -62,11 +63,14 @@ def test_all_data_inducing_with_fixed_theta_equals_exact_gp(rng: np.random.Gener
     torch.testing.assert_close(var, var_ref, rtol=1e-5, atol=1e-8)
 
 
+@pytest.mark.parametrize("jitter", [Jitter(1e-8), Jitter(1e-6, relative=False)], ids=str)
 def test_state_round_trip_predicts_identically_and_resumes(
-    rng: np.random.Generator, tmp_path: Path
+    rng: np.random.Generator, tmp_path: Path, jitter: Jitter
 ) -> None:
     _X, _y, parts = batches(rng, n=240, k=4)
-    engine = OnlineSparseGP(SquaredExponential(1.0, 1.0), 0.1, Vips(0.05), device="cpu")
+    engine = OnlineSparseGP(
+        SquaredExponential(1.0, 1.0), 0.1, Vips(0.05), device="cpu", jitter=jitter
+    )
     for Xb, yb in parts[:3]:
         engine.update(Xb, yb)
     path = tmp_path / "state.npz"
@@ -78,6 +82,7 @@ def test_state_round_trip_predicts_identically_and_resumes(
         torch.testing.assert_close(a, b, rtol=0.0, atol=0.0)
     assert restored.num_inducing == engine.num_inducing
     assert restored.stats == engine.stats
+    assert restored.jitter == jitter and restored.carried.jitter.relative == jitter.relative
     r1, r2 = engine.update(*parts[3]), restored.update(*parts[3])
     assert (r1.m_after, r1.accepted) == (r2.m_after, r2.accepted)
     for a, b in zip(engine.predict(Xs), restored.predict(Xs), strict=True):
@@ -100,6 +105,20 @@ def test_from_state_rejects_bad_states(rng: np.random.Generator) -> None:
         OnlineSparseGP.from_state(nan)
     with pytest.raises(StateError, match="format"):
         OnlineSparseGP.from_state(dict(state, format_version=np.array(99)))
+    with pytest.raises(StateError, match="absolute jitter must be positive"):
+        OnlineSparseGP.from_state(
+            dict(state, jitter=np.array(0.0), jitter_relative=np.array(False))
+        )
+
+
+def test_state_without_the_jitter_convention_reads_as_relative(rng: np.random.Generator) -> None:
+    """Map files written before the absolute convention existed hold relative jitters."""
+    _X, _y, parts = batches(rng)
+    engine = OnlineSparseGP(SquaredExponential(), 0.1, device="cpu", jitter=3e-8)
+    engine.update(*parts[0])
+    state = {k: v for k, v in engine.state_dict().items() if not k.endswith("jitter_relative")}
+    restored = OnlineSparseGP.from_state(state, device="cpu")
+    assert restored.jitter == Jitter(3e-8) and restored.carried.jitter.relative
 
 
 def test_failed_update_leaves_state_unchanged(
