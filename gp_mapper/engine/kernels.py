@@ -14,7 +14,12 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from .transforms import inverse_softplus_with_floor, softplus_with_floor
+from .transforms import (
+    bounded_sigmoid,
+    inverse_bounded_sigmoid,
+    inverse_softplus_with_floor,
+    softplus_with_floor,
+)
 
 # Floors keep a fit away from degenerate kernels; they are far below any physical value in µT² or m.
 VARIANCE_FLOOR = 1e-6
@@ -108,25 +113,48 @@ class Constant(Kernel):
 
 
 class Stationary(Kernel):
-    """A variance times a function of the scaled distance; isotropic or ARD lengthscales."""
+    """A variance times a function of the scaled distance; isotropic or ARD lengthscales.
+
+    Args:
+        variance: initial variance.
+        lengthscale: initial lengthscale (one, or one per input with ``ard_dims``).
+        ard_dims: number of inputs for ARD lengthscales; 0 for one isotropic lengthscale.
+        variance_max: optional upper limit of the variance. The variance is then read through a
+            sigmoid onto (floor, variance_max), as the seed paper's code does on its UCI runs
+            (limit 2000): with near-noiseless data maximum likelihood can otherwise drive it
+            without bound. None (default): a softplus, no upper limit.
+    """
 
     kind = "stationary"
 
     def __init__(
-        self, variance: float = 1.0, lengthscale: float | list[float] = 1.0, ard_dims: int = 0
+        self,
+        variance: float = 1.0,
+        lengthscale: float | list[float] = 1.0,
+        ard_dims: int = 0,
+        variance_max: float | None = None,
     ) -> None:
         super().__init__()
+        if variance_max is not None and not VARIANCE_FLOOR < variance_max < math.inf:
+            raise ValueError(f"variance_max must be finite and above {VARIANCE_FLOOR}")
+        self.variance_max = variance_max
         ls = _as_row(lengthscale, "lengthscale")
         if ard_dims and ls.numel() == 1:
             ls = ls.repeat(ard_dims)
         if ard_dims and ls.numel() != ard_dims:
             raise ValueError(f"expected {ard_dims} lengthscales, got {ls.numel()}")
-        self.raw_variance = nn.Parameter(inverse_softplus_with_floor(variance, VARIANCE_FLOOR))
+        if variance_max is None:
+            raw = inverse_softplus_with_floor(variance, VARIANCE_FLOOR)
+        else:
+            raw = inverse_bounded_sigmoid(variance, VARIANCE_FLOOR, variance_max)
+        self.raw_variance = nn.Parameter(raw)
         self.raw_lengthscale = nn.Parameter(inverse_softplus_with_floor(ls, LENGTHSCALE_FLOOR))
 
     @property
     def variance(self) -> Tensor:
-        return softplus_with_floor(self.raw_variance, VARIANCE_FLOOR)
+        if self.variance_max is None:
+            return softplus_with_floor(self.raw_variance, VARIANCE_FLOOR)
+        return bounded_sigmoid(self.raw_variance, VARIANCE_FLOOR, self.variance_max)
 
     @property
     def lengthscale(self) -> Tensor:
@@ -166,12 +194,15 @@ class Stationary(Kernel):
 
     def to_spec(self) -> dict[str, Any]:
         ls = self.lengthscale.detach().cpu().tolist()
-        return {
+        spec = {
             "type": self.kind,
             "variance": float(self.variance.detach()),
             "lengthscale": ls,
             "ard_dims": len(ls) if self.raw_lengthscale.numel() > 1 else 0,
         }
+        if self.variance_max is not None:
+            spec["variance_max"] = self.variance_max
+        return spec
 
     def hyperparameters(self) -> dict[str, Tensor]:
         return {
@@ -266,7 +297,12 @@ def kernel_from_spec(spec: dict[str, Any]) -> Kernel:
             first, second = spec["parts"]
             return Sum(kernel_from_spec(first), kernel_from_spec(second))
         if kind in _STATIONARY:
-            return _STATIONARY[kind](spec["variance"], spec["lengthscale"], int(spec["ard_dims"]))
+            return _STATIONARY[kind](
+                spec["variance"],
+                spec["lengthscale"],
+                int(spec["ard_dims"]),
+                spec.get("variance_max"),
+            )
     except (KeyError, TypeError) as err:
         raise ValueError(f"kernel spec {spec!r} is missing or has a bad field: {err}") from err
     raise ValueError(f"unknown kernel type {kind!r}; expected constant, sum, se or matern52")

@@ -28,3 +28,21 @@ def inverse_softplus_scalar(value: float, floor: float) -> float:
     if v <= 0:
         raise ValueError(f"value {value} must be greater than its floor {floor}")
     return v if v > 30.0 else math.log(math.expm1(v))
+
+
+def bounded_sigmoid(raw: Tensor, low: float, high: float) -> Tensor:
+    """``low + (high − low)·sigmoid(raw)``: smooth, and inside (low, high) for every raw value."""
+    return low + (high - low) * torch.sigmoid(raw)
+
+
+def inverse_bounded_sigmoid(value: float | Tensor, low: float, high: float) -> Tensor:
+    """The raw value whose ``bounded_sigmoid`` is ``value`` (in (low, high]).
+
+    ``high`` itself is accepted, within round-off, and maps to a large finite raw value: a value
+    read back from a fitted parameter can sit on its bound.
+    """
+    v = torch.as_tensor(value, dtype=torch.float64)
+    if (v <= low).any() or (v > high * (1.0 + 1e-12)).any():
+        raise ValueError(f"value {value} must be in ({low}, {high}]")
+    p = torch.clamp((v - low) / (high - low), max=1.0 - 1e-15)
+    return torch.logit(p)

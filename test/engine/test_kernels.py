@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from gp_mapper.engine import Constant, Matern52, SquaredExponential, kernel_from_spec
-from gp_mapper.engine.kernels import LENGTHSCALE_FLOOR
+from gp_mapper.engine.kernels import LENGTHSCALE_FLOOR, VARIANCE_FLOOR
 
 
 def test_matern52_and_se_match_closed_forms(rng: np.random.Generator) -> None:
@@ -68,3 +68,26 @@ def test_spec_round_trip_rebuilds_the_same_kernel(rng: np.random.Generator) -> N
     torch.testing.assert_close(k.K(X), rebuilt.K(X))
     with pytest.raises(ValueError, match="unknown kernel type"):
         kernel_from_spec({"type": "periodic"})
+
+
+def test_variance_limit_holds_for_any_raw_value_and_survives_a_spec_round_trip() -> None:
+    k = SquaredExponential(1.0, 1.0, variance_max=2000.0).double()
+    assert float(k.variance.detach()) == pytest.approx(1.0, rel=1e-12)
+    for raw, expected in ((1e3, 2000.0), (-1e3, VARIANCE_FLOOR)):
+        with torch.no_grad():
+            k.raw_variance.fill_(raw)
+        assert float(k.variance.detach()) == pytest.approx(expected, rel=1e-9)
+    with torch.no_grad():
+        k.raw_variance.fill_(40.0)  # on the limit to double precision
+    rebuilt = kernel_from_spec(k.to_spec())
+    assert rebuilt.variance_max == 2000.0
+    assert float(rebuilt.variance.detach()) == pytest.approx(2000.0, rel=1e-12)
+    # The gradient still reaches the raw value inside the limits.
+    k2 = SquaredExponential(10.0, 1.0, variance_max=2000.0).double()
+    k2.K(torch.zeros(1, 1, dtype=torch.float64)).sum().backward()
+    assert float(k2.raw_variance.grad) > 0.0
+    assert "variance_max" not in SquaredExponential().to_spec()
+    with pytest.raises(ValueError, match=r"must be in"):
+        SquaredExponential(3000.0, variance_max=2000.0)
+    with pytest.raises(ValueError, match="variance_max"):
+        SquaredExponential(1.0, variance_max=0.0)

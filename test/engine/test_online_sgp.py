@@ -63,14 +63,17 @@ def test_all_data_inducing_with_fixed_theta_equals_exact_gp(rng: np.random.Gener
     torch.testing.assert_close(var, var_ref, rtol=1e-5, atol=1e-8)
 
 
-@pytest.mark.parametrize("jitter", [Jitter(1e-8), Jitter(1e-6, relative=False)], ids=str)
+@pytest.mark.parametrize(
+    ("jitter", "variance_max"),
+    [(Jitter(1e-8), None), (Jitter(1e-6, relative=False), 2000.0)],
+    ids=["ours", "authors-uci"],
+)
 def test_state_round_trip_predicts_identically_and_resumes(
-    rng: np.random.Generator, tmp_path: Path, jitter: Jitter
+    rng: np.random.Generator, tmp_path: Path, jitter: Jitter, variance_max: float | None
 ) -> None:
     _X, _y, parts = batches(rng, n=240, k=4)
-    engine = OnlineSparseGP(
-        SquaredExponential(1.0, 1.0), 0.1, Vips(0.05), device="cpu", jitter=jitter
-    )
+    kernel = SquaredExponential(1.0, 1.0, variance_max=variance_max)
+    engine = OnlineSparseGP(kernel, 0.1, Vips(0.05), device="cpu", jitter=jitter)
     for Xb, yb in parts[:3]:
         engine.update(Xb, yb)
     path = tmp_path / "state.npz"
@@ -83,6 +86,7 @@ def test_state_round_trip_predicts_identically_and_resumes(
     assert restored.num_inducing == engine.num_inducing
     assert restored.stats == engine.stats
     assert restored.jitter == jitter and restored.carried.jitter.relative == jitter.relative
+    assert restored.kernel.variance_max == variance_max
     r1, r2 = engine.update(*parts[3]), restored.update(*parts[3])
     assert (r1.m_after, r1.accepted) == (r2.m_after, r2.accepted)
     for a, b in zip(engine.predict(Xs), restored.predict(Xs), strict=True):
