@@ -387,6 +387,8 @@ def main(argv: list[str] | None = None) -> int:
     unknown = set(datasets) - set(DATASETS) | set(args.methods.split(",")) - set(METHODS)
     if unknown or not methods or not 1 <= num_folds <= NUM_FOLDS:
         parser.error(f"unknown names {sorted(unknown)} or folds outside 1..{NUM_FOLDS}")
+    if 0.0 < args.variance_limit <= KERNEL_VARIANCE:
+        parser.error(f"--variance-limit must exceed the initial variance {KERNEL_VARIANCE:g}")
     root = data_dir() / "uci"
     if not (root / datasets[0]).is_dir():
         print(f"no UCI data at {root}; set GP_MAPPER_DATA", file=sys.stderr)
