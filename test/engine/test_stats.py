@@ -8,7 +8,13 @@ import numpy as np
 import pytest
 import torch
 
-from gp_mapper.engine import EngineSpec, RunningStats, build_engine, noise_model_log_likelihood
+from gp_mapper.engine import (
+    EngineSpec,
+    Jitter,
+    RunningStats,
+    build_engine,
+    noise_model_log_likelihood,
+)
 from gp_mapper.engine.hyperprior import LogNormalHyperprior
 from gp_mapper.engine.kernels import Matern52
 
@@ -51,3 +57,8 @@ def test_engine_spec_validates_and_builds() -> None:
         EngineSpec(selector="random")
     with pytest.raises(ValueError, match="lengthscale must be positive"):
         EngineSpec(lengthscale=0.0)
+    assert engine.jitter == Jitter()  # relative 1e-8 by default
+    authors = build_engine(EngineSpec(jitter=1e-6, jitter_relative=False, device="cpu"), 2)
+    assert authors.jitter == Jitter(1e-6, relative=False)
+    with pytest.raises(ValueError, match="absolute jitter must be positive"):
+        EngineSpec(jitter=0.0, jitter_relative=False)
