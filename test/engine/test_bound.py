@@ -43,6 +43,25 @@ def test_whitened_bound_equals_naive_eq8_with_new_theta(online_toy: OnlineToy, e
     assert float(ours.value) == pytest.approx(naive, rel=1e-7)
 
 
+@pytest.mark.parametrize("keep", [(0, 2, 4, 6), (1, 7), ()])
+def test_whitened_bound_equals_naive_eq8_when_old_points_are_dropped(
+    online_toy: OnlineToy, keep: tuple[int, ...]
+) -> None:
+    """CV and the fixed-size selector re-select from scratch: Z_b need not contain Z_a."""
+    Z_b = torch.cat([online_toy.old.Z[list(keep)], online_toy.X[::4]])
+    with torch.no_grad():
+        ours, _ = online_bound(
+            online_toy.kernel_new,
+            online_toy.noise_new,
+            Z_b,
+            online_toy.X,
+            online_toy.y,
+            online_toy.old,
+            jitter=0.0,
+        )
+    assert float(ours.value) == pytest.approx(naive_eq8(online_toy, Z_b), rel=1e-7)
+
+
 def test_bound_rises_with_M_toward_L_star(online_toy: OnlineToy) -> None:
     toy = online_toy
     with torch.no_grad():
