@@ -12,14 +12,12 @@ from torch import Tensor
 
 from .errors import NumericalError
 from .kernels import Kernel
-from .linalg import Jitter, cholesky_with_jitter, solve_lower
+from .linalg import Jitter, cholesky_with_jitter, jitter_scale, solve_lower
 
 # A candidate whose conditional variance is below this fraction of the largest prior variance
 # carries no new information (a duplicate, or a stationary robot): never add it, or K_bb
 # becomes singular. Matches the smallest jitter rung so every pivot is above the jitter.
 CONDITIONAL_VARIANCE_FLOOR = 1e-8
-# Keeps the jitter positive for an all-zero kernel diagonal (as linalg.jitter_scale does).
-DIAG_FLOOR = float(torch.finfo(torch.float64).tiny)
 
 
 class PivotedCholesky:
@@ -49,9 +47,9 @@ class PivotedCholesky:
         self.kernel = kernel
         self.columns = columns
         self.prior_diag = kernel.K_diag(columns)
-        # A relative jitter's scale is mean(diag K) (linalg.jitter_scale), from the diagonal alone.
-        diag_mean = float(torch.clamp(self.prior_diag.detach().mean(), min=DIAG_FLOOR))
-        self._eps = float(Jitter.coerce(jitter).amount(diag_mean))
+        # From the diagonal alone: the same ε as cholesky_with_jitter adds to K_bb.
+        scale = float(jitter_scale(self.prior_diag.detach()))
+        self._eps = float(Jitter.coerce(jitter).amount(scale))
         self._floor = CONDITIONAL_VARIANCE_FLOOR * float(self.prior_diag.detach().max())
         self.candidates = candidates.clone()
         self.available = candidates.clone()

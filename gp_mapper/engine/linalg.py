@@ -70,11 +70,14 @@ class Jitter:
         return f"{'relative' if self.relative else 'absolute'} jitter {self.value:g}"
 
 
-def jitter_scale(K: Tensor) -> Tensor:
-    """The scale the relative jitters multiply: mean(diag K), floored at 1 for an all-zero K."""
-    if K.shape[-1] == 0:
-        return torch.ones((), dtype=K.dtype, device=K.device)
-    return torch.clamp(torch.diagonal(K, dim1=-2, dim2=-1).mean(), min=torch.finfo(K.dtype).tiny)
+def jitter_scale(diag: Tensor) -> Tensor:
+    """The scale the relative jitters multiply: the mean of a kernel diagonal [M].
+
+    Floored just above zero for an all-zero diagonal, and 1 for an empty one.
+    """
+    if diag.shape[-1] == 0:
+        return torch.ones((), dtype=diag.dtype, device=diag.device)
+    return torch.clamp(diag.mean(-1), min=torch.finfo(diag.dtype).tiny)
 
 
 def cholesky_with_jitter(
@@ -99,7 +102,7 @@ def cholesky_with_jitter(
     if not torch.isfinite(K).all():
         raise NumericalError(f"matrix of size {M} has non-finite entries")
     # The scale is detached: the jitter is a constant of each factorisation, not a parameter.
-    scale = jitter_scale(K).detach()
+    scale = jitter_scale(torch.diagonal(K, dim1=-2, dim2=-1)).detach()
     eye = torch.eye(M, dtype=K.dtype, device=K.device)
     rungs = first.rungs()
     for rung in rungs:
