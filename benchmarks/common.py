@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import os
@@ -13,7 +14,13 @@ from typing import Any
 import numpy as np
 import torch
 
+from gp_mapper.engine import EngineSpec
+from gp_mapper.engine import warm_up as warm_up_engine
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
+# The matrices are small (M up to a few thousand); on a shared 2-core machine torch's second
+# OpenMP thread spins against other processes: concrete/OIPS took 53 s with 2 threads, 6 s with 1.
+DEFAULT_THREADS = 1
 
 
 def data_dir() -> Path:
@@ -44,12 +51,17 @@ def header(title: str, device: torch.device, dtype: torch.dtype, seed: int | Non
 
 
 def warm_up(device: torch.device, dtype: torch.dtype) -> None:
-    """Run one tiny update so torch's one-time start-up (~1 s) is not charged to a method."""
-    from gp_mapper.engine import Constant, Matern52, OnlineSparseGP
+    """Pay torch's one-time start-up (~1 s) before timing, so no method is charged for it."""
+    warm_up_engine(EngineSpec(device=str(device), dtype=str(dtype).removeprefix("torch.")), 2)
 
-    engine = OnlineSparseGP(Constant(1.0) + Matern52(), 0.1, device=device, dtype=dtype)
-    gen = torch.Generator().manual_seed(0)
-    engine.update(torch.rand(64, 2, generator=gen), torch.rand(64, generator=gen))
+
+def add_run_arguments(parser: argparse.ArgumentParser, device: str = "cpu") -> None:
+    """``--device``, ``--threads`` (give it to ``set_cpu_threads``) and ``--json``."""
+    parser.add_argument("--device", default=device, help="cpu, cuda, cuda:N or auto")
+    parser.add_argument(
+        "--threads", type=int, default=DEFAULT_THREADS, help="torch CPU threads (0: torch default)"
+    )
+    parser.add_argument("--json", help="write the results to this JSON file")
 
 
 def write_json(path: str | None, payload: dict[str, Any]) -> None:

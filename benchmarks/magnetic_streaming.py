@@ -23,7 +23,16 @@ from scipy.spatial import cKDTree
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import data_dir, format_table, header, nlpd, rmse, warm_up, write_json
+from common import (
+    add_run_arguments,
+    data_dir,
+    format_table,
+    header,
+    nlpd,
+    rmse,
+    warm_up,
+    write_json,
+)
 
 from gp_mapper.engine import EngineSpec, ExactGP, build_engine, build_kernel
 from gp_mapper.engine.online_sgp import resolve_device, set_cpu_threads
@@ -43,6 +52,12 @@ EXACT_REFERENCE = {"points": 5000, "rmse": 9.47, "nlpd": 3.86}
 def load(path_id: int) -> tuple[np.ndarray, np.ndarray]:
     seq = load_aalto_sequence(data_dir() / "magnetic" / "aalto-magnetic-data" / "data", seq=path_id)
     return seq.loc_m, np.linalg.norm(seq.mag_ut, axis=1)
+
+
+def test_set() -> tuple[np.ndarray, np.ndarray]:
+    """Paths 1, 2, 4 and 5 stacked: the test points of the paper's experiment."""
+    tests = [load(i) for i in TEST_PATHS]
+    return np.concatenate([t[0] for t in tests]), np.concatenate([t[1] for t in tests])
 
 
 def batches(n: int) -> list[slice]:
@@ -97,14 +112,10 @@ def run_exact(X, y, Xt, yt, seen, points: int, device, dtype) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--json", help="write the results to this JSON file")
-    parser.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
     parser.add_argument("--cv-cap", type=int, default=1000, help="inducing-point cap of CV")
     parser.add_argument("--exact-points", type=int, default=EXACT_REFERENCE["points"])
     parser.add_argument("--quick", action="store_true", help="VIPS only, no exact GP")
-    parser.add_argument(
-        "--threads", type=int, default=1, help="torch CPU threads (the node's default is 1)"
-    )
+    add_run_arguments(parser, device="auto")
     args = parser.parse_args(argv)
 
     path3 = data_dir() / "magnetic" / "aalto-magnetic-data" / "data" / "invensense" / "3-loc.csv"
@@ -114,9 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     set_cpu_threads(args.threads)
     device, dtype = resolve_device(args.device), torch.float64
     X, y = load(3)
-    tests = [load(i) for i in TEST_PATHS]
-    Xt = np.concatenate([t[0] for t in tests])
-    yt = np.concatenate([t[1] for t in tests])
+    Xt, yt = test_set()
     seen = cKDTree(X).query(Xt, distance_upper_bound=SEEN_RADIUS_M)[0] <= SEEN_RADIUS_M
     print(header("magnetometer streaming, invensense path 3 -> paths 1,2,4,5", device, dtype))
     print(

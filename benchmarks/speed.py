@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import copy
 import ctypes
+import functools
 import math
 import sys
 import time
@@ -51,9 +52,18 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import data_dir, format_table, header, nlpd, rmse, warm_up, write_json
-from magnetic_streaming import TEST_PATHS, batches, load
-from uci_data import DATASETS, continual_stream, load_uci
+from common import (
+    add_run_arguments,
+    data_dir,
+    format_table,
+    header,
+    nlpd,
+    rmse,
+    warm_up,
+    write_json,
+)
+from magnetic_streaming import batches, load, test_set
+from uci_data import DATASETS, continual_stream, load_uci, stack
 
 from gp_mapper.engine import (
     Constant,
@@ -66,7 +76,7 @@ from gp_mapper.engine import (
     Vips,
     online_bound,
 )
-from gp_mapper.engine.online_sgp import resolve_device
+from gp_mapper.engine.online_sgp import resolve_device, set_cpu_threads
 
 SEED = 0
 DELTA = 0.095  # the paper's 10 %-RMSE VIPS operating point (spec seed000 §8.5, Table 7)
@@ -80,9 +90,6 @@ SWEEP_M = (100, 200, 500, 1000, 2000, 5000)
 SWEEP_N = (125, 250, 500, 1000, 2000, 4000, 8000)
 SWEEP_FIXED_N, SWEEP_FIXED_M = 500, 500
 SWEEP_DIM, SWEEP_LENGTHSCALE = 8, 2.0
-# On a shared 2-core machine torch's second OpenMP thread spins against other processes (an
-# OIPS run on concrete took 53 s with 2 threads and 6 s with 1), so one thread by default.
-DEFAULT_THREADS = 1
 
 
 def sync(device: torch.device) -> None:
@@ -112,16 +119,13 @@ class Stream:
 
 def magnetic_stream() -> Stream:
     X, y = load(3)
-    tests = [load(i) for i in TEST_PATHS]
-    Xt = np.concatenate([t[0] for t in tests])
-    yt = np.concatenate([t[1] for t in tests])
+    Xt, yt = test_set()
     return Stream("magnetometer path 3", [(X[s], y[s]) for s in batches(len(y))], Xt, yt, True)
 
 
 def uci_stream(name: str) -> Stream:
     stream = continual_stream(load_uci(name, data_dir() / "uci"), fold=0, seed=SEED)
-    Xt = np.concatenate([b.X_test for b in stream])
-    yt = np.concatenate([b.y_test for b in stream])
+    Xt, yt = stack(stream, "test")
     return Stream(f"{name} fold 0", [(b.X_train, b.y_train) for b in stream], Xt, yt, False)
 
 
@@ -358,6 +362,7 @@ MMAP_THRESHOLD = 128 * 1024
 M_MMAP_THRESHOLD = -3  # glibc <malloc.h>
 
 
+@functools.cache  # a process-wide glibc setting: once is enough
 def _fixed_mmap_threshold() -> bool:
     try:
         libc = ctypes.CDLL("libc.so.6")
@@ -610,14 +615,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sgpr-steps", type=int, default=20, help="Adam steps per batch")
     parser.add_argument("--sweep", action="store_true", help="the M / N scaling sweep instead")
     parser.add_argument("--budget", type=float, default=120.0, help="sweep: most s per update")
-    parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto")
-    parser.add_argument(
-        "--threads", type=int, default=DEFAULT_THREADS, help="torch CPU threads (0: default)"
-    )
-    parser.add_argument("--json", help="write the results to this JSON file")
+    add_run_arguments(parser)
     args = parser.parse_args(argv)
-    if args.threads > 0:
-        torch.set_num_threads(args.threads)
+    set_cpu_threads(args.threads)
     device, dtype = resolve_device(args.device), torch.float64
     torch.manual_seed(SEED)
     if args.sweep:

@@ -90,6 +90,13 @@ def standardise(values: np.ndarray) -> np.ndarray:
     return (values - values.mean(axis=0)) / (values.std(axis=0) + STD_OFFSET)
 
 
+def stack(stream: list[Batch], part: str) -> tuple[np.ndarray, np.ndarray]:
+    """The ``part`` ("train" or "test") of every batch of a stream, stacked: (X, y)."""
+    X = np.concatenate([getattr(b, f"X_{part}") for b in stream])
+    y = np.concatenate([getattr(b, f"y_{part}") for b in stream])
+    return X, y
+
+
 def num_batches(n: int) -> int:
     return BATCHES_LARGE if n > LARGE_DATASET else BATCHES_SMALL
 

@@ -43,8 +43,17 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import data_dir, format_table, header, nlpd, rmse, write_json
-from uci_data import DATASETS, Batch, continual_stream, load_uci
+from common import (
+    add_run_arguments,
+    data_dir,
+    format_table,
+    header,
+    nlpd,
+    rmse,
+    warm_up,
+    write_json,
+)
+from uci_data import DATASETS, Batch, continual_stream, load_uci, num_batches, stack
 
 from gp_mapper.engine import (
     ConditionalVariance,
@@ -56,7 +65,7 @@ from gp_mapper.engine import (
     SquaredExponential,
     Vips,
 )
-from gp_mapper.engine.online_sgp import resolve_device
+from gp_mapper.engine.online_sgp import resolve_device, set_cpu_threads
 
 METHODS = ("cv", "oips", "vips")
 NUM_FOLDS = 5
@@ -95,9 +104,6 @@ PAPER: dict[str, dict[str, dict[str, tuple[float, float, float]]]] = {
         "bike": {"cv": (7000, 0, 2.04), "oips": (3916, 122, 5.50), "vips": (2794, 148, 8.18)},
     },
 }
-# The matrices are small (M up to a few thousand); on a shared 2-core machine torch's second
-# OpenMP thread spins against other processes: concrete/OIPS took 53 s with 2 threads, 6 s with 1.
-DEFAULT_THREADS = 1
 # The jitter of every K(Z, Z): the authors' absolute ε = 1e-6 on the standardised targets (spec
 # §2.5), or the engine's default, relative to the kernel variance.
 JITTERS = {"authors": Jitter(1e-6, relative=False), "relative": Jitter()}
@@ -112,12 +118,6 @@ M_TOLERANCE = 0.25
 def make_selector(method: str, point: str) -> Selector:
     value = OPERATING_POINTS[point][method]
     return {"vips": Vips, "cv": ConditionalVariance, "oips": Oips}[method](value)
-
-
-def stack(stream: list[Batch], part: str) -> tuple[np.ndarray, np.ndarray]:
-    X = np.concatenate([getattr(b, f"X_{part}") for b in stream])
-    y = np.concatenate([getattr(b, f"y_{part}") for b in stream])
-    return X, y
 
 
 def run_method(
@@ -370,14 +370,9 @@ def main(argv: list[str] | None = None) -> int:
         default=VARIANCE_LIMIT,
         help="upper limit of the SE variance for VIPS and CV, as the authors; 0: none",
     )
-    parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto")
-    parser.add_argument(
-        "--threads", type=int, default=DEFAULT_THREADS, help="torch CPU threads (0: torch default)"
-    )
-    parser.add_argument("--json", help="write the results to this JSON file")
+    add_run_arguments(parser)
     args = parser.parse_args(argv)
-    if args.threads > 0:
-        torch.set_num_threads(args.threads)
+    set_cpu_threads(args.threads)
 
     mode = FULL if args.full else QUICK
     datasets = args.datasets.split(",") if args.datasets else list(mode["datasets"])
@@ -408,6 +403,7 @@ def main(argv: list[str] | None = None) -> int:
         "then predicting from all of them"
     )
     torch.manual_seed(SEED)
+    warm_up(device, dtype)
 
     results: dict[str, Any] = {}
     summary: dict[str, dict[str, Any]] = {}
@@ -447,7 +443,7 @@ def main(argv: list[str] | None = None) -> int:
         s.update(
             n_train=round(np.mean([f["exact"]["condition_points"] for f in folds])),
             n_test=round(np.mean([f["n_test"] for f in folds])),
-            batches=len(stream),
+            batches=num_batches(len(data.y)),
             exact_fit_points=round(np.mean([f["exact"]["fit_points"] for f in folds])),
             exact_seconds=float(np.mean([f["exact"]["seconds_total"] for f in folds])),
         )
