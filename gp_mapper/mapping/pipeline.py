@@ -2,7 +2,9 @@
 
 The ROS node and the offline replay both drive this class. Data flows one way:
 readings + poses -> samples (pairing) -> windows (windowing) -> engine update (worker thread,
-or inline when `background=False`) -> `MapSnapshot` (grid prediction) -> `on_snapshot`.
+or inline when `background=False`) -> `MapSnapshot` (grid prediction) -> `on_snapshot` and
+`latest()`. With provisional maps a window gives two snapshots: one under the previous
+hyperparameters as soon as its inducing points are chosen, then the fitted one.
 
 Locks: `_input_lock` guards the pairing/windowing side and the drop counts; `_engine_lock`
 guards the engine and the map's counters; `_snapshot_lock` guards the latest snapshot and the
@@ -67,7 +69,9 @@ class MappingPipeline:
         background: Run engine updates in a worker thread (the node); False runs them inline
             in the caller's thread (offline replay, tests).
         on_snapshot: Called with each new snapshot (in the worker thread when `background`);
-            exceptions it raises are logged.
+            exceptions it raises are logged. A provisional snapshot is handed over during the
+            engine update, with the engine lock held: the callback must not call `save`,
+            `load` or `reset`.
     """
 
     def __init__(
@@ -229,9 +233,10 @@ class MappingPipeline:
                 return  # reset or load happened since this window closed
             engine = self._engine
             box = extend_box(self._explored_box, window.X[:, :2])
+            # The map's counters if this window is accepted: shown by both snapshots.
+            samples, stamp_ns = self._num_samples + n, max(self._stamp_ns, window.end_ns)
             on_selected = None
             if self._worker is not None and self._config.provisional_map:
-                samples, stamp_ns = self._num_samples + n, max(self._stamp_ns, window.end_ns)
 
                 def on_selected(posterior: Posterior) -> None:
                     # Runs inside engine.update: a failure here must not reject the window.
@@ -253,12 +258,8 @@ class MappingPipeline:
                 logger.exception("engine update on %d samples raised", n)
                 reason, accepted = f"{type(err).__name__}: {err}", False
             if accepted:
-                self._num_samples += n
-                self._stamp_ns = max(self._stamp_ns, window.end_ns)
-                self._explored_box = box
-                if engine.posterior is not None:
-                    products = self._predict(engine.posterior, box)
-                num_samples, stamp_ns = self._num_samples, self._stamp_ns
+                self._num_samples, self._stamp_ns, self._explored_box = samples, stamp_ns, box
+                products = self._predict(engine.posterior, box)
         if not accepted:
             with self._input_lock:
                 self._drops.failed_update += n
@@ -282,7 +283,7 @@ class MappingPipeline:
             products,
             trajectory,
             report_dict,
-            num_samples,
+            samples,
             stamp_ns,
             job,
             engine,

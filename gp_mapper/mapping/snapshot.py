@@ -19,7 +19,10 @@ def _frozen(array: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class MapSnapshot:
-    """The map after one accepted engine update. Its arrays are read-only copies.
+    """The map after one engine update. Its arrays are read-only copies.
+
+    A provisional snapshot shows a window under the previous hyperparameters before the fit;
+    the fitted one follows, or, if the window is then rejected, the committed map again.
 
     Attributes:
         seq: Increases by one with each snapshot (across resets and loads).
@@ -32,7 +35,8 @@ class MapSnapshot:
         inducing_m: [M, D] inducing inputs (m).
         trajectory_m: [K, 2] (x, y) path of the samples (m), thinned and capped.
         report: The engine's report of the update (`UpdateReport.as_dict()`), plus the
-            window's "window_start_ns" and "window_end_ns"; {"loaded_from": path} for the
+            window's "window_start_ns" and "window_end_ns"; {"reason": "provisional",
+            "provisional": 1} for a provisional snapshot; {"loaded_from": path} for the
             snapshot a loaded map starts with.
         num_samples: Samples the map has been trained on.
     """

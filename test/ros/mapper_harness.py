@@ -1,6 +1,7 @@
 """A real gp_mapper node in-process, a probe node around it and a known synthetic field.
 
-The node runs on its own SingleThreadedExecutor thread, as ``main()`` spins it; the probe
+The node runs on its own SingleThreadedExecutor thread (``main()`` spins the same node with
+the ``executor`` parameter's choice, EventsExecutor by default); the probe
 (publishers for the inputs, subscriptions to every output, service and parameter clients)
 runs on the test's Spinner. Nothing is faked: messages cross DDS on loopback.
 """
