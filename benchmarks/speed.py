@@ -569,10 +569,9 @@ def print_sweep(label: str, rows: list[dict[str, Any]], notes: list[str], fixed:
         print(f"note: {note}")
 
 
-def sweep(args: argparse.Namespace, dtype: torch.dtype) -> dict[str, Any]:
-    devices = [torch.device("cpu")]
-    if torch.cuda.is_available() and args.device in ("auto", "cuda"):
-        devices.append(torch.device("cuda"))
+def sweep(args: argparse.Namespace, requested: torch.device, dtype: torch.dtype) -> dict[str, Any]:
+    """The sweep on the CPU, and on the ``requested`` device as well when it is a GPU."""
+    devices = [torch.device("cpu"), *([requested] if requested.type == "cuda" else [])]
     out: dict[str, Any] = {}
     for device in devices:
         warm_up(device, dtype)
@@ -622,7 +621,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.manual_seed(SEED)
     if args.sweep:
         print(header("engine update cost against M and N", device, dtype, SEED))
-        payload: dict[str, Any] = {"sweep": sweep(args, dtype)}
+        payload: dict[str, Any] = {"sweep": sweep(args, device, dtype)}
     else:
         mag = data_dir() / "magnetic" / "aalto-magnetic-data" / "data" / "invensense"
         if not mag.is_dir() or not (data_dir() / "uci" / args.uci).is_dir():
