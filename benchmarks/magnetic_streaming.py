@@ -35,7 +35,7 @@ from common import (
 )
 
 from gp_mapper.engine import EngineSpec, ExactGP, build_engine, build_kernel
-from gp_mapper.engine.online_sgp import resolve_device, set_cpu_threads
+from gp_mapper.engine.core.device import resolve_device, set_cpu_threads
 from gp_mapper.io.aalto import load_aalto_sequence
 
 NUM_BATCHES = 20

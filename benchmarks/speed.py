@@ -76,7 +76,7 @@ from gp_mapper.engine import (
     Vips,
     online_bound,
 )
-from gp_mapper.engine.online_sgp import resolve_device, set_cpu_threads
+from gp_mapper.engine.core.device import resolve_device, set_cpu_threads
 
 SEED = 0
 DELTA = 0.095  # the paper's 10 %-RMSE VIPS operating point (spec seed000 §8.5, Table 7)

@@ -65,7 +65,7 @@ from gp_mapper.engine import (
     SquaredExponential,
     Vips,
 )
-from gp_mapper.engine.online_sgp import resolve_device, set_cpu_threads
+from gp_mapper.engine.core.device import resolve_device, set_cpu_threads
 
 METHODS = ("cv", "oips", "vips")
 NUM_FOLDS = 5

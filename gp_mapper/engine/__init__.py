@@ -3,16 +3,25 @@
 Pure torch: no ROS, no files, no threads. Float64 by default, on the CPU or a CUDA device.
 """
 
-from .bound import online_bound, reference_bound, upper_bound
+from .core.device import resolve_device, set_cpu_threads
+from .core.kernels import Constant, Kernel, Matern52, SquaredExponential, Sum, kernel_from_spec
+from .core.linalg import Jitter
+from .core.noise import GaussianNoise
 from .errors import EngineError, NumericalError, StateError
 from .exact import ExactGP
-from .kernels import Constant, Kernel, Matern52, SquaredExponential, Sum, kernel_from_spec
-from .linalg import Jitter
-from .noise import GaussianNoise
-from .online_sgp import OnlineSparseGP, resolve_device, set_cpu_threads
-from .posterior import CarriedPosterior, Posterior
-from .report import UpdateReport
-from .selectors import (
+from .spec import EngineSpec, build_engine, build_kernel, build_selector
+from .vips import (
+    CarriedPosterior,
+    OnlineSparseGP,
+    Posterior,
+    RunningStats,
+    UpdateReport,
+    noise_model_log_likelihood,
+    online_bound,
+    reference_bound,
+    upper_bound,
+)
+from .vips.selectors import (
     ConditionalVariance,
     FixedSize,
     Oips,
@@ -22,8 +31,6 @@ from .selectors import (
     Vips,
     selector_from_spec,
 )
-from .spec import EngineSpec, build_engine, build_kernel, build_selector
-from .stats import RunningStats, noise_model_log_likelihood
 from .warmup import warm_up
 
 __all__ = [

@@ -11,10 +11,10 @@ from dataclasses import asdict, dataclass, fields
 
 import torch
 
-from .kernels import Constant, Kernel, Matern52, SquaredExponential
-from .linalg import JITTER_LADDER, Jitter
-from .online_sgp import DEFAULT_FIT_ITERATIONS, DEFAULT_MAX_INDUCING, OnlineSparseGP
-from .selectors import ConditionalVariance, FixedSize, Oips, Selector, Vips
+from .core.kernels import Constant, Kernel, Matern52, SquaredExponential
+from .core.linalg import JITTER_LADDER, Jitter
+from .vips.online_sgp import DEFAULT_FIT_ITERATIONS, DEFAULT_MAX_INDUCING, OnlineSparseGP
+from .vips.selectors import ConditionalVariance, FixedSize, Oips, Selector, Vips
 
 KERNELS = ("matern52", "se")
 SELECTORS = ("vips", "cv", "oips", "fixed")

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from gp_mapper.engine import CarriedPosterior, Kernel, SquaredExponential
-from gp_mapper.engine.bound import carry, online_bound
+from gp_mapper.engine.vips.bound import carry, online_bound
 
 DTYPE = torch.float64
 

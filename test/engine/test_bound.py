@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from gp_mapper.engine.bound import old_predictive, online_bound, reference_bound, upper_bound
-from gp_mapper.engine.greedy import PivotedCholesky
+from gp_mapper.engine.core.greedy import PivotedCholesky
+from gp_mapper.engine.vips.bound import old_predictive, online_bound, reference_bound, upper_bound
 
 from .conftest import OnlineToy, gauss_logpdf, naive_eq8, np64
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from gp_mapper.engine import Constant, Matern52, SquaredExponential, kernel_from_spec
-from gp_mapper.engine.kernels import LENGTHSCALE_FLOOR, VARIANCE_FLOOR
+from gp_mapper.engine.core.kernels import LENGTHSCALE_FLOOR, VARIANCE_FLOOR
 
 
 def test_matern52_and_se_match_closed_forms(rng: np.random.Generator) -> None:

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from gp_mapper.engine import NumericalError
-from gp_mapper.engine.linalg import (
+from gp_mapper.engine.core.linalg import (
     JITTER_LADDER,
     Jitter,
     cholesky_with_jitter,

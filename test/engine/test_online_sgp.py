@@ -22,7 +22,7 @@ from gp_mapper.engine import (
     Vips,
     warm_up,
 )
-from gp_mapper.engine import online_sgp as online_sgp_module
+from gp_mapper.engine.vips import online_sgp as online_sgp_module
 
 from .conftest import sine
 

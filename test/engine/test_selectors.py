@@ -15,8 +15,8 @@ from gp_mapper.engine import (
     Vips,
     selector_from_spec,
 )
-from gp_mapper.engine.bound import reference_bound, whitened_bound
-from gp_mapper.engine.greedy import PivotedCholesky
+from gp_mapper.engine.core.greedy import PivotedCholesky
+from gp_mapper.engine.vips.bound import reference_bound, whitened_bound
 
 from .conftest import make_online_toy, sine
 

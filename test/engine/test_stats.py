@@ -15,8 +15,8 @@ from gp_mapper.engine import (
     build_engine,
     noise_model_log_likelihood,
 )
-from gp_mapper.engine.hyperprior import LogNormalHyperprior
-from gp_mapper.engine.kernels import Matern52
+from gp_mapper.engine.core.hyperprior import LogNormalHyperprior
+from gp_mapper.engine.core.kernels import Matern52
 
 
 def test_running_stats_equal_direct_statistics(rng: np.random.Generator) -> None:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from gp_mapper.engine.posterior import BLOCK_CUTOFF
+from gp_mapper.engine.vips.posterior import BLOCK_CUTOFF
 from gp_mapper.mapping import GridSpec, extend_box, grid_for, predict_grid
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from .errors import NumericalError
+from ..errors import NumericalError
 
 LOG_2PI = math.log(2.0 * math.pi)
 

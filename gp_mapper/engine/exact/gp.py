@@ -7,10 +7,10 @@ import copy
 import torch
 from torch import Tensor
 
-from .fit import FitResult, fit_hyperparameters
-from .kernels import Kernel
-from .linalg import cholesky_with_jitter, gaussian_log_density, solve_lower
-from .noise import GaussianNoise
+from ..core.fit import FitResult, fit_hyperparameters
+from ..core.kernels import Kernel
+from ..core.linalg import cholesky_with_jitter, gaussian_log_density, solve_lower
+from ..core.noise import GaussianNoise
 
 
 class ExactGP:

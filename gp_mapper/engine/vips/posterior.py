@@ -14,8 +14,8 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from .kernels import Kernel
-from .linalg import Jitter, solve_lower, solve_upper_t
+from ..core.kernels import Kernel
+from ..core.linalg import Jitter, solve_lower, solve_upper_t
 
 # Predictive variances are differences of large terms; clamp the round-off below zero.
 VARIANCE_CLAMP = 0.0

@@ -18,13 +18,14 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ..core.device import resolve_device
+from ..core.fit import fit_hyperparameters
+from ..core.hyperprior import LogNormalHyperprior
+from ..core.kernels import Kernel, kernel_from_spec
+from ..core.linalg import JITTER_LADDER, Jitter, cholesky_with_jitter
+from ..core.noise import GaussianNoise
+from ..errors import NumericalError, StateError
 from .bound import BoundTerms, carry, online_bound
-from .errors import NumericalError, StateError
-from .fit import fit_hyperparameters
-from .hyperprior import LogNormalHyperprior
-from .kernels import Kernel, kernel_from_spec
-from .linalg import JITTER_LADDER, Jitter, cholesky_with_jitter
-from .noise import GaussianNoise
 from .posterior import CarriedPosterior, Posterior
 from .report import UpdateReport
 from .selectors import Selection, SelectionProblem, Selector, Vips, selector_from_spec
@@ -33,31 +34,6 @@ from .stats import RunningStats, noise_model_log_likelihood
 STATE_FORMAT_VERSION = 1
 DEFAULT_MAX_INDUCING = 2000
 DEFAULT_FIT_ITERATIONS = 100
-
-
-def resolve_device(device: str | torch.device) -> torch.device:
-    """``"auto"`` is the first CUDA device when there is one, else the CPU."""
-    if isinstance(device, torch.device):
-        return device
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    resolved = torch.device(device)
-    if resolved.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device {device!r} requested but CUDA is not available")
-    return resolved
-
-
-def set_cpu_threads(threads: int) -> None:
-    """Set torch's intra-op CPU threads for the whole process; 0 keeps torch's default.
-
-    A process-wide setting, so only programs (the node, the command line) call it. On a busy
-    machine torch's OpenMP threads spin-wait against other threads; one thread made a
-    mapping update 8x faster there, and costs little at the matrix sizes of a map.
-    """
-    if threads < 0:
-        raise ValueError(f"threads must be >= 0, got {threads}")
-    if threads > 0:
-        torch.set_num_threads(threads)
 
 
 def _posterior_at(

@@ -13,10 +13,10 @@ from typing import Any, NamedTuple, Protocol
 import torch
 from torch import Tensor
 
+from ..core.greedy import PivotedCholesky
+from ..core.kernels import Kernel
+from ..core.linalg import Jitter
 from .bound import whitened_bound
-from .greedy import PivotedCholesky
-from .kernels import Kernel
-from .linalg import Jitter
 from .posterior import CarriedPosterior
 
 # Above this many new points L* is no longer the value with every datum inducing but the bound

@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from .errors import NumericalError
+from ..errors import NumericalError
 from .kernels import Kernel
 from .linalg import Jitter, cholesky_with_jitter, jitter_scale, solve_lower
 

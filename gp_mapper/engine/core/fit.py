@@ -9,7 +9,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor, nn
 
-from .errors import NumericalError
+from ..errors import NumericalError
 
 # Stop when the largest gradient entry (of the loss per datum) falls below this. Looser than
 # SciPy's default; on the magnetometer stream the map is the same (benchmarks/magnetic_streaming.py)

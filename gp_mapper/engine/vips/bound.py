@@ -12,8 +12,8 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from .kernels import Kernel
-from .linalg import (
+from ..core.kernels import Kernel
+from ..core.linalg import (
     LOG_2PI,
     Jitter,
     cholesky_with_jitter,
