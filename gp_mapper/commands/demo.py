@@ -23,6 +23,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from gp_mapper.commands.convert import write_as_named
 from gp_mapper.io import (
     convert_aalto,
     make_synthetic_world,
@@ -43,6 +44,14 @@ SERVICE_TIMEOUT_S = 120.0
 DOMAIN_ID_RANGE = (1, 101)
 
 
+EXAMPLES = """\
+examples:
+  gp-mapper demo                                   synthetic room, about 2 minutes
+  gp-mapper demo --rate 10 --duration 60 --out out/quick
+  gp-mapper demo --data ../shared/data/magnetic/aalto-magnetic-data/data --sequences 3
+"""
+
+
 class DemoResult(NamedTuple):
     snapshot: MapSnapshot
     png: Path
@@ -51,6 +60,8 @@ class DemoResult(NamedTuple):
 
 
 def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the arguments of ``gp-mapper demo`` to ``parser`` (and its examples)."""
+    parser.epilog = EXAMPLES
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output directory")
     parser.add_argument("--data", type=Path, help="Aalto data directory (holds invensense/)")
     parser.add_argument(
@@ -171,10 +182,10 @@ def make_bag(args: argparse.Namespace, out: Path) -> Path:
     if args.data is not None:
         bag = out / "aalto.mcap"
         sequences = tuple(int(s) for s in str(args.sequences).split(",") if s.strip())
-        convert_aalto(args.data, bag, sequences=sequences, force=True)
+        write_as_named(convert_aalto, bag, True, data_dir=args.data, sequences=sequences)
     else:
         bag = out / "synthetic.mcap"
-        write_synthetic_bag(bag, seed=args.seed, duration_s=args.duration, force=True)
+        write_as_named(write_synthetic_bag, bag, True, seed=args.seed, duration_s=args.duration)
     return bag
 
 

@@ -18,7 +18,6 @@ from .bag_writer import (
     PoseStream,
     write_field_pose_bag,
 )
-from .convert_command import add_convert_arguments, run_convert
 from .errors import BagError, DatasetError, ExportError, IoLayerError
 from .exports import (
     Nav2MapFiles,
@@ -61,7 +60,6 @@ __all__ = [
     "SyntheticRun",
     "SyntheticWorld",
     "TopicSummary",
-    "add_convert_arguments",
     "bag_info",
     "convert_aalto",
     "heading_from_track",
@@ -69,7 +67,6 @@ __all__ = [
     "make_synthetic_world",
     "read_bag",
     "rotate_z",
-    "run_convert",
     "simulate_run",
     "write_field_pose_bag",
     "write_grids_npz",

@@ -229,9 +229,14 @@ def _check_topics(
     """Check both topics exist with the right types; return the (resolved) pose type."""
     types = {name: info.msgtype for name, info in reader.topics.items()}
     listing = ", ".join(f"{name} [{msgtype}]" for name, msgtype in sorted(types.items()))
-    for topic in (mag_topic, pose_topic):
-        if topic not in types:
-            raise BagError(f"{bag}: no topic {topic}; the bag holds {listing or 'no topics'}")
+    # Every missing topic at once: a bag recorded under other names lacks both, and the
+    # user should rename both in one go.
+    missing = [topic for topic in (mag_topic, pose_topic) if topic not in types]
+    if missing:
+        what = "topic" if len(missing) == 1 else "topics"
+        raise BagError(
+            f"{bag}: no {what} {' and '.join(missing)}; the bag holds {listing or 'no topics'}"
+        )
     if types[mag_topic] != FIELD_MSGTYPE:
         raise BagError(f"{bag}: topic {mag_topic} is {types[mag_topic]}, expected {FIELD_MSGTYPE}")
     found = types[pose_topic]

@@ -1,15 +1,14 @@
-"""Play a rosbag2 bag (MCAP or sqlite3) onto a live ROS graph: ``gp-mapper play BAG``.
+"""Play a rosbag2 bag (MCAP or sqlite3) onto a live ROS graph (``gp-mapper play``'s engine).
 
 ``ros2 bag play`` (rosbag2_py) is not installable here; this is its small core. Each
 recorded message is published as its raw CDR bytes (rclpy publishes serialized data as
 is), on a publisher created with the class resolved from the recorded type name, paced to
 the bag's receive stamps divided by ``--rate``, with the bag time on ``/clock`` for nodes
-running with ``use_sim_time``.
+running with ``use_sim_time``. The command line is ``gp_mapper.commands.play``.
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
 import threading
 import time
@@ -45,8 +44,6 @@ _SLEEP_SLICE_S = 0.05
 _POLL_S = 0.05
 # After the last message, how long reliable publishers may take to have it acknowledged.
 FLUSH_TIMEOUT_S = 5.0
-# A shell's exit status for a run stopped by SIGINT (128 + 2).
-EXIT_INTERRUPTED = 130
 NODE_NAME = "gp_mapper_player"
 # Pause between seeing every subscriber and the first message (see _wait_for_subscribers).
 DISCOVERY_SETTLE_S = 0.5
@@ -66,94 +63,6 @@ class PlayResult:
     published: dict[str, int] = field(default_factory=dict)
     duration_s: float = 0.0
     interrupted: bool = False
-
-
-def add_play_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add the arguments of ``gp-mapper play`` to ``parser``."""
-    parser.add_argument("bag", type=Path, help="rosbag2 directory (or .mcap/.db3 file) to play")
-    parser.add_argument(
-        "--rate",
-        type=float,
-        default=DEFAULT_RATE,
-        help="playback speed factor (2 = twice as fast); default %(default)s",
-    )
-    parser.add_argument(
-        "--topics",
-        nargs="+",
-        metavar="TOPIC",
-        default=None,
-        help="play only these recorded topics (default: all)",
-    )
-    parser.add_argument(
-        "--remap",
-        action="append",
-        default=[],
-        metavar="FROM:=TO",
-        help="publish recorded topic FROM on TO (repeatable), e.g. /imu/mag:=/mag",
-    )
-    parser.add_argument(
-        "--no-clock",
-        action="store_true",
-        help=f"do not publish the bag time on {CLOCK_TOPIC}",
-    )
-    parser.add_argument(
-        "--wait-subscribers",
-        type=float,
-        default=DEFAULT_WAIT_SUBSCRIBERS_S,
-        metavar="SECONDS",
-        help="wait up to this long for every topic to have a subscriber (0: start at once); "
-        "default %(default)s",
-    )
-
-
-def parse_remaps(items: Sequence[str]) -> dict[str, str]:
-    """``["/a:=/b", ...]`` -> ``{"/a": "/b"}``.
-
-    Raises:
-        ValueError: an item is not ``FROM:=TO`` with both sides non-empty.
-    """
-    remaps: dict[str, str] = {}
-    for item in items:
-        source, sep, target = item.partition(":=")
-        if not sep or not source or not target:
-            raise ValueError(f"remap {item!r} is not FROM:=TO")
-        remaps[source] = target
-    return remaps
-
-
-def run_play(args: argparse.Namespace) -> int:
-    """Entry point of ``gp-mapper play``: 0 when the whole bag was played.
-
-    Returns 1 for an unreadable bag, bad arguments or nothing to play, and 130 when
-    interrupted with Ctrl-C.
-    """
-    if not args.rate > 0.0:
-        logger.error("--rate must be > 0; got %s", args.rate)
-        return 1
-    try:
-        remaps = parse_remaps(args.remap)
-        result = play_bag(
-            args.bag,
-            rate=args.rate,
-            topics=args.topics,
-            remaps=remaps,
-            publish_clock=not args.no_clock,
-            wait_subscribers_s=args.wait_subscribers,
-        )
-    except (BagError, ValueError) as err:
-        logger.error("%s", err)
-        return 1
-    except KeyboardInterrupt:
-        logger.info("play interrupted")
-        return EXIT_INTERRUPTED
-    total = sum(result.published.values())
-    logger.info(
-        "published %d messages on %d topics in %.2f s",
-        total,
-        len(result.published),
-        result.duration_s,
-    )
-    return EXIT_INTERRUPTED if result.interrupted else 0
 
 
 def _open_reader(path: Path) -> Reader:
@@ -314,15 +223,3 @@ def play_bag(
         node.destroy_node()
         rclpy.try_shutdown(context=context)
     return result
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m gp_mapper.ros.player BAG [--rate R]``."""
-    parser = argparse.ArgumentParser(prog="gp_mapper.ros.player", description=__doc__)
-    add_play_arguments(parser)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    return run_play(parser.parse_args(argv))
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

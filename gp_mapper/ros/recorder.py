@@ -1,19 +1,18 @@
-"""Record the mapper's topics into a rosbag2 MCAP bag: ``gp-mapper record OUT_BAG``.
+"""Record the mapper's topics into a rosbag2 MCAP bag (``gp-mapper record``'s engine).
 
 ``ros2 bag record`` (rosbag2_py) is not installable here; this is its small core. Each
 topic is subscribed with ``raw=True`` (the callback gets the CDR bytes) and written with
 rosbags, whose MCAP output (profile ``ros2``, ``ros2msg`` schemas, ``cdr`` channels) opens
-in Foxglove and in ``ros2 bag``. Stops on Ctrl-C, SIGTERM or after ``--duration``.
+in Foxglove and in ``ros2 bag``. Stops when asked (a ``threading.Event``) or after a
+duration. The command line is ``gp_mapper.commands.record``.
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
-import signal
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -75,102 +74,6 @@ class RecordResult:
     path: Path
     counts: dict[str, int] = field(default_factory=dict)
     missing: list[str] = field(default_factory=list)
-
-
-def add_record_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add the arguments of ``gp-mapper record`` to ``parser``."""
-    parser.add_argument("out_bag", type=Path, help="bag directory to create (must not exist)")
-    parser.add_argument(
-        "--node",
-        default=DEFAULT_NODE,
-        help="fully qualified name of the mapper node whose outputs are recorded; "
-        "default %(default)s",
-    )
-    parser.add_argument(
-        "--inputs",
-        action="store_true",
-        help="also record the node's input topics (found from its subscriptions)",
-    )
-    parser.add_argument(
-        "--topics",
-        nargs="+",
-        metavar="TOPIC",
-        default=[],
-        help="extra topics to record; their types are taken from the graph",
-    )
-    parser.add_argument(
-        "--duration",
-        type=float,
-        default=None,
-        metavar="SECONDS",
-        help="stop after this long (default: until Ctrl-C)",
-    )
-    parser.add_argument(
-        "--storage",
-        choices=sorted(STORAGES),
-        default="mcap",
-        help="storage format; default %(default)s (opens in Foxglove)",
-    )
-    parser.add_argument(
-        "--use-sim-time",
-        action="store_true",
-        help="stamp messages with /clock time instead of the system clock",
-    )
-
-
-def run_record(args: argparse.Namespace) -> int:
-    """Entry point of ``gp-mapper record``: 0 once the bag is closed.
-
-    Returns 1 if the bag cannot be created.
-    """
-    if args.duration is not None and not args.duration > 0.0:
-        logger.error("--duration must be > 0; got %s", args.duration)
-        return 1
-    stop = threading.Event()
-    restore = _install_stop_signals(stop)
-    try:
-        result = record_bag(
-            args.out_bag,
-            node_name=args.node,
-            inputs=args.inputs,
-            topics=args.topics,
-            duration_s=args.duration,
-            storage=args.storage,
-            use_sim_time=args.use_sim_time,
-            stop=stop,
-        )
-    except BagError as err:
-        logger.error("%s", err)
-        return 1
-    finally:
-        restore()
-    logger.info(
-        "wrote %d messages on %d topics to %s",
-        sum(result.counts.values()),
-        sum(1 for n in result.counts.values() if n),
-        result.path,
-    )
-    return 0
-
-
-def _install_stop_signals(stop: threading.Event) -> Callable[[], None]:
-    """SIGINT/SIGTERM set ``stop`` (so the bag is closed properly); returns the undo."""
-    if threading.current_thread() is not threading.main_thread():
-        return lambda: None
-    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
-
-    def handler(signum: int, _frame: object) -> None:
-        logger.info("%s: closing the bag", signal.Signals(signum).name)
-        stop.set()
-
-    for sig in previous:
-        signal.signal(sig, handler)
-
-    def restore() -> None:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
-
-    return restore
 
 
 def _split_node_name(node_name: str) -> tuple[str, str]:
@@ -333,15 +236,3 @@ def record_bag(
         rclpy.try_shutdown(context=context)
         writer.close()
     return RecordResult(out, dict(recording.counts), missing)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m gp_mapper.ros.recorder OUT_BAG [--duration S]``."""
-    parser = argparse.ArgumentParser(prog="gp_mapper.ros.recorder", description=__doc__)
-    add_record_arguments(parser)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    return run_record(parser.parse_args(argv))
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -21,15 +21,16 @@ from rosbags.typesys import Stores, get_typestore
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import MagneticField
 
-from gp_mapper.ros.convert import stamp_to_ns
-from gp_mapper.ros.errors import BagError
-from gp_mapper.ros.player import (
+from gp_mapper.commands.play import (
+    EXIT_BAD_INPUT,
     EXIT_INTERRUPTED,
     add_play_arguments,
     parse_remaps,
-    play_bag,
     run_play,
 )
+from gp_mapper.ros.convert import stamp_to_ns
+from gp_mapper.ros.errors import BagError
+from gp_mapper.ros.player import play_bag
 from gp_mapper.ros.recorder import record_bag
 
 from .helpers import Collector, Spinner, wait_for
@@ -158,11 +159,16 @@ def test_play_stops_when_asked(bag: Path) -> None:
     assert sum(result.published.values()) == 0
 
 
-def test_run_play_exit_codes(tmp_path: Path, bag: Path) -> None:
+def test_run_play_exit_codes(tmp_path: Path, bag: Path, capsys: pytest.CaptureFixture[str]) -> None:
     parser = argparse.ArgumentParser()
     add_play_arguments(parser)
-    assert run_play(parser.parse_args([str(tmp_path / "missing")])) == 1
-    assert run_play(parser.parse_args([str(bag), "--rate", "-1"])) == 1
+    missing = tmp_path / "missing"
+    # a missing bag is a bad input: exit 2 and one line, as convert and replay answer
+    assert run_play(parser.parse_args([str(missing)])) == EXIT_BAD_INPUT == 2
+    assert capsys.readouterr().err == f"gp-mapper play: error: {missing}: no such bag\n"
+    assert run_play(parser.parse_args([str(bag), "--rate", "-1"])) == 2
+    assert run_play(parser.parse_args([str(bag), "--topics", "/nope"])) == 2
+    assert "no topic /nope" in capsys.readouterr().err
     args = parser.parse_args(
         [str(bag), "--rate", "50", "--wait-subscribers", "0", "--remap", "/imu/mag:=/m2"]
     )

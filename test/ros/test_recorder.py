@@ -23,15 +23,11 @@ from rosbags.rosbag2 import Reader
 from rosbags.typesys import Stores, get_typestore
 from sensor_msgs.msg import MagneticField
 
+from gp_mapper.commands.record import add_record_arguments, run_record
 from gp_mapper.ros import convert
 from gp_mapper.ros.errors import BagError
 from gp_mapper.ros.qos import DIAGNOSTICS_QOS, MAP_QOS, SENSOR_QOS
-from gp_mapper.ros.recorder import (
-    RecordResult,
-    add_record_arguments,
-    record_bag,
-    run_record,
-)
+from gp_mapper.ros.recorder import RecordResult, record_bag
 
 from .helpers import Spinner, wait_for
 
@@ -171,12 +167,12 @@ def test_run_record_with_duration(tmp_path: Path) -> None:
     assert {"/gp_mapper/mean", "/gp_mapper/variance", "/gp_mapper/field"} <= topics
     assert {"/gp_mapper/inducing_points", "/diagnostics"} <= topics
     assert run_record(parser.parse_args([str(out), "--duration", "0.5"])) == 1
-    assert run_record(parser.parse_args([str(tmp_path / "x"), "--duration", "0"])) == 1
+    assert run_record(parser.parse_args([str(tmp_path / "x"), "--duration", "0"])) == 2
 
 
 def test_recorder_process_closes_the_bag_on_sigint(tmp_path: Path) -> None:
     out = tmp_path / "sigint_bag"
-    code = "import sys; from gp_mapper.ros.recorder import main; sys.exit(main())"
+    code = "import sys; from gp_mapper.commands.record import main; sys.exit(main())"
     proc = subprocess.Popen(
         [sys.executable, "-c", code, str(out)],
         stdout=subprocess.PIPE,

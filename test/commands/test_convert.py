@@ -1,4 +1,4 @@
-"""The ``convert`` sub-command front: argument parsing, summaries, exit codes."""
+"""``gp-mapper convert``: argument parsing, summaries, exit codes, the bag it names."""
 
 from __future__ import annotations
 
@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from gp_mapper.io import add_convert_arguments, bag_info, run_convert
+from gp_mapper.commands.convert import add_convert_arguments, run_convert
+from gp_mapper.io import bag_info, read_bag
 
-from .helpers import write_tiny_aalto
+from ..io.helpers import write_tiny_aalto
 
 
 def _run(argv: list[str]) -> int:
@@ -70,3 +71,41 @@ def test_bad_arguments_are_usage_errors(argv: list[str]) -> None:
     with pytest.raises(SystemExit) as exit_info:
         _run(argv)
     assert exit_info.value.code == 2
+
+
+@pytest.mark.parametrize(("name", "storage"), [("walk.mcap", "mcap"), ("walk.db3", "sqlite3")])
+def test_a_bag_named_as_a_file_is_that_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, storage: str
+) -> None:
+    out = tmp_path / name
+    assert _run(["synthetic", str(out), "--duration", "2"]) == 0
+    assert f"wrote {out} ({storage})" in capsys.readouterr().out
+    # the one storage file the user named, not a folder holding walk.mcap/walk.mcap.mcap
+    assert out.is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]
+    info = bag_info(out)
+    assert info.storage == storage
+    readings = info.topics["/imu/mag"][1]
+    assert readings > 0
+    assert sum(1 for _ in read_bag(out)) > 0
+
+    assert _run(["synthetic", str(out), "--duration", "2"]) == 1
+    assert "exists already" in capsys.readouterr().err
+    assert _run(["synthetic", str(out), "--duration", "4", "--force"]) == 0
+    assert bag_info(out).topics["/imu/mag"][1] > readings  # the longer run replaced it
+
+
+def test_a_bag_named_as_a_directory_stays_a_directory(tmp_path: Path) -> None:
+    out = tmp_path / "walk_bag"
+    assert _run(["synthetic", str(out), "--duration", "2", "--storage", "sqlite3"]) == 0
+    assert (out / "metadata.yaml").is_file()
+    assert bag_info(out).storage == "sqlite3"
+
+
+def test_storage_contradicting_the_name_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "walk.mcap"
+    assert _run(["synthetic", str(out), "--storage", "sqlite3"]) == 2
+    assert "names a mcap file, but --storage is sqlite3" in capsys.readouterr().err
+    assert not out.exists()

@@ -1,31 +1,58 @@
-"""The ``gp-mapper convert`` sub-command: build a replayable rosbag2 from a data set.
+"""``gp-mapper convert``: build a replayable rosbag2 from a data set.
 
-``gp-mapper convert aalto DATA_DIR OUT_BAG [--sensor S] [--sequences 1,2,3] [--storage mcap]
-[--force]`` converts the Aalto recordings; ``gp-mapper convert synthetic OUT_BAG [--seed N]
-[--duration S]`` writes a simulated run through the synthetic room. This module is a command
+``gp-mapper convert aalto DATA_DIR OUT_BAG`` converts the Aalto recordings;
+``gp-mapper convert synthetic OUT_BAG`` writes a simulated run through the synthetic room.
+An OUT_BAG named ``*.mcap`` or ``*.db3`` becomes that one storage file (as ``ros2 bag``
+and rosbags open it); any other name becomes a rosbag2 directory. This module is a command
 line front: it prints a short summary to stdout and one-line errors to stderr.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import MappingProxyType
+from typing import Any, TypeVar
 
-from .bag_convert import convert_aalto
-from .bag_writer import DEFAULT_MAG_TOPIC, DEFAULT_POSE_TOPIC, STORAGE_PLUGINS
-from .errors import BagError, DatasetError
-from .pose_types import POSE_MSGTYPES
-from .synthetic import write_synthetic_bag
+from gp_mapper.io.bag_convert import convert_aalto
+from gp_mapper.io.bag_source import STORAGE_SUFFIXES
+from gp_mapper.io.bag_writer import DEFAULT_MAG_TOPIC, DEFAULT_POSE_TOPIC, STORAGE_PLUGINS
+from gp_mapper.io.errors import BagError, DatasetError
+from gp_mapper.io.pose_types import POSE_MSGTYPES
+from gp_mapper.io.synthetic import write_synthetic_bag
 
-__all__ = ["EXIT_BAD_INPUT", "EXIT_FAILED", "EXIT_OK", "add_convert_arguments", "run_convert"]
+__all__ = [
+    "EXAMPLES",
+    "EXIT_BAD_INPUT",
+    "EXIT_FAILED",
+    "EXIT_OK",
+    "add_convert_arguments",
+    "run_convert",
+    "write_as_named",
+]
 
 EXIT_OK = 0
 EXIT_FAILED = 1  # the output could not be written (exists, disk, rosbags)
 EXIT_BAD_INPUT = 2  # the input data is missing or malformed (argparse's usage-error code)
 _PROG = "gp-mapper convert"
+DEFAULT_STORAGE = "mcap"
+# Summary = BagSummary | ConvertSummary: both NamedTuples with an ``out_bag`` field.
+Summary = TypeVar("Summary")
+
+EXAMPLES = """\
+examples:
+  gp-mapper convert synthetic demo.mcap --duration 60
+  gp-mapper convert aalto data/ aalto.mcap --sequences 1,2,3
+  gp-mapper convert aalto data/ aalto_bag --storage sqlite3 --force
+
+OUT_BAG ending in .mcap or .db3 is written as that one file; any other name as a
+rosbag2 directory (metadata.yaml beside the storage file).
+"""
 
 
 def add_convert_arguments(parser: argparse.ArgumentParser) -> None:
@@ -34,10 +61,13 @@ def add_convert_arguments(parser: argparse.ArgumentParser) -> None:
     The chosen source is stored in ``args.convert_source``; call :func:`run_convert` with the
     parsed namespace.
     """
+    parser.epilog = EXAMPLES
     sources = parser.add_subparsers(dest="convert_source", metavar="SOURCE", required=True)
 
     aalto = sources.add_parser(
         "aalto",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=EXAMPLES,
         help="the Aalto robot magnetometer recordings (Solin et al. 2018)",
         description="Convert Aalto magnetometer sequences into one rosbag2 "
         "(MagneticField in tesla on the mag topic, PoseStamped in frame map on the pose topic).",
@@ -48,7 +78,7 @@ def add_convert_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="DATA_DIR",
         help="folder holding one sub-folder per sensor (invensense/ ...)",
     )
-    aalto.add_argument("out_bag", type=Path, metavar="OUT_BAG", help="bag directory to create")
+    aalto.add_argument("out_bag", type=Path, metavar="OUT_BAG", help=_OUT_BAG_HELP)
     aalto.add_argument(
         "--sensor", default="invensense", help="sensor folder (default: %(default)s)"
     )
@@ -69,11 +99,13 @@ def add_convert_arguments(parser: argparse.ArgumentParser) -> None:
 
     synthetic = sources.add_parser(
         "synthetic",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=EXAMPLES,
         help="a simulated run through the synthetic 8 m x 6 m room",
         description="Simulate a robot run through the synthetic magnetic world and write it "
         "in the same layout as the Aalto conversion.",
     )
-    synthetic.add_argument("out_bag", type=Path, metavar="OUT_BAG", help="bag directory to create")
+    synthetic.add_argument("out_bag", type=Path, metavar="OUT_BAG", help=_OUT_BAG_HELP)
     synthetic.add_argument("--seed", type=int, default=0, help="world and noise seed (default: 0)")
     synthetic.add_argument(
         "--duration",
@@ -105,8 +137,9 @@ def run_convert(args: argparse.Namespace) -> int:
     """
     handler = _HANDLERS[args.convert_source]
     try:
+        args.storage = _storage_for(args.out_bag, args.storage)
         lines = handler(args)
-    except DatasetError as err:
+    except (DatasetError, ValueError) as err:
         print(f"{_PROG}: error: {err}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except BagError as err:
@@ -117,9 +150,11 @@ def run_convert(args: argparse.Namespace) -> int:
 
 
 def _run_aalto(args: argparse.Namespace) -> list[str]:
-    summary = convert_aalto(
-        args.data_dir,
+    summary = write_as_named(
+        convert_aalto,
         args.out_bag,
+        args.force,
+        data_dir=args.data_dir,
         sensor=args.sensor,
         sequences=args.sequences,
         storage=args.storage,
@@ -127,7 +162,6 @@ def _run_aalto(args: argparse.Namespace) -> list[str]:
         pose_topic=args.pose_topic,
         max_seconds=args.max_seconds,
         pose_rate_hz=args.pose_rate,
-        force=args.force,
     )
     return [
         f"wrote {summary.out_bag} ({summary.storage})",
@@ -139,8 +173,10 @@ def _run_aalto(args: argparse.Namespace) -> list[str]:
 
 
 def _run_synthetic(args: argparse.Namespace) -> list[str]:
-    summary = write_synthetic_bag(
+    summary = write_as_named(
+        write_synthetic_bag,
         args.out_bag,
+        args.force,
         seed=args.seed,
         duration_s=args.duration,
         rate_hz=args.rate,
@@ -149,7 +185,6 @@ def _run_synthetic(args: argparse.Namespace) -> list[str]:
         pose_topic=args.pose_topic,
         pose_type=args.pose_type,
         pose_rate_hz=args.pose_rate,
-        force=args.force,
     )
     return [
         f"wrote {summary.out_bag} ({summary.storage})",
@@ -169,8 +204,9 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--storage",
         choices=sorted(STORAGE_PLUGINS),
-        default="mcap",
-        help="rosbag2 storage (default: %(default)s)",
+        default=None,
+        help=f"rosbag2 storage (default: from an OUT_BAG ending in .mcap or .db3, "
+        f"else {DEFAULT_STORAGE})",
     )
     parser.add_argument(
         "--mag-topic", default=DEFAULT_MAG_TOPIC, help="magnetometer topic (default: %(default)s)"
@@ -185,6 +221,60 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
         help="pose rate in Hz (default: one pose per magnetometer sample)",
     )
     parser.add_argument("--force", action="store_true", help="replace an existing OUT_BAG")
+
+
+_OUT_BAG_HELP = "the bag to create: a .mcap or .db3 file, or a rosbag2 directory"
+
+
+def _storage_for(out_bag: Path, storage: str | None) -> str:
+    """The storage to write: ``--storage``, else the one OUT_BAG's suffix names.
+
+    Raises:
+        ValueError: ``--storage`` contradicts the suffix (``out.mcap --storage sqlite3``).
+    """
+    named = STORAGE_SUFFIXES.get(Path(out_bag).suffix)
+    if storage is not None and named is not None and storage != named:
+        raise ValueError(f"{out_bag} names a {named} file, but --storage is {storage}")
+    return storage or named or DEFAULT_STORAGE
+
+
+def write_as_named(
+    write: Callable[..., Summary], out_bag: Path, force: bool, **kwargs: Any
+) -> Summary:
+    """Call ``write(out_bag=..., force=..., **kwargs)`` so that the bag is exactly ``out_bag``.
+
+    A name with a storage suffix gets that one storage file: the writers always make a
+    rosbag2 directory, so the bag is written into a temporary directory beside ``out_bag``
+    and its storage file renamed into place (same file system: atomic).
+
+    Raises:
+        BagError: ``out_bag`` exists and ``force`` is false, or it is a directory that is
+            not a bag; or the writer fails.
+    """
+    out_bag = Path(out_bag)
+    suffix = out_bag.suffix
+    if suffix not in STORAGE_SUFFIXES:
+        return write(out_bag=out_bag, force=force, **kwargs)
+    if out_bag.exists() or out_bag.is_symlink():
+        if not force:
+            raise BagError(f"{out_bag} exists already; not overwriting it (pass --force)")
+        if out_bag.is_dir() and not (out_bag / "metadata.yaml").is_file():
+            raise BagError(f"{out_bag} is a directory that is not a bag; refusing to replace it")
+    parent = out_bag.parent if str(out_bag.parent) else Path(".")
+    parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out_bag.name}.", dir=parent))
+    try:
+        staged = staging / "bag"
+        summary = write(out_bag=staged, force=False, **kwargs)
+        (storage_file,) = staged.glob(f"*{suffix}")
+        if out_bag.is_dir():  # an old directory bag of this name (under --force)
+            out_bag.rename(staging / "old")
+        os.replace(storage_file, out_bag)
+    except OSError as err:
+        raise BagError(f"{out_bag}: could not write the bag ({err})") from err
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return summary._replace(out_bag=out_bag)  # type: ignore[attr-defined]
 
 
 def _sequence_list(text: str) -> tuple[int, ...]:
