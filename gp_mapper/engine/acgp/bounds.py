@@ -183,8 +183,9 @@ def should_stop(bounds: BlockBounds, rel_tol: float, abs_tol: float) -> bool:
 
     Stops when ``𝓤 − 𝓛 < abs_tol``, or when 𝓤 and 𝓛 have the same non-zero sign and
     ``(𝓤 − 𝓛) / (2 min(|𝓤|, |𝓛|)) < rel_tol``. The sign condition is the paper's (Eqs. 30–31);
-    the authors' code leaves it out, which lets bounds of opposite sign pass the relative test
-    when one of them is near zero and the ratio is meaningless.
+    the authors' code leaves it out (and takes |𝓤 − 𝓛|, as its bounds can cross). With ordered
+    bounds of opposite sign the ratio is at least 1, so here the condition decides for r ≥ 1,
+    where the ratio no longer bounds a relative error; a zero bound never passes the relative test.
     """
     gap = bounds.upper - bounds.lower
     if gap < abs_tol:

@@ -1,0 +1,46 @@
+"""The Adaptive Cholesky GP (seed 004): an exact GP on the random subset its bounds say suffices.
+
+Modules: ``bounds`` (the corrected EvaluateBounds and the stopping rule), ``cholesky`` (the
+blocked Cholesky that stops), ``objective`` (estimators of log p(y) and the fitting objective
+with its closed-form backward), ``refinement`` (L-BFGS with the r = (2/3)^{k+1} schedule) and
+``model`` (the batch model).
+"""
+
+from .bounds import (
+    BlockBounds,
+    BlockStatistics,
+    block_statistics,
+    evaluate_bounds,
+    should_stop,
+)
+from .cholesky import StoppedCholesky, stopped_cholesky
+from .model import AdaptiveCholeskyGP
+from .objective import (
+    SubsetDataFit,
+    acgp_objective,
+    extrapolated_log_evidence,
+    midpoint_log_evidence,
+    subset_data_fit,
+    subset_matrix,
+)
+from .refinement import RefinementResult, refine_hyperparameters, refinement_tolerance
+
+__all__ = [
+    "AdaptiveCholeskyGP",
+    "BlockBounds",
+    "BlockStatistics",
+    "RefinementResult",
+    "StoppedCholesky",
+    "SubsetDataFit",
+    "acgp_objective",
+    "block_statistics",
+    "evaluate_bounds",
+    "extrapolated_log_evidence",
+    "midpoint_log_evidence",
+    "refine_hyperparameters",
+    "refinement_tolerance",
+    "should_stop",
+    "stopped_cholesky",
+    "subset_data_fit",
+    "subset_matrix",
+]
