@@ -1,4 +1,11 @@
-"""The continual Gaussian-process engine: kernels, the online sparse GP, selectors, fitting.
+"""The Gaussian-process engine: one model interface, the models of the seed papers, and what
+they share.
+
+Layout: ``core/`` (kernels, linear algebra, transforms, noise, fitting, device) is shared by
+every model; each method is a subpackage: ``vips/`` (the streaming sparse GP of seed 000),
+``exact/`` (the exact GP), ``acgp/`` (the Adaptive Cholesky GP of seed 004). ``model.py`` is
+the interface they meet, ``registry.py`` finds a model by name (as saved in a map file),
+``settings/`` declares every setting once and ``spec.py`` builds a model from them.
 
 Pure torch: no ROS, no files, no threads. Float64 by default, on the CPU or a CUDA device.
 """
@@ -9,7 +16,11 @@ from .core.linalg import Jitter
 from .core.noise import GaussianNoise
 from .errors import EngineError, NumericalError, StateError
 from .exact import ExactGP
-from .spec import EngineSpec, build_engine, build_kernel, build_selector
+from .exact.posterior import ExactPosterior
+from .model import BatchModel, Model, ModelPosterior, Report, StreamingModel
+from .registry import model_entry, model_from_state, model_names, saved_model_name
+from .report import FitReport
+from .spec import EngineSpec, build_engine, build_kernel, build_model, build_selector
 from .vips import (
     CarriedPosterior,
     OnlineSparseGP,
@@ -34,38 +45,50 @@ from .vips.selectors import (
 from .warmup import warm_up
 
 __all__ = [
+    "BatchModel",
     "CarriedPosterior",
     "ConditionalVariance",
     "Constant",
     "EngineError",
     "EngineSpec",
     "ExactGP",
+    "ExactPosterior",
+    "FitReport",
     "FixedSize",
     "GaussianNoise",
     "Jitter",
     "Kernel",
     "Matern52",
+    "Model",
+    "ModelPosterior",
     "NumericalError",
     "Oips",
     "OnlineSparseGP",
     "Posterior",
+    "Report",
     "RunningStats",
     "Selection",
     "SelectionProblem",
     "Selector",
     "SquaredExponential",
     "StateError",
+    "StreamingModel",
     "Sum",
     "UpdateReport",
     "Vips",
     "build_engine",
     "build_kernel",
+    "build_model",
     "build_selector",
     "kernel_from_spec",
+    "model_entry",
+    "model_from_state",
+    "model_names",
     "noise_model_log_likelihood",
     "online_bound",
     "reference_bound",
     "resolve_device",
+    "saved_model_name",
     "selector_from_spec",
     "set_cpu_threads",
     "upper_bound",

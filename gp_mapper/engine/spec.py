@@ -1,90 +1,92 @@
-"""A flat, frozen description of an engine, and the factory that builds one from it.
+"""A flat, frozen description of a model, and the factories that build one from it.
 
-The mapping layer and the node parameters are flat names; this is where they become objects.
-Defaults are the seed paper's magnetometer model (spec seed000 §8.5) with the paper's
-recommended VIPS δ = 0.035.
+The mapping layer, the node parameters and ``gp-mapper fit`` speak in flat names; this is where
+they become objects. Every default and range comes from the settings table
+(``gp_mapper.engine.settings``); the defaults are the seed paper's magnetometer model (spec
+seed000 §8.5) with the paper's recommended VIPS δ = 0.035.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import asdict, dataclass, fields
+from typing import TYPE_CHECKING, Any
 
 import torch
 
-from .core.kernels import Constant, Kernel, Matern52, SquaredExponential
-from .core.linalg import JITTER_LADDER, Jitter
-from .vips.online_sgp import DEFAULT_FIT_ITERATIONS, DEFAULT_MAX_INDUCING, OnlineSparseGP
+from .core.kernels import Constant, Kernel, kernel_from_spec
+from .core.linalg import Jitter
+from .settings import SETTING_BY_NAME, default
 from .vips.selectors import ConditionalVariance, FixedSize, Oips, Selector, Vips
 
-KERNELS = ("matern52", "se")
-SELECTORS = ("vips", "cv", "oips", "fixed")
+if TYPE_CHECKING:
+    from .acgp import AdaptiveCholeskyGP
+    from .exact import ExactGP
+    from .model import Model
+    from .vips import OnlineSparseGP
+
 DTYPES = {"float64": torch.float64, "float32": torch.float32}
 
 
 @dataclass(frozen=True)
 class EngineSpec:
-    """Engine settings by name (units: inputs in m, targets in µT).
+    """Model settings by name (units: inputs in m, targets in µT). See ``settings`` for each.
 
     Attributes:
-        kernel: "matern52" (Matérn-5/2) or "se" (squared exponential).
+        model: the model's registered name ("vips", "exact", "acgp").
+        kernel: "matern52", "matern32" or "se" (added to a constant unless that is 0).
         constant_variance: variance of the constant offset kernel [µT²]; 0 leaves it out.
         kernel_variance: initial variance of the stationary kernel [µT²].
         lengthscale: initial lengthscale [m].
         ard: one lengthscale per input dimension.
         noise_variance: initial noise variance [µT²].
-        selector: "vips", "cv" (conditional variance), "oips" or "fixed".
-        delta: VIPS threshold (fraction of the gain over a noise model that may be lost).
-        eta: CV trace threshold (absolute, µT²).
-        rho: OIPS correlation threshold.
-        fixed_size: inducing points of the "fixed" selector.
-        max_inducing: hard cap on inducing points.
-        fit_iterations: L-BFGS iterations per batch (0 keeps θ fixed).
-        hyperprior_scale: log-space std of the weak log-normal hyperprior (0: maximum
-            likelihood, as the paper; 0.5 keeps fits sensible on short robot batches).
-        jitter: first jitter of the Cholesky of K(Z, Z); larger ones follow on failure.
-        jitter_relative: ``jitter`` multiplies mean(diag K) (default); false makes it absolute
-            [µT²], the seed paper's convention (ε = 1e-6 on standardised UCI targets).
+        fit_iterations: L-BFGS iterations (per batch for vips; 0 keeps θ fixed).
+        jitter, jitter_relative: the first jitter of every Cholesky, relative or absolute.
         device: "auto", "cpu", "cuda" or "cuda:N".
         dtype: "float64" or "float32".
+        selector, delta, eta, rho, fixed_size, max_inducing, hyperprior_scale: vips only.
+        acgp_block_size, acgp_initial_block, acgp_rel_tol, acgp_abs_tol, acgp_max_points,
+            seed: acgp only.
     """
 
-    kernel: str = "matern52"
-    constant_variance: float = 500.0
-    kernel_variance: float = 1.0
-    lengthscale: float = 1.0
-    ard: bool = False
-    noise_variance: float = 0.1
-    selector: str = "vips"
-    delta: float = 0.035
-    eta: float = 0.06
-    rho: float = 0.93
-    fixed_size: int = 100
-    max_inducing: int = DEFAULT_MAX_INDUCING
-    fit_iterations: int = DEFAULT_FIT_ITERATIONS
-    hyperprior_scale: float = 0.5
-    jitter: float = JITTER_LADDER[0]
-    jitter_relative: bool = True
-    device: str = "auto"
-    dtype: str = "float64"
+    model: str = default("model")
+    kernel: str = default("kernel")
+    constant_variance: float = default("constant_variance")
+    kernel_variance: float = default("kernel_variance")
+    lengthscale: float = default("lengthscale")
+    ard: bool = default("ard")
+    noise_variance: float = default("noise_variance")
+    fit_iterations: int = default("fit_iterations")
+    jitter: float = default("jitter")
+    jitter_relative: bool = default("jitter_relative")
+    device: str = default("device")
+    dtype: str = default("dtype")
+    selector: str = default("selector")
+    delta: float = default("delta")
+    eta: float = default("eta")
+    rho: float = default("rho")
+    fixed_size: int = default("fixed_size")
+    max_inducing: int = default("max_inducing")
+    hyperprior_scale: float = default("hyperprior_scale")
+    acgp_block_size: int = default("acgp_block_size")
+    acgp_initial_block: int = default("acgp_initial_block")
+    acgp_rel_tol: float = default("acgp_rel_tol")
+    acgp_abs_tol: float = default("acgp_abs_tol")
+    acgp_max_points: int = default("acgp_max_points")
+    seed: int = default("seed")
 
     def __post_init__(self) -> None:
-        if self.kernel not in KERNELS:
-            raise ValueError(f"kernel must be one of {KERNELS}, got {self.kernel!r}")
-        if self.selector not in SELECTORS:
-            raise ValueError(f"selector must be one of {SELECTORS}, got {self.selector!r}")
-        if self.dtype not in DTYPES:
-            raise ValueError(f"dtype must be one of {tuple(DTYPES)}, got {self.dtype!r}")
-        for name in ("kernel_variance", "lengthscale", "noise_variance"):
-            if not getattr(self, name) > 0.0:
-                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
-        if self.hyperprior_scale < 0.0:
-            raise ValueError(f"hyperprior_scale must be >= 0, got {self.hyperprior_scale}")
+        for f in fields(self):
+            # Raises ValueError naming the setting; stores the canonical type (5 -> 5.0).
+            object.__setattr__(self, f.name, SETTING_BY_NAME[f.name].check(getattr(self, f.name)))
         Jitter(self.jitter, self.jitter_relative)  # raises ValueError on a bad pair
-        if self.constant_variance < 0.0:
-            raise ValueError(f"constant_variance must be >= 0, got {self.constant_variance}")
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
+
+    def replace(self, **changes: Any) -> EngineSpec:
+        """A copy with some settings changed, validated."""
+        return dataclasses.replace(self, **changes)
 
     @classmethod
     def field_names(cls) -> tuple[str, ...]:
@@ -93,8 +95,14 @@ class EngineSpec:
 
 def build_kernel(spec: EngineSpec, input_dim: int) -> Kernel:
     """The prior kernel the spec names, for inputs of dimension ``input_dim``."""
-    cls = Matern52 if spec.kernel == "matern52" else SquaredExponential
-    stationary = cls(spec.kernel_variance, spec.lengthscale, input_dim if spec.ard else 0)
+    stationary = kernel_from_spec(
+        {
+            "type": spec.kernel,
+            "variance": spec.kernel_variance,
+            "lengthscale": [spec.lengthscale],
+            "ard_dims": input_dim if spec.ard else 0,
+        }
+    )
     if spec.constant_variance > 0.0:
         return Constant(spec.constant_variance) + stationary
     return stationary
@@ -109,8 +117,10 @@ def build_selector(spec: EngineSpec) -> Selector:
     }[spec.selector]()
 
 
-def build_engine(spec: EngineSpec, input_dim: int) -> OnlineSparseGP:
-    """A fresh engine as the spec describes it."""
+def build_online_sgp(spec: EngineSpec, input_dim: int) -> OnlineSparseGP:
+    """The streaming VIPS model (seed 000) the spec describes."""
+    from .vips import OnlineSparseGP
+
     return OnlineSparseGP(
         build_kernel(spec, input_dim),
         spec.noise_variance,
@@ -122,3 +132,49 @@ def build_engine(spec: EngineSpec, input_dim: int) -> OnlineSparseGP:
         hyperprior_scale=spec.hyperprior_scale,
         jitter=Jitter(spec.jitter, spec.jitter_relative),
     )
+
+
+def build_exact(spec: EngineSpec, input_dim: int) -> ExactGP:
+    """The exact GP the spec describes."""
+    from .exact import ExactGP
+
+    return ExactGP(
+        build_kernel(spec, input_dim),
+        spec.noise_variance,
+        device=spec.device,
+        dtype=DTYPES[spec.dtype],
+        fit_iterations=spec.fit_iterations,
+        jitter=Jitter(spec.jitter, spec.jitter_relative),
+    )
+
+
+def build_acgp(spec: EngineSpec, input_dim: int) -> AdaptiveCholeskyGP:
+    """The Adaptive Cholesky GP (seed 004) the spec describes."""
+    from .acgp import AdaptiveCholeskyGP
+
+    return AdaptiveCholeskyGP(
+        build_kernel(spec, input_dim),
+        spec.noise_variance,
+        block_size=spec.acgp_block_size,
+        initial_block_size=spec.acgp_initial_block or None,
+        rel_tol=spec.acgp_rel_tol,
+        abs_tol=spec.acgp_abs_tol,
+        max_points=spec.acgp_max_points or None,
+        fit_iterations=spec.fit_iterations,
+        seed=spec.seed,
+        device=spec.device,
+        dtype=DTYPES[spec.dtype],
+        jitter=Jitter(spec.jitter, spec.jitter_relative),
+    )
+
+
+def build_model(spec: EngineSpec, input_dim: int) -> Model:
+    """A fresh model as the spec describes it (the registry dispatches on ``spec.model``)."""
+    from .registry import model_entry
+
+    return model_entry(spec.model).build(spec, input_dim)
+
+
+def build_engine(spec: EngineSpec, input_dim: int) -> Model:
+    """A fresh model as the spec describes it; the name predates the other models."""
+    return build_model(spec, input_dim)

@@ -3,8 +3,9 @@
 `PARAMETERS` is the single table of every parameter of the `gp_mapper` node: name, default,
 type, description with unit, range or choices and whether it is read-only. The ROS node declares
 exactly these (with descriptors built from the table), the README lists them, and
-`MapperConfig` holds their values. The engine's parameters mirror the fields of
-`gp_mapper.engine.EngineSpec` with the same names; a test keeps the two in sync.
+`MapperConfig` holds their values. The engine's parameters are built from the engine's settings
+table (`gp_mapper.engine.settings`), the one source of their defaults and ranges; they are the
+fields of `gp_mapper.engine.EngineSpec` of the same names.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from gp_mapper.engine.settings import Setting, node_settings
 from gp_mapper.mapping.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -209,55 +211,26 @@ PARAMETERS: tuple[ParameterInfo, ...] = (
                   "publish each window's map under the previous hyperparameters as soon as its "
                   "inducing points are chosen, then the fitted map (lower latency; one more "
                   "grid prediction per window; the node only)"),
-    # --- the engine: the fields of gp_mapper.engine.EngineSpec ---
-    ParameterInfo("kernel", "matern52", "str", "stationary kernel added to the constant",
-                  choices=("matern52", "se"), read_only=True, group="engine"),
-    ParameterInfo("constant_variance", 500.0, "float",
-                  "initial variance of the constant kernel (absorbs the ~48 µT mean) [µT²]; "
-                  "0 = off",
-                  min=0.0, max=1.0e6, group="engine"),
-    ParameterInfo("kernel_variance", 1.0, "float", "initial stationary kernel variance [µT²]",
-                  min=1.0e-6, max=1.0e6, group="engine"),
-    ParameterInfo("lengthscale", 1.0, "float", "initial kernel lengthscale [m]",
-                  min=1.0e-3, max=1.0e3, group="engine"),
-    ParameterInfo("ard", False, "bool", "one lengthscale per input dimension",
-                  read_only=True, group="engine"),
-    ParameterInfo("noise_variance", 0.1, "float", "initial observation noise variance [µT²]",
-                  min=1.0e-6, max=1.0e4, group="engine"),
-    ParameterInfo("selector", "vips", "str", "inducing-point selection rule",
-                  choices=("vips", "cv", "oips", "fixed"), group="engine"),
-    ParameterInfo("delta", 0.035, "float",
-                  "VIPS tolerance, relative to the gap between the reference and noise bounds",
-                  min=0.0, max=1.0, group="engine"),
-    ParameterInfo("eta", 0.06, "float", "conditional-variance stopping threshold [µT²]",
-                  min=0.0, max=1.0e6, group="engine"),
-    ParameterInfo("rho", 0.93, "float", "OIPS correlation threshold", min=0.0, max=1.0,
-                  group="engine"),
-    ParameterInfo("fixed_size", 100, "int", "inducing points of the fixed selector [points]",
-                  min=1, max=100000, group="engine"),
-    ParameterInfo("max_inducing", 2000, "int", "cap on inducing points [points]",
-                  min=1, max=100000, group="engine"),
-    ParameterInfo("fit_iterations", 100, "int",
-                  "L-BFGS iterations of the hyperparameter fit per update; 0 = keep them fixed",
-                  min=0, max=10000, group="engine"),
-    ParameterInfo("hyperprior_scale", 0.5, "float",
-                  "log-space std of a weak log-normal hyperprior on the kernel parameters; "
-                  "0 = maximum likelihood as in the paper",
-                  min=0.0, max=10.0, group="engine"),
-    ParameterInfo("jitter", 1.0e-8, "float",
-                  "first jitter added to the inducing-point kernel matrix before its Cholesky "
-                  "(larger ones follow on failure): times the mean kernel variance when "
-                  "jitter_relative, else in µT²",
-                  min=0.0, max=1.0, read_only=True, group="engine"),
-    ParameterInfo("jitter_relative", True, "bool",
-                  "scale the jitter by the mean kernel variance (false: absolute, the seed "
-                  "paper's convention)",
-                  read_only=True, group="engine"),
-    ParameterInfo("device", "auto", "str", "torch device: auto, cpu, cuda or cuda:N",
-                  pattern=r"auto|cpu|cuda(:[0-9]+)?", read_only=True, group="engine"),
-    ParameterInfo("dtype", "float64", "str", "engine floating-point type",
-                  choices=("float64", "float32"), read_only=True, group="engine"),
 )  # fmt: skip
+
+
+def _engine_parameter(setting: Setting) -> ParameterInfo:
+    return ParameterInfo(
+        setting.name,
+        setting.default,
+        setting.type,
+        setting.description,
+        setting.min,
+        setting.max,
+        setting.choices,
+        setting.pattern,
+        setting.read_only,
+        group="engine",
+    )
+
+
+# The engine's parameters come from its settings table: one source of defaults and ranges.
+PARAMETERS += tuple(_engine_parameter(s) for s in node_settings())
 
 PARAMETER_BY_NAME: Mapping[str, ParameterInfo] = {p.name: p for p in PARAMETERS}
 ENGINE_PARAMETER_NAMES: tuple[str, ...] = tuple(p.name for p in PARAMETERS if p.group == "engine")

@@ -30,10 +30,10 @@ SNAP_TOLERANCE_CELLS = 1e-9
 
 
 class GridPosterior(Protocol):
-    """What `predict_grid` needs from `gp_mapper.engine.Posterior`."""
+    """What `predict_grid` needs from a model's posterior (`gp_mapper.engine.ModelPosterior`)."""
 
     @property
-    def Z(self) -> torch.Tensor: ...  # [M, D]
+    def support(self) -> torch.Tensor: ...  # [M, D]: its dimension and device are the grid's
 
     def predict(self, Xs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]: ...
 
@@ -207,7 +207,7 @@ def predict_grid(
     """
     if tile < 1:
         raise ValueError(f"tile must be at least 1 cell; got {tile}")
-    Z = posterior.Z
+    Z = posterior.support
     dims = int(Z.shape[1])
     points = grid.cell_points()
     if dims == 3:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 from gp_mapper.mapping.config import MapperConfig
-from gp_mapper.mapping.errors import MapFileError
+from gp_mapper.mapping.errors import ConfigError, MapFileError
 from gp_mapper.mapping.grid import Box, GridSpec, extend_box, grid_for, predict_grid
 from gp_mapper.mapping.map_file import MapData, PathLike, load_map, save_map
 from gp_mapper.mapping.pairing import Pairer
@@ -38,7 +38,7 @@ from gp_mapper.mapping.windowing import Windower
 from gp_mapper.mapping.worker import SingleFlightWorker, WindowJob
 
 if TYPE_CHECKING:
-    from gp_mapper.engine import OnlineSparseGP, Posterior
+    from gp_mapper.engine import ModelPosterior, StreamingModel
 
 logger = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ class _MapProducts(NamedTuple):
     mean: np.ndarray
     variance: np.ndarray
     prior_variance: np.ndarray
-    inducing_m: np.ndarray
+    support_m: np.ndarray
 
 
 class MappingPipeline:
@@ -78,7 +78,7 @@ class MappingPipeline:
         self,
         config: MapperConfig,
         *,
-        engine: OnlineSparseGP | None = None,
+        engine: StreamingModel | None = None,
         background: bool = True,
         on_snapshot: Callable[[MapSnapshot], None] | None = None,
     ) -> None:
@@ -210,10 +210,16 @@ class MappingPipeline:
 
     # ----------------------------------------------------------------- the map
 
-    def _new_engine(self) -> OnlineSparseGP:
-        from gp_mapper.engine import build_engine  # deferred: the engine pulls in torch
+    def _new_engine(self) -> StreamingModel:
+        from gp_mapper.engine import build_model, model_entry  # deferred: pulls in torch
 
-        return build_engine(self._config.engine, input_dim=self._config.input_dims)
+        name = self._config.engine.model
+        if model_entry(name).kind != "streaming":
+            raise ConfigError(
+                f"model {name!r} is a batch model: fit it with `gp-mapper fit --model {name}`; "
+                "the mapping pipeline streams with a streaming model (vips)"
+            )
+        return build_model(self._config.engine, input_dim=self._config.input_dims)
 
     def _process(self, job: WindowJob) -> None:
         """Update the engine with one window and publish the new snapshot.
@@ -238,7 +244,7 @@ class MappingPipeline:
             on_selected = None
             if self._worker is not None and self._config.provisional_map:
 
-                def on_selected(posterior: Posterior) -> None:
+                def on_selected(posterior: ModelPosterior) -> None:
                     # Runs inside engine.update: a failure here must not reject the window.
                     try:
                         shown = self._predict(posterior, box)
@@ -299,7 +305,7 @@ class MappingPipeline:
         return grid_for(explored_box, cfg.resolution, cfg.max_cells, cfg.margin)
 
     def _predict(
-        self, posterior: Posterior | None, explored_box: Box | None
+        self, posterior: ModelPosterior | None, explored_box: Box | None
     ) -> _MapProducts | None:
         grid = self._grid(explored_box)
         if posterior is None or grid is None:
@@ -316,8 +322,8 @@ class MappingPipeline:
                 self._config.max_cells,
             )
         mean, variance, prior = predict_grid(posterior, grid, z=self._config.grid_z)
-        inducing = posterior.Z.detach().to("cpu").double().numpy()
-        return _MapProducts(grid, mean, variance, prior, inducing)
+        support = posterior.support.detach().to("cpu").double().numpy()
+        return _MapProducts(grid, mean, variance, prior, support)
 
     def _publish(
         self,
@@ -327,7 +333,7 @@ class MappingPipeline:
         num_samples: int,
         stamp_ns: int,
         job: WindowJob | None,
-        engine: OnlineSparseGP,
+        engine: StreamingModel,
         provisional: bool = False,
         first_map_s: float | None = None,
     ) -> bool:
@@ -347,7 +353,8 @@ class MappingPipeline:
                 mean=products.mean,
                 variance=products.variance,
                 prior_variance=products.prior_variance,
-                inducing_m=products.inducing_m,
+                support_m=products.support_m,
+                model=engine.name,
                 trajectory_m=trajectory,
                 report=report,
                 num_samples=num_samples,
@@ -357,7 +364,7 @@ class MappingPipeline:
             if not provisional:
                 self._committed = snapshot
                 stats["updates"] = int(engine.num_updates)
-                stats["inducing_points"] = snapshot.num_inducing
+                stats["inducing_points"] = snapshot.num_support
                 stats["samples"] = num_samples
                 stats["last_reason"] = str(report.get("reason", ""))
                 stats["last_update_s"] = float(report.get("seconds_total", math.nan))
@@ -398,11 +405,12 @@ class MappingPipeline:
 
     # ----------------------------------------------------------------- whole-map operations
 
-    def _fresh_stats(self, engine: OnlineSparseGP) -> dict[str, Any]:
+    def _fresh_stats(self, engine: StreamingModel) -> dict[str, Any]:
         return {
             "updates": int(engine.num_updates),
             "failed_updates": 0,
-            "inducing_points": int(engine.num_inducing),
+            "inducing_points": 0 if engine.posterior is None else len(engine.posterior.support),
+            "model": engine.name,
             "samples": 0,
             "last_batch_latency_s": math.nan,
             "last_fitted_latency_s": math.nan,
@@ -472,18 +480,27 @@ class MappingPipeline:
             MapFileError: missing, corrupt, truncated, other-version or incompatible file
                 (other input_dims or target), or an engine state the engine refuses.
         """
-        from gp_mapper.engine import OnlineSparseGP
+        from gp_mapper.engine import model_from_state, saved_model_name
 
         cfg = self._config
         data = load_map(path, input_dims=cfg.input_dims, target=cfg.target)
         try:
-            engine = OnlineSparseGP.from_state(data.engine_state, device=cfg.engine.device)
+            saved = saved_model_name(data.engine_state)
+        except Exception as err:
+            raise MapFileError(f"{path}: unreadable model name: {err}") from err
+        if saved != cfg.engine.model:
+            raise MapFileError(
+                f"{path}: the file holds a {saved!r} model; this mapper runs {cfg.engine.model!r} "
+                "(set the model parameter to match, or fit a new map)"
+            )
+        try:
+            engine = model_from_state(data.engine_state, cfg.engine.device, expected=saved)
         except Exception as err:  # StateError, or anything else a bad state triggers
             raise MapFileError(f"{path}: the engine refused the saved state: {err}") from err
         posterior = engine.posterior
-        if posterior is not None and int(posterior.Z.shape[1]) != cfg.input_dims:
+        if posterior is not None and int(posterior.support.shape[1]) != cfg.input_dims:
             raise MapFileError(
-                f"{path}: inducing points have {int(posterior.Z.shape[1])} dimensions, "
+                f"{path}: the map's inputs have {int(posterior.support.shape[1])} dimensions, "
                 f"this mapper uses input_dims={cfg.input_dims}"
             )
         try:

@@ -32,8 +32,12 @@ class MapSnapshot:
         variance: [H, W] posterior variance of the latent field (µT², no noise).
         prior_variance: [H, W] variance with no data (µT²); `variance / prior_variance`
             says how much the data has taught.
-        inducing_m: [M, D] inducing inputs (m).
+        support_m: [M, D] the inputs the model's posterior rests on (m): inducing points of
+            a sparse model, the kept data points of an exact one.
         trajectory_m: [K, 2] (x, y) path of the samples (m), thinned and capped.
+        layers: Extra [H, W] layers a model adds (e.g. the coarse and detail parts of
+            SOLVE-GP, the computational share of CaGP's variance), by name.
+        model: The registered name of the model that made the map.
         report: The engine's report of the update (`UpdateReport.as_dict()`), plus the
             window's "window_start_ns" and "window_end_ns"; {"reason": "provisional",
             "provisional": 1} for a provisional snapshot; {"loaded_from": path} for the
@@ -47,10 +51,12 @@ class MapSnapshot:
     mean: np.ndarray
     variance: np.ndarray
     prior_variance: np.ndarray
-    inducing_m: np.ndarray
+    support_m: np.ndarray
     trajectory_m: np.ndarray
     report: dict[str, Any] = field(default_factory=dict)
     num_samples: int = 0
+    layers: dict[str, np.ndarray] = field(default_factory=dict)
+    model: str = "vips"
 
     def __post_init__(self) -> None:
         for name in ("mean", "variance", "prior_variance"):
@@ -58,18 +64,36 @@ class MapSnapshot:
             if array.shape != self.grid.shape:
                 raise ValueError(f"{name} has shape {array.shape}; the grid is {self.grid.shape}")
             object.__setattr__(self, name, array)
-        inducing = _frozen(self.inducing_m)
-        if inducing.ndim != 2:
-            raise ValueError(f"inducing_m must be [M, D]; got shape {inducing.shape}")
-        object.__setattr__(self, "inducing_m", inducing)
+        support = _frozen(self.support_m)
+        if support.ndim != 2:
+            raise ValueError(f"support_m must be [M, D]; got shape {support.shape}")
+        object.__setattr__(self, "support_m", support)
+        layers = {}
+        for name, layer in self.layers.items():
+            layers[name] = _frozen(layer)
+            if layers[name].shape != self.grid.shape:
+                raise ValueError(
+                    f"layer {name!r} has shape {layers[name].shape}; the grid is {self.grid.shape}"
+                )
+        object.__setattr__(self, "layers", layers)
         trajectory = _frozen(np.asarray(self.trajectory_m, dtype=np.float64).reshape(-1, 2))
         object.__setattr__(self, "trajectory_m", trajectory)
         object.__setattr__(self, "report", dict(self.report))
 
     @property
+    def num_support(self) -> int:
+        """M, the size of the posterior's support."""
+        return int(self.support_m.shape[0])
+
+    @property
+    def inducing_m(self) -> np.ndarray:
+        """The support under the streaming model's name for it: its inducing points."""
+        return self.support_m
+
+    @property
     def num_inducing(self) -> int:
-        """M."""
-        return int(self.inducing_m.shape[0])
+        """M (the streaming model's name for :attr:`num_support`)."""
+        return self.num_support
 
     def unknown(self, ratio: float) -> np.ndarray:
         """[H, W] bool: cells whose variance exceeds `ratio` times the prior variance."""

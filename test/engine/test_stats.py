@@ -55,7 +55,7 @@ def test_engine_spec_validates_and_builds() -> None:
     assert engine.selector.name == "oips" and engine.hyperprior_scale == 0.5
     with pytest.raises(ValueError, match="selector must be one of"):
         EngineSpec(selector="random")
-    with pytest.raises(ValueError, match="lengthscale must be positive"):
+    with pytest.raises(ValueError, match="lengthscale must be in"):
         EngineSpec(lengthscale=0.0)
     assert engine.jitter == Jitter()  # relative 1e-8 by default
     authors = build_engine(EngineSpec(jitter=1e-6, jitter_relative=False, device="cpu"), 2)

@@ -185,7 +185,7 @@ def test_snapshot_wrappers(tmp_path: Path, grids: Grids) -> None:
         mean=grids.mean,
         variance=grids.variance,
         prior_variance=np.full((30, 40), 2.0),
-        inducing_m=np.array([[0.0, 3.0], [1.0, 4.0]]),
+        support_m=np.array([[0.0, 3.0], [1.0, 4.0]]),
         trajectory_m=np.array([[0.0, 3.0], [0.5, 3.5], [1.0, 4.0]]),
         num_samples=500,
     )

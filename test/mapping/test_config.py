@@ -4,7 +4,8 @@ import dataclasses
 
 import pytest
 
-from gp_mapper.engine import EngineSpec
+from gp_mapper.engine import EngineSpec, Oips, Vips
+from gp_mapper.engine.settings import ENGINE_SETTINGS, SETTING_BY_NAME
 from gp_mapper.mapping import (
     ENGINE_PARAMETER_NAMES,
     PARAMETER_BY_NAME,
@@ -37,11 +38,34 @@ def test_mapper_config_fields_are_the_table() -> None:
         assert getattr(config, name) == PARAMETER_BY_NAME[name].default, name
 
 
-def test_engine_rows_mirror_engine_spec() -> None:
-    assert {f.name for f in dataclasses.fields(EngineSpec)} == set(ENGINE_PARAMETER_NAMES)
+def test_engine_rows_are_the_engine_settings_the_node_uses() -> None:
+    # The engine's settings table is the one source: every spec field is a setting, the node
+    # declares those of its streaming model (and the shared ones), with the same defaults and
+    # ranges, and the spec's defaults are the table's.
+    assert {f.name for f in dataclasses.fields(EngineSpec)} == set(SETTING_BY_NAME)
+    node = {s.name for s in ENGINE_SETTINGS if not s.models or "vips" in s.models}
+    assert set(ENGINE_PARAMETER_NAMES) == node
     spec = EngineSpec()
     for name in ENGINE_PARAMETER_NAMES:
-        assert getattr(spec, name) == PARAMETER_BY_NAME[name].default, name
+        row, setting = PARAMETER_BY_NAME[name], SETTING_BY_NAME[name]
+        assert getattr(spec, name) == row.default == setting.default, name
+        assert (row.min, row.max) == (setting.min, setting.max), name
+    assert PARAMETER_BY_NAME["model"].choices == ("vips",)  # the node streams
+
+
+@pytest.mark.parametrize(("name", "value"), [("delta", 0.0), ("rho", 0.0), ("delta", 1.0)])
+def test_a_value_the_table_refuses_is_one_the_engine_refuses(name: str, value: float) -> None:
+    # Before, the table took delta = 0 and rho = 0, which Vips/Oips then refused at start-up.
+    with pytest.raises(ConfigError, match=name):
+        MapperConfig.from_dict({name: value})
+    with pytest.raises(ValueError, match=name):
+        EngineSpec(**{name: value})
+    selector = {"delta": Vips, "rho": Oips}[name]
+    with pytest.raises(ValueError, match=name):
+        selector(value)
+    edge = SETTING_BY_NAME[name].min if value == 0.0 else SETTING_BY_NAME[name].max
+    MapperConfig.from_dict({name: edge})  # the table's own edge is accepted...
+    selector(edge)  # ...and so is it by the engine
 
 
 def test_frames_and_topics_are_read_only() -> None:

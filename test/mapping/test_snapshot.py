@@ -16,7 +16,7 @@ def make(**overrides) -> MapSnapshot:
         "mean": np.arange(6.0).reshape(2, 3),
         "variance": np.full((2, 3), 10.0),
         "prior_variance": np.full((2, 3), 100.0),
-        "inducing_m": np.zeros((4, 2)),
+        "support_m": np.zeros((4, 2)),
         "trajectory_m": [[0.0, 0.0], [1.0, 0.5]],
         "report": {"accepted": True},
         "num_samples": 40,
@@ -40,8 +40,8 @@ def test_snapshot_arrays_are_read_only_private_copies() -> None:
 def test_snapshot_checks_shapes() -> None:
     with pytest.raises(ValueError, match="grid"):
         make(mean=np.zeros((3, 2)))
-    with pytest.raises(ValueError, match="inducing_m"):
-        make(inducing_m=np.zeros(4))
+    with pytest.raises(ValueError, match="support_m"):
+        make(support_m=np.zeros(4))
 
 
 def test_unknown_uses_the_variance_ratio() -> None:

@@ -36,7 +36,7 @@ def snapshot() -> MapSnapshot:
         mean=mean,
         variance=variance,
         prior_variance=prior,
-        inducing_m=np.array([[0.0, 2.5], [0.5, 2.75]]),
+        support_m=np.array([[0.0, 2.5], [0.5, 2.75]]),
         trajectory_m=np.zeros((0, 2)),
         num_samples=100,
     )

@@ -25,6 +25,8 @@ from ..core.kernels import Kernel, kernel_from_spec
 from ..core.linalg import JITTER_LADDER, Jitter, cholesky_with_jitter
 from ..core.noise import GaussianNoise
 from ..errors import NumericalError, StateError
+from ..model import Hyperparameters
+from ..state import describe_hyperparameters
 from .bound import BoundTerms, carry, online_bound
 from .posterior import CarriedPosterior, Posterior
 from .report import UpdateReport
@@ -89,6 +91,9 @@ class OnlineSparseGP:
             (``hyperprior.py``); 0 fits by maximum likelihood alone, as the paper does.
     """
 
+    name: ClassVar[str] = "vips"
+    kind: ClassVar[ModelKind] = "streaming"
+
     def __init__(
         self,
         kernel: Kernel,
@@ -124,6 +129,7 @@ class OnlineSparseGP:
         noise = GaussianNoise(noise_variance).to(device=self.device, dtype=dtype)
         self._state = _State(kernel, noise, None, RunningStats.empty(), 0, None)
         self._input_dim: int | None = None
+        self._report: UpdateReport | None = None
 
     # ------------------------------------------------------------------ read-only views
     @property
@@ -161,8 +167,14 @@ class OnlineSparseGP:
     def stats(self) -> RunningStats:
         return self._state.stats
 
-    def hyperparameters(self) -> dict[str, float | list[float]]:
-        return {**self._state.kernel.describe(), "noise_variance": self.noise_variance}
+    @property
+    def report(self) -> UpdateReport | None:
+        """The report of the last update (None before the first)."""
+        return self._report
+
+    def hyperparameters(self) -> Hyperparameters:
+        """θ in the node's parameter names (``kernel_variance``, ``lengthscale``, ...)."""
+        return describe_hyperparameters(self._state.kernel, self.noise_variance)
 
     # ------------------------------------------------------------------ public operations
     def predict(self, Xs: Tensor | np.ndarray) -> tuple[Tensor, Tensor]:
@@ -189,11 +201,22 @@ class OnlineSparseGP:
                 The committed state does not depend on it.
 
         Returns:
-            The report; if ``accepted`` is False the state is unchanged and ``reason`` says why.
+            The report (also kept as ``report``); if ``accepted`` is False the state is
+            unchanged and ``reason`` says why.
 
         Raises:
             ValueError: empty batch, wrong shapes, NaN or inf values.
         """
+        self._report = self._update(X, y, on_selected)
+        return self._report
+
+    def _update(
+        self,
+        X: Tensor | np.ndarray,
+        y: Tensor | np.ndarray,
+        on_selected: Callable[[Posterior], None] | None = None,
+    ) -> UpdateReport:
+        """The update itself; ``update`` keeps its report."""
         X_t, y_t = self._validate(X, y)
         start = time.perf_counter()
         state = self._state
@@ -307,6 +330,7 @@ class OnlineSparseGP:
         """Everything needed to resume without old data, as numpy arrays (no pickle needed)."""
         s = self._state
         out: dict[str, np.ndarray] = {
+            "model": np.array(self.name),
             "format_version": np.array(STATE_FORMAT_VERSION),
             "kernel_spec": np.array(json.dumps(s.kernel.to_spec())),
             "selector_spec": np.array(json.dumps(self.selector.to_spec())),
@@ -343,6 +367,9 @@ class OnlineSparseGP:
             StateError: a field is missing, malformed, of the wrong shape or not finite.
         """
         try:
+            saved = str(np.asarray(state.get("model", cls.name)))  # older states: this model
+            if saved != cls.name:
+                raise StateError(f"the state holds a {saved!r} model, not a {cls.name!r} one")
             version = int(np.asarray(state["format_version"]))
             if version != STATE_FORMAT_VERSION:
                 raise StateError(
@@ -414,6 +441,8 @@ class OnlineSparseGP:
                     f"carried posterior shapes disagree: Z {tuple(Z.shape)}, L {tuple(L.shape)}, "
                     f"P {tuple(P.shape)}, v {tuple(v.shape)}, L_D {tuple(L_D.shape)}"
                 )
+            _check_cholesky_factor("carried.L", L)
+            _check_cholesky_factor("carried.L_D", L_D)
             carried = CarriedPosterior(Z, L, P, v, L_D, _jitter_field(state, "carried.jitter"))
             try:
                 cholesky_with_jitter(L @ L.mT, jitter=0.0)
@@ -454,6 +483,21 @@ class OnlineSparseGP:
 
 def _raw_parameters(kernel: Kernel) -> dict[str, np.ndarray]:
     return {name: p.detach().cpu().numpy() for name, p in kernel.named_parameters()}
+
+
+def _check_cholesky_factor(name: str, factor: Tensor) -> None:
+    """Refuse a saved factor that no Cholesky decomposition produces.
+
+    A zero or singular factor passes the jitter ladder on ``L Lᵀ`` (the jitter makes that
+    positive definite) and then turns every prediction into NaN. Finiteness is checked on load.
+
+    Raises:
+        StateError: ``factor`` [M, M] is not lower triangular with a positive diagonal.
+    """
+    if bool(torch.triu(factor, diagonal=1).ne(0).any()):
+        raise StateError(f"engine state field {name!r} is not lower triangular")
+    if not bool((torch.diagonal(factor) > 0).all()):
+        raise StateError(f"engine state field {name!r} has a diagonal entry that is not positive")
 
 
 def _jitter_field(state: Mapping[str, Any], name: str) -> Jitter:

@@ -109,6 +109,11 @@ class Posterior:
     def num_inducing(self) -> int:
         return int(self.Z.shape[0])
 
+    @property
+    def support(self) -> Tensor:
+        """The inputs the posterior rests on [M, D]: the inducing points."""
+        return self.Z
+
     @torch.no_grad()
     def predict(self, Xs: Tensor) -> tuple[Tensor, Tensor]:
         """Latent mean and variance at test inputs.

@@ -16,6 +16,7 @@ from torch import Tensor
 from ..core.greedy import PivotedCholesky
 from ..core.kernels import Kernel
 from ..core.linalg import Jitter
+from ..settings import check, default
 from .bound import whitened_bound
 from .posterior import CarriedPosterior
 
@@ -102,12 +103,11 @@ class Vips:
             recommends 0.035; its magnetometer experiment uses 0.095).
     """
 
-    delta: float = 0.035
+    delta: float = default("delta")
     name: str = "vips"
 
     def __post_init__(self) -> None:
-        if not 0.0 < self.delta < 1.0:
-            raise ValueError(f"VIPS delta must be in (0, 1), got {self.delta}")
+        check("delta", self.delta)  # the node's parameter range, so both agree
 
     def to_spec(self) -> dict[str, Any]:
         return {"type": "vips", "delta": self.delta}
@@ -202,7 +202,7 @@ class ConditionalVariance:
     old inducing points can be dropped.
     """
 
-    eta: float = 0.06
+    eta: float = default("eta")
     name: str = "cv"
 
     def __post_init__(self) -> None:
@@ -220,7 +220,7 @@ class ConditionalVariance:
 class FixedSize:
     """A fixed number of inducing points, re-chosen by greedy variance over old and new points."""
 
-    size: int = 100
+    size: int = default("fixed_size")
     name: str = "fixed"
 
     def __post_init__(self) -> None:
@@ -265,13 +265,12 @@ class Oips:
         initial: random points of the first batch to start from (the authors use 10).
     """
 
-    rho: float = 0.93
+    rho: float = default("rho")
     initial: int = 10
     name: str = "oips"
 
     def __post_init__(self) -> None:
-        if not 0.0 < self.rho < 1.0:
-            raise ValueError(f"OIPS rho must be in (0, 1), got {self.rho}")
+        check("rho", self.rho)  # the node's parameter range, so both agree
 
     def to_spec(self) -> dict[str, Any]:
         return {"type": "oips", "rho": self.rho, "initial": self.initial}

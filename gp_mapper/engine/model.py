@@ -1,0 +1,139 @@
+"""The model interface every method of the engine meets, streaming or batch.
+
+A **streaming** model absorbs one window at a time (``update(X, y)``) and never keeps old data:
+the VIPS engine on the Bui bound. A **batch** model is fitted once on a whole log
+(``fit(X, y)``): the exact GP, ACGP and, later, SOLVE-GP, CaGP and the additive GAM's coupled
+posterior. Both hand the mapping layer the same things:
+
+- ``posterior``: a :class:`ModelPosterior` the grid predicts from (latent mean and variance),
+  with the inputs it rests on as ``support`` (inducing points, kept data points, ...);
+- ``report``: the last update or fit, a :class:`Report` (a common core plus the model's own
+  details);
+- ``state_dict()`` / ``from_state()``: everything needed to predict and resume, as numpy arrays
+  with the model's registered ``name`` under the key ``"model"``;
+- ``device`` and ``hyperparameters()``: the latter in the node's parameter names (``kernel``,
+  ``kernel_variance``, ``lengthscale``, ``constant_variance``, ``noise_variance``), so a fitted
+  model can be written out as a parameter file the node takes.
+
+These are structural protocols (as tinygp's ``Solver``): a model does not inherit from them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
+
+import numpy as np
+import torch
+from torch import Tensor
+
+ModelKind = Literal["streaming", "batch"]
+Hyperparameters = dict[str, float | list[float] | str | bool]
+# Called with (fraction done in [0, 1], a short status) during long fits.
+ProgressCallback = Callable[[float, str], None]
+
+
+@runtime_checkable
+class ModelPosterior(Protocol):
+    """What the grid needs: latent predictions and the inputs the posterior rests on."""
+
+    @property
+    def support(self) -> Tensor:
+        """[M, D] the inputs the posterior is built on (inducing points, kept data, ...)."""
+        ...
+
+    @property
+    def noise_variance(self) -> float:
+        """σ² of the observations (add it to the latent variance for y)."""
+        ...
+
+    def predict(self, Xs: Tensor) -> tuple[Tensor, Tensor]:
+        """Latent mean and variance [S] at Xs [S, D]."""
+        ...
+
+    def predict_block(self, Xs: Tensor) -> tuple[Tensor, Tensor]:
+        """:meth:`predict` for a compact tile of the grid (may skip far-away support)."""
+        ...
+
+    def prior_variance(self, Xs: Tensor) -> Tensor:
+        """[S] latent variance with no local data (what "unknown" is measured against)."""
+        ...
+
+
+@runtime_checkable
+class Report(Protocol):
+    """The common core of every model's report of an update or a fit."""
+
+    accepted: bool
+    reason: str
+    n: int
+    m_before: int
+    m_after: int
+    hyperparameters: dict[str, Any]
+    seconds_total: float
+
+    def as_dict(self) -> dict[str, float | int | str | bool | None]:
+        """Flat scalars for logs, diagnostics and ``fit_report.json``."""
+        ...
+
+
+@runtime_checkable
+class Model(Protocol):
+    """What every model has, streaming or batch."""
+
+    name: ClassVar[str]
+    kind: ClassVar[ModelKind]
+    device: torch.device
+
+    @property
+    def posterior(self) -> ModelPosterior | None:
+        """The prediction cache of the last committed update or fit (None before)."""
+        ...
+
+    @property
+    def report(self) -> Report | None:
+        """The report of the last update or fit (None before)."""
+        ...
+
+    @property
+    def num_updates(self) -> int:
+        """Committed updates (a batch model: 1 once fitted)."""
+        ...
+
+    def predict(self, Xs: Tensor | np.ndarray) -> tuple[Tensor, Tensor]: ...
+
+    def hyperparameters(self) -> Hyperparameters: ...
+
+    def state_dict(self) -> dict[str, np.ndarray]: ...
+
+    @classmethod
+    def from_state(cls, state: Mapping[str, Any], device: str | torch.device = "auto") -> Model: ...
+
+
+@runtime_checkable
+class StreamingModel(Model, Protocol):
+    """A model that absorbs one window at a time; atomic: a rejected window changes nothing."""
+
+    def update(
+        self,
+        X: Tensor | np.ndarray,
+        y: Tensor | np.ndarray,
+        on_selected: Callable[[ModelPosterior], None] | None = None,
+    ) -> Report:
+        """Absorb a batch X [N, D], y [N]; ``on_selected`` may show a provisional posterior."""
+        ...
+
+
+@runtime_checkable
+class BatchModel(Model, Protocol):
+    """A model fitted on a whole log; atomic: a failed fit leaves the previous one."""
+
+    def fit(
+        self,
+        X: Tensor | np.ndarray,
+        y: Tensor | np.ndarray,
+        *,
+        progress: ProgressCallback | None = None,
+    ) -> Report:
+        """Fit on X [N, D], y [N] (hyperparameters and posterior)."""
+        ...

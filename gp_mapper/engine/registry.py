@@ -1,0 +1,142 @@
+"""The models by name: how to build each from a spec and how to rebuild it from a saved state.
+
+The name is the key a model's ``state_dict()`` stores under ``"model"``; a map file is read back
+by the model that wrote it, and refused with a clear message by any other. States written
+before the key existed are the streaming model's (``vips``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import numpy as np
+import torch
+
+from .errors import StateError
+from .model import ModelKind
+
+if TYPE_CHECKING:
+    from .model import Model
+    from .spec import EngineSpec
+
+# The model of a state saved before models had names.
+LEGACY_MODEL = "vips"
+
+
+class ModelEntry(NamedTuple):
+    """One registered model.
+
+    Attributes:
+        name: the key in specs, parameter files and saved states.
+        kind: "streaming" (``update`` per window) or "batch" (``fit`` on a whole log).
+        summary: one line for ``--help`` and errors.
+        build: a fresh model from a spec and the input dimension.
+        from_state: the model rebuilt from its ``state_dict()``.
+    """
+
+    name: str
+    kind: ModelKind
+    summary: str
+    build: Callable[[EngineSpec, int], Model]
+    from_state: Callable[[Mapping[str, Any], str | torch.device], Model]
+
+
+def _vips() -> ModelEntry:
+    from .spec import build_online_sgp
+    from .vips import OnlineSparseGP
+
+    return ModelEntry(
+        "vips",
+        "streaming",
+        "continual sparse GP, VIPS inducing points on the Bui et al. online bound (seed 000)",
+        build_online_sgp,
+        OnlineSparseGP.from_state,
+    )
+
+
+def _exact() -> ModelEntry:
+    from .exact import ExactGP
+    from .spec import build_exact
+
+    return ModelEntry(
+        "exact",
+        "batch",
+        "exact GP on all the data (O(N³): a reference, for logs of a few thousand samples)",
+        build_exact,
+        ExactGP.from_state,
+    )
+
+
+def _acgp() -> ModelEntry:
+    from .acgp import AdaptiveCholeskyGP
+    from .spec import build_acgp
+
+    return ModelEntry(
+        "acgp",
+        "batch",
+        "Adaptive Cholesky GP: exact GP on the subset its evidence bounds say suffices (seed 004)",
+        build_acgp,
+        AdaptiveCholeskyGP.from_state,
+    )
+
+
+# Loaders, so that importing the registry does not import every model.
+_LOADERS: dict[str, Callable[[], ModelEntry]] = {"vips": _vips, "exact": _exact, "acgp": _acgp}
+
+
+def model_names(kind: ModelKind | None = None) -> tuple[str, ...]:
+    """Registered names, of one kind or all."""
+    if kind is None:
+        return tuple(_LOADERS)
+    return tuple(name for name in _LOADERS if model_entry(name).kind == kind)
+
+
+def model_entry(name: str) -> ModelEntry:
+    """The entry of a registered model.
+
+    Raises:
+        ValueError: no model of that name (the message lists the registered ones).
+    """
+    loader = _LOADERS.get(name)
+    if loader is None:
+        raise ValueError(f"unknown model {name!r}; registered: {', '.join(_LOADERS)}")
+    return loader()
+
+
+def saved_model_name(state: Mapping[str, Any]) -> str:
+    """The model a state was saved by (``vips`` for states from before models had names).
+
+    Raises:
+        StateError: the key is there but is not a string.
+    """
+    if "model" not in state:
+        return LEGACY_MODEL
+    value = np.asarray(state["model"])
+    if value.shape != () or value.dtype.kind not in "US":
+        raise StateError(f"the saved model name must be a string; got {value!r}")
+    return str(value)
+
+
+def model_from_state(
+    state: Mapping[str, Any], device: str | torch.device = "auto", expected: str | None = None
+) -> Model:
+    """Rebuild whichever model saved ``state``.
+
+    Args:
+        state: a ``state_dict()`` (or ``np.load`` of one).
+        device: where to put it.
+        expected: if given, the state must be this model's.
+
+    Raises:
+        StateError: the state names another model than ``expected``, an unknown model, or is
+            malformed (the model's own ``from_state`` says how).
+    """
+    name = saved_model_name(state)
+    if expected is not None and name != expected:
+        raise StateError(f"the state holds a {name!r} model; expected a {expected!r} model")
+    try:
+        entry = model_entry(name)
+    except ValueError as err:
+        raise StateError(str(err)) from err
+    return entry.from_state(state, device)

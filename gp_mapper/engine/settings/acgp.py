@@ -1,0 +1,30 @@
+"""Settings of the Adaptive Cholesky GP (seed 004): block sizes, tolerances, the point budget."""
+
+from __future__ import annotations
+
+from .setting import Setting
+
+ACGP = ("acgp",)
+
+ACGP_SETTINGS: tuple[Setting, ...] = (
+    Setting("acgp_block_size", 1000, "int",
+            "m: points per block of the stopped Cholesky, the sample size of the bound "
+            "estimators (the paper: 1000 on its synthetic task, ~10⁴ on UCI) [points]",
+            min=2, max=1000000, models=ACGP),
+    Setting("acgp_initial_block", 0, "int",
+            "m0: points factored before the first stop check; 0 = acgp_block_size. The "
+            "smallest subset kept is m0 + m [points]",
+            min=0, max=1000000, models=ACGP),
+    Setting("acgp_rel_tol", 0.01, "float",
+            "r: stop when the relative gap of the evidence bounds falls below this (a target, "
+            "not a guarantee: seed004 §3.3)",
+            min=0.0, max=1.0, models=ACGP),
+    Setting("acgp_abs_tol", 0.0, "float",
+            "also stop when the gap of the evidence bounds falls below this [nats]; 0 = off",
+            min=0.0, max=1.0e12, models=ACGP),
+    Setting("acgp_max_points", 0, "int",
+            "N_max: at most this many points are factored (memory: 8 N_max² bytes); 0 = all",
+            min=0, max=10000000, models=ACGP),
+    Setting("seed", 0, "int", "seed of the random permutation (acgp) and random draws",
+            min=0, max=2**31 - 1, models=ACGP),
+)  # fmt: skip

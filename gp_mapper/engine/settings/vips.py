@@ -1,0 +1,31 @@
+"""Settings of the streaming VIPS model: the selection rule, its thresholds, the size cap."""
+
+from __future__ import annotations
+
+from .setting import Setting
+
+VIPS = ("vips",)
+# VIPS δ and OIPS ρ are open intervals (0, 1) in the paper; a ROS range is closed, so the table
+# stops just inside: δ = 0 would demand the reference bound itself, ρ = 1 never adds a point.
+OPEN_INTERVAL_EDGE = 1.0e-6
+
+VIPS_SETTINGS: tuple[Setting, ...] = (
+    Setting("selector", "vips", "str", "inducing-point selection rule",
+            choices=("vips", "cv", "oips", "fixed"), models=VIPS),
+    Setting("delta", 0.035, "float",
+            "VIPS tolerance, relative to the gap between the reference and noise bounds "
+            "(the paper recommends 0.035)",
+            min=OPEN_INTERVAL_EDGE, max=1.0 - OPEN_INTERVAL_EDGE, models=VIPS),
+    Setting("eta", 0.06, "float", "conditional-variance stopping threshold [µT²]",
+            min=0.0, max=1.0e6, models=VIPS),
+    Setting("rho", 0.93, "float", "OIPS correlation threshold",
+            min=OPEN_INTERVAL_EDGE, max=1.0 - OPEN_INTERVAL_EDGE, models=VIPS),
+    Setting("fixed_size", 100, "int", "inducing points of the fixed selector [points]",
+            min=1, max=100000, models=VIPS),
+    Setting("max_inducing", 2000, "int", "cap on inducing points [points]",
+            min=1, max=100000, models=VIPS),
+    Setting("hyperprior_scale", 0.5, "float",
+            "log-space std of a weak log-normal hyperprior on the kernel parameters; "
+            "0 = maximum likelihood as in the paper",
+            min=0.0, max=10.0, models=VIPS),
+)  # fmt: skip

@@ -1,0 +1,81 @@
+"""Pieces every model's ``state_dict``/``from_state`` share: raw parameters in and out, and θ in
+the node's parameter names."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from .core.kernels import Constant, Kernel, Stationary, Sum
+from .errors import StateError
+from .model import Hyperparameters
+
+
+def raw_parameters(module: nn.Module) -> dict[str, np.ndarray]:
+    """Every raw (unconstrained) parameter of a kernel or noise module, by its torch name."""
+    return {name: p.detach().cpu().numpy() for name, p in module.named_parameters()}
+
+
+def load_raw_parameters(
+    module: nn.Module,
+    state: Mapping[str, Any],
+    prefix: str,
+    dtype: torch.dtype,
+    device: torch.device,
+) -> None:
+    """Copy ``state[prefix + name]`` into each raw parameter, bit for bit; frozen afterwards.
+
+    Raises:
+        StateError: a field is missing, has another shape, or is not finite.
+    """
+    with torch.no_grad():
+        for name, param in module.named_parameters():
+            key = prefix + name
+            if key not in state:
+                raise StateError(f"state has no field {key!r}")
+            value = torch.as_tensor(np.asarray(state[key]), dtype=dtype, device=device)
+            if value.shape != param.shape:
+                raise StateError(
+                    f"{key}: shape {tuple(value.shape)}, expected {tuple(param.shape)}"
+                )
+            if not torch.isfinite(value).all():
+                raise StateError(f"state field {key!r} has non-finite values")
+            param.copy_(value)
+    for p in module.parameters():
+        p.requires_grad_(False)
+
+
+def describe_hyperparameters(kernel: Kernel, noise_variance: float) -> Hyperparameters:
+    """θ in the node's parameter names, where the kernel has that flat form.
+
+    ``Constant + Stationary`` or a ``Stationary`` alone become ``kernel``, ``kernel_variance``,
+    ``lengthscale`` (a list with ARD), ``ard``, ``constant_variance`` and ``noise_variance``;
+    any other kernel is described by its own parameter names.
+    """
+    parts = _flat_parts(kernel)
+    stationary = [k for k in parts if isinstance(k, Stationary)]
+    constants = [k for k in parts if isinstance(k, Constant)]
+    if len(stationary) != 1 or len(constants) + 1 != len(parts) or len(constants) > 1:
+        return {**kernel.describe(), "noise_variance": float(noise_variance)}
+    (k,) = stationary
+    lengthscale = k.lengthscale.detach().cpu().tolist()
+    ard = k.raw_lengthscale.numel() > 1
+    return {
+        "kernel": k.kind,
+        "kernel_variance": float(k.variance.detach()),
+        "lengthscale": lengthscale if ard else lengthscale[0],
+        "ard": ard,
+        "constant_variance": sum(c.constant_variance() for c in constants),
+        "noise_variance": float(noise_variance),
+    }
+
+
+def _flat_parts(kernel: Kernel) -> list[Kernel]:
+    """The summands of a (nested) sum, or the kernel itself."""
+    if isinstance(kernel, Sum):
+        return _flat_parts(kernel.first) + _flat_parts(kernel.second)
+    return [kernel]
