@@ -154,7 +154,12 @@ class Pairer:
                 pose = lookup.pose
                 assert pose is not None
                 samples.append(
-                    Sample(stamp, pose.position_m, rotate(pose.orientation_xyzw, field_ut))
+                    Sample(
+                        stamp,
+                        pose.position_m,
+                        rotate(pose.orientation_xyzw, field_ut),
+                        pose.orientation_xyzw,
+                    )
                 )
             elif status is LookupStatus.BEFORE_OLDEST:
                 self._drops.no_pose += 1

@@ -45,11 +45,14 @@ class Sample(NamedTuple):
         position_m: [3] sensor position (m) in the map frame.
         field_ut: [3] magnetic field (µT) rotated into the map frame with the interpolated
             orientation (its norm is the sensor-frame norm).
+        orientation_xyzw: [4] the interpolated orientation (sensor to map frame), kept so that
+            models can use the heading as an input; None where no pose orientation exists.
     """
 
     stamp_ns: int
     position_m: np.ndarray
     field_ut: np.ndarray
+    orientation_xyzw: np.ndarray | None = None
 
 
 class Window(NamedTuple):
@@ -60,12 +63,17 @@ class Window(NamedTuple):
         y: [N] targets (µT).
         start_ns: Stamp of the first sample (ns).
         end_ns: Stamp of the last sample (ns).
+        stamps_ns: [N] stamp of each sample (ns), for models with time as an input.
+        orientation_xyzw: [N, 4] orientation of each sample (for heading inputs); NaN rows
+            where a sample had none.
     """
 
     X: np.ndarray
     y: np.ndarray
     start_ns: int
     end_ns: int
+    stamps_ns: np.ndarray | None = None
+    orientation_xyzw: np.ndarray | None = None
 
 
 @dataclass

@@ -12,6 +12,8 @@ from gp_mapper.mapping.records import DropCounts, Sample, Window
 
 TARGETS = ("norm", "x", "y", "z")
 _AXIS = {"x": 0, "y": 1, "z": 2}
+# The orientation of a sample whose pose had none.
+_NO_ORIENTATION = np.full(4, np.nan)
 
 
 def target_value(field_ut: np.ndarray, target: str) -> float:
@@ -33,11 +35,17 @@ def target_value(field_ut: np.ndarray, target: str) -> float:
 
 def merge_windows(first: Window, second: Window) -> Window:
     """One window holding both (first's samples, then second's)."""
+
+    def joined(a: np.ndarray | None, b: np.ndarray | None) -> np.ndarray | None:
+        return None if a is None or b is None else np.concatenate([a, b])
+
     return Window(
         X=np.concatenate([first.X, second.X]),
         y=np.concatenate([first.y, second.y]),
         start_ns=min(first.start_ns, second.start_ns),
         end_ns=max(first.end_ns, second.end_ns),
+        stamps_ns=joined(first.stamps_ns, second.stamps_ns),
+        orientation_xyzw=joined(first.orientation_xyzw, second.orientation_xyzw),
     )
 
 
@@ -90,6 +98,7 @@ class Windower:
         self._X: list[np.ndarray] = []
         self._y: list[float] = []
         self._stamps: list[int] = []
+        self._orientations: list[np.ndarray] = []
         self._last_kept: np.ndarray | None = None
 
     @property
@@ -113,6 +122,8 @@ class Windower:
         self._X.append(x)
         self._y.append(target_value(sample.field_ut, self._target))
         self._stamps.append(stamp)
+        q = sample.orientation_xyzw
+        self._orientations.append(_NO_ORIENTATION if q is None else np.asarray(q, np.float64))
         if len(self._y) >= self._batch_size:
             closed.append(self._close())
         return closed
@@ -126,6 +137,7 @@ class Windower:
         self._X.clear()
         self._y.clear()
         self._stamps.clear()
+        self._orientations.clear()
         self._last_kept = None
 
     def _close(self) -> Window:
@@ -134,8 +146,11 @@ class Windower:
             y=np.asarray(self._y, dtype=np.float64),
             start_ns=self._stamps[0],
             end_ns=self._stamps[-1],
+            stamps_ns=np.asarray(self._stamps, dtype=np.int64),
+            orientation_xyzw=np.stack(self._orientations),
         )
         self._X.clear()
         self._y.clear()
         self._stamps.clear()
+        self._orientations.clear()
         return window

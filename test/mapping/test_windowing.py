@@ -121,3 +121,17 @@ def test_constructor_checks() -> None:
             make(**kwargs)
     with pytest.raises(ValueError, match="target"):
         target_value(np.ones(3), "w")
+
+
+def test_windows_keep_each_samples_stamp_and_orientation() -> None:
+    # Later models take time and heading as inputs: a window carries both per sample.
+    w, _ = make(batch_size=3)
+    turn = np.array([0.0, 0.0, np.sin(0.25), np.cos(0.25)])
+    w.add(Sample(1 * MS, np.array([0.0, 0.0, 0.5]), np.ones(3), turn))
+    w.add(sample(2, 1.0))  # no orientation known
+    (window,) = w.add(Sample(3 * MS, np.array([2.0, 0.0, 0.5]), np.ones(3), turn))
+    np.testing.assert_array_equal(window.stamps_ns, [1 * MS, 2 * MS, 3 * MS])
+    np.testing.assert_array_equal(window.orientation_xyzw[0], turn)
+    assert np.isnan(window.orientation_xyzw[1]).all()
+    merged = merge_windows(window, window)
+    assert merged.stamps_ns.shape == (6,) and merged.orientation_xyzw.shape == (6, 4)
