@@ -9,7 +9,22 @@ import pytest
 import torch
 
 from gp_mapper.engine import Constant, Matern52, SquaredExponential, kernel_from_spec
+from gp_mapper.engine.core import GaussianNoise, Matern32
 from gp_mapper.engine.core.kernels import LENGTHSCALE_FLOOR, VARIANCE_FLOOR
+from gp_mapper.engine.core.noise import NOISE_FLOOR
+from gp_mapper.engine.core.transforms import (
+    RAW_AT_LIMIT,
+    bounded_sigmoid,
+    inverse_bounded_sigmoid,
+    inverse_softplus_scalar,
+    inverse_softplus_with_floor,
+    softplus_with_floor,
+)
+
+VARIANCE_MAX = 2000.0  # the seed paper's UCI limit
+# Raw values across the whole range: past underflow of softplus and sigmoid (±800), where the
+# floor or limit is reached in double precision (±40), and the middle.
+EXTREME_RAWS = (-800.0, -40.0, 0.0, 40.0, 800.0)
 
 
 def test_matern52_and_se_match_closed_forms(rng: np.random.Generator) -> None:
@@ -21,6 +36,26 @@ def test_matern52_and_se_match_closed_forms(rng: np.random.Generator) -> None:
     torch.testing.assert_close(m, expected.detach())
     se = SquaredExponential(1.5, 0.7).double().K(X, X2)
     torch.testing.assert_close(se, (1.5 * torch.exp(-0.5 * r**2)).detach())
+
+
+def test_matern32_matches_its_closed_form_isotropic_and_ard(rng: np.random.Generator) -> None:
+    X = torch.as_tensor(rng.normal(size=(6, 2)))
+    X2 = torch.as_tensor(rng.normal(size=(4, 2)))
+    r = torch.cdist(X, X2) / 0.7
+    expected = 2.0 * (1 + math.sqrt(3) * r) * torch.exp(-math.sqrt(3) * r)
+    torch.testing.assert_close(Matern32(2.0, 0.7).double().K(X, X2).detach(), expected)
+    ls = torch.tensor([0.5, 2.0], dtype=torch.float64)
+    r_ard = torch.cdist(X / ls, X2 / ls)
+    expected_ard = 2.0 * (1 + math.sqrt(3) * r_ard) * torch.exp(-math.sqrt(3) * r_ard)
+    ard = Matern32(2.0, [0.5, 2.0], ard_dims=2).double()
+    torch.testing.assert_close(ard.K(X, X2).detach(), expected_ard)
+    torch.testing.assert_close(ard.K_diag(X).detach(), torch.full((6,), 2.0, dtype=torch.float64))
+    rebuilt = kernel_from_spec(ard.to_spec())
+    assert isinstance(rebuilt, Matern32) and rebuilt.to_spec() == ard.to_spec()
+    # Matérn-3/2 decays more slowly than 5/2 in its tail: its negligible distance is longer.
+    assert Matern32(1.0, 1.0).negligible_distance(1e-9) > Matern52(1.0, 1.0).negligible_distance(
+        1e-9
+    )
 
 
 def test_ard_lengthscales_scale_each_axis() -> None:
@@ -56,7 +91,7 @@ def test_positive_parameters_respect_their_floor() -> None:
     k = SquaredExponential(1.0, 1.0).double()
     with torch.no_grad():
         k.raw_lengthscale.fill_(-1e3)
-    assert float(k.lengthscale) >= LENGTHSCALE_FLOOR
+    assert float(k.lengthscale.detach()) >= LENGTHSCALE_FLOOR
     with pytest.raises(ValueError, match="lengthscale must be positive"):
         SquaredExponential(1.0, -2.0)
 
@@ -91,3 +126,59 @@ def test_variance_limit_holds_for_any_raw_value_and_survives_a_spec_round_trip()
         SquaredExponential(3000.0, variance_max=2000.0)
     with pytest.raises(ValueError, match="variance_max"):
         SquaredExponential(1.0, variance_max=0.0)
+
+
+def test_inverse_transforms_accept_values_on_their_limits() -> None:
+    raw = inverse_softplus_with_floor(torch.tensor([VARIANCE_FLOOR, 1.0, 100.0]), VARIANCE_FLOOR)
+    assert float(raw[0]) == -RAW_AT_LIMIT
+    forward = softplus_with_floor(raw, VARIANCE_FLOOR)
+    assert float(forward[0]) == VARIANCE_FLOOR  # exactly on the floor again
+    torch.testing.assert_close(forward[1:], torch.tensor([1.0, 100.0], dtype=torch.float64))
+    assert inverse_softplus_scalar(VARIANCE_FLOOR, VARIANCE_FLOOR) == -RAW_AT_LIMIT
+    # The floor as a float32 parameter reads back a little below its float64 value.
+    floor32 = float(torch.tensor(VARIANCE_FLOOR, dtype=torch.float32))
+    assert floor32 < VARIANCE_FLOOR
+    assert float(inverse_softplus_with_floor(floor32, VARIANCE_FLOOR)) == -RAW_AT_LIMIT
+    for low_or_high, raw_limit in ((VARIANCE_FLOOR, -RAW_AT_LIMIT), (VARIANCE_MAX, RAW_AT_LIMIT)):
+        raw = inverse_bounded_sigmoid(low_or_high, VARIANCE_FLOOR, VARIANCE_MAX)
+        assert float(raw) == raw_limit
+        assert float(bounded_sigmoid(raw, VARIANCE_FLOOR, VARIANCE_MAX)) == low_or_high
+
+
+def test_inverse_transforms_refuse_values_no_raw_value_reaches() -> None:
+    with pytest.raises(ValueError, match="at least its floor"):
+        inverse_softplus_with_floor(0.5 * VARIANCE_FLOOR, VARIANCE_FLOOR)
+    with pytest.raises(ValueError, match="at least its floor"):
+        inverse_softplus_scalar(-1.0, VARIANCE_FLOOR)
+    with pytest.raises(ValueError, match="at least its floor"):
+        inverse_softplus_with_floor(float("nan"), VARIANCE_FLOOR)
+    with pytest.raises(ValueError, match="must be in"):
+        inverse_bounded_sigmoid(0.0, VARIANCE_FLOOR, VARIANCE_MAX)
+    with pytest.raises(ValueError, match="must be in"):
+        inverse_bounded_sigmoid(1.01 * VARIANCE_MAX, VARIANCE_FLOOR, VARIANCE_MAX)
+    with pytest.raises(ValueError, match="at least its floor"):
+        Constant(0.0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("variance_max", [None, VARIANCE_MAX])
+def test_every_raw_value_survives_a_spec_round_trip(
+    dtype: torch.dtype, variance_max: float | None
+) -> None:
+    """Floors, limits and values between rebuild from the spec onto the same values."""
+    for raw_variance in EXTREME_RAWS:
+        for raw_lengthscale in EXTREME_RAWS:
+            k = (Constant(1.0) + Matern52(1.0, [1.0, 1.0], 2, variance_max)).to(dtype)
+            with torch.no_grad():
+                k.first.raw_variance.fill_(raw_variance)
+                k.second.raw_variance.fill_(raw_variance)
+                k.second.raw_lengthscale.fill_(raw_lengthscale)
+            rebuilt = kernel_from_spec(k.to_spec()).to(dtype)
+            for name, value in k.hyperparameters().items():
+                torch.testing.assert_close(
+                    rebuilt.hyperparameters()[name], value, rtol=1e-12, atol=0.0, msg=name
+                )
+    noise = GaussianNoise(1.0).to(dtype)
+    with torch.no_grad():
+        noise.raw_variance.fill_(EXTREME_RAWS[0])
+    assert float(GaussianNoise(float(noise.variance)).variance) == pytest.approx(NOISE_FLOOR)

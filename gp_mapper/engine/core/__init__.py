@@ -3,7 +3,18 @@
 from .device import resolve_device, set_cpu_threads
 from .fit import FitResult, fit_hyperparameters
 from .greedy import PivotedCholesky
-from .kernels import Constant, Kernel, Matern52, SquaredExponential, Sum, kernel_from_spec
+from .hyperparameters import node_hyperparameters
+from .kernels import (
+    Constant,
+    Kernel,
+    Matern32,
+    Matern52,
+    Product,
+    SquaredExponential,
+    Stationary,
+    Sum,
+    kernel_from_spec,
+)
 from .linalg import JITTER_LADDER, Jitter, cholesky_with_jitter
 from .noise import GaussianNoise
 
@@ -14,13 +25,17 @@ __all__ = [
     "GaussianNoise",
     "Jitter",
     "Kernel",
+    "Matern32",
     "Matern52",
     "PivotedCholesky",
+    "Product",
     "SquaredExponential",
+    "Stationary",
     "Sum",
     "cholesky_with_jitter",
     "fit_hyperparameters",
     "kernel_from_spec",
+    "node_hyperparameters",
     "resolve_device",
     "set_cpu_threads",
 ]

@@ -1,14 +1,25 @@
-"""Covariance functions: small modules with raw (unconstrained) parameters and ``+`` to compose.
+"""Covariance functions: small modules with raw (unconstrained) parameters, ``+`` and ``*``.
 
 Every positive parameter is stored raw and read through a softplus with a named floor, as GPyTorch
 does with its constraints. A kernel knows how to describe itself (``to_spec``) so an engine state
 can be saved without pickle and rebuilt with :func:`kernel_from_spec`.
+
+Leaf kernels (:class:`Constant` and the stationary ones) take ``active_dims``: the input columns
+they act on (None: all). A map kernel can so use (x, y) while a drift term uses time t. Sums and
+products act on all columns and hand them to their parts, which pick their own.
+
+Hyperparameter names are ``<kind>_<parameter>`` (``matern52_lengthscale``); when a kind occurs
+more than once in a kernel, the leaves are numbered depth-first, left to right, and the second
+and later get the number after the kind (``matern52_2_lengthscale``). The first occurrence keeps
+the plain name, so a kernel with one part of each kind has the names it always had, and every
+name still ends in ``_variance`` or ``_lengthscale`` and starts with its kind.
 """
 
 from __future__ import annotations
 
 import math
 from abc import ABCMeta, abstractmethod
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -24,9 +35,15 @@ from .transforms import (
 # Floors keep a fit away from degenerate kernels; they are far below any physical value in µT² or m.
 VARIANCE_FLOOR = 1e-6
 LENGTHSCALE_FLOOR = 1e-3
+SQRT3 = math.sqrt(3.0)
 SQRT5 = math.sqrt(5.0)
 # Distances are sqrt(max(r², tiny)) so the gradient at r = 0 stays finite (GPflow does the same).
 _R2_FLOOR = 1e-36
+# Bisection steps for negligible_distance: 60 halvings of a bracket [0, 2^k] reach double
+# precision of the distance.
+_BISECTION_STEPS = 60
+
+Columns = slice | list[int]
 
 
 def _as_row(value: float | Tensor | list[float], name: str) -> Tensor:
@@ -36,16 +53,73 @@ def _as_row(value: float | Tensor | list[float], name: str) -> Tensor:
     return t
 
 
+def _check_active_dims(active_dims: Sequence[int] | None) -> tuple[int, ...] | None:
+    if active_dims is None:
+        return None
+    dims = tuple(active_dims)
+    if (
+        not dims
+        or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in dims)
+        or len(set(dims)) != len(dims)
+    ):
+        raise ValueError(
+            f"active_dims must be distinct non-negative column indices, got {active_dims}"
+        )
+    return dims
+
+
+def _columns(dims: tuple[int, ...]) -> Columns:
+    # A run of consecutive columns is a slice (a view, no copy); anything else a gather.
+    if dims == tuple(range(dims[0], dims[0] + len(dims))):
+        return slice(dims[0], dims[0] + len(dims))
+    return list(dims)
+
+
 class Kernel(nn.Module, metaclass=ABCMeta):
-    """Base class: ``K(X, X2)`` [N, N2], ``K_diag(X)`` [N]; ``k1 + k2`` builds a :class:`Sum`."""
+    """Base class: ``K(X, X2)`` [N, N2], ``K_diag(X)`` [N]; ``+`` and ``*`` compose.
 
-    @abstractmethod
+    Args:
+        active_dims: the input columns this kernel acts on, in the order it reads them;
+            None (default): all columns.
+    """
+
+    def __init__(self, active_dims: Sequence[int] | None = None) -> None:
+        super().__init__()
+        self.active_dims = _check_active_dims(active_dims)
+        self._cols: Columns | None = (
+            None if self.active_dims is None else _columns(self.active_dims)
+        )
+        self._columns_needed = 0 if self.active_dims is None else max(self.active_dims) + 1
+
     def K(self, X: Tensor, X2: Tensor | None = None) -> Tensor:
-        """Covariance [N, N2] between X [N, D] and X2 [N2, D] (X itself if None)."""
+        """Covariance [N, N2] between X [N, D] and X2 [N2, D] (X itself if None).
 
-    @abstractmethod
+        Raises:
+            ValueError: ``active_dims`` names a column that X does not have.
+        """
+        return self._K(self._select(X), None if X2 is None else self._select(X2))
+
     def K_diag(self, X: Tensor) -> Tensor:
         """Variances k(x, x) [N] at X [N, D]."""
+        return self._K_diag(self._select(X))
+
+    @abstractmethod
+    def _K(self, X: Tensor, X2: Tensor | None) -> Tensor:
+        """:meth:`K` on inputs already restricted to ``active_dims`` [N, D'], [N2, D']."""
+
+    @abstractmethod
+    def _K_diag(self, X: Tensor) -> Tensor:
+        """:meth:`K_diag` on inputs already restricted to ``active_dims`` [N, D']."""
+
+    def _select(self, X: Tensor) -> Tensor:
+        if self._cols is None:
+            return X
+        if self._columns_needed > X.shape[-1]:
+            raise ValueError(
+                f"{type(self).__name__} acts on columns {self.active_dims}, "
+                f"but the inputs have {X.shape[-1]}"
+            )
+        return X[..., self._cols]
 
     def forward(self, X: Tensor, X2: Tensor | None = None) -> Tensor:
         return self.K(X, X2)
@@ -53,16 +127,34 @@ class Kernel(nn.Module, metaclass=ABCMeta):
     def __add__(self, other: Kernel) -> Kernel:
         return Sum(self, other)
 
+    def __mul__(self, other: Kernel) -> Kernel:
+        return Product(self, other)
+
+    def constant_part(self) -> Kernel | None:
+        """The constant (offset) part of this kernel, sharing its parameters; None if none.
+
+        Together with :meth:`without_constant`: ``k = constant_part + without_constant``.
+        """
+        return None
+
     def constant_variance(self) -> float:
-        """The variance of the constant (offset) parts of this kernel; 0 if it has none."""
+        """The variance of the constant (offset) part of this kernel; 0 if it has none."""
         return 0.0
 
     def without_constant(self) -> Kernel | None:
-        """This kernel with its constant parts removed (None if nothing else is left)."""
+        """This kernel with its constant part removed (None if nothing else is left).
+
+        ``k(x, x') = constant_variance() + without_constant()(x, x')`` for all inputs; the
+        result shares this kernel's parameters.
+        """
         return self
 
     def negligible_distance(self, rel_tol: float) -> float | None:
-        """Distance beyond which k(x, x') < rel_tol · k(x, x) (None: no such distance)."""
+        """Distance beyond which k(x, x') < rel_tol · k(x, x) (None: no such distance).
+
+        The distance is Euclidean over all input columns. Constant parts of a sum are left
+        out (they are the offset, which prediction handles apart; see ``without_constant``).
+        """
         return None
 
     @abstractmethod
@@ -70,31 +162,71 @@ class Kernel(nn.Module, metaclass=ABCMeta):
         """A JSON-able description that :func:`kernel_from_spec` rebuilds."""
 
     @abstractmethod
-    def hyperparameters(self) -> dict[str, Tensor]:
-        """Constrained hyperparameters by name (differentiable), e.g. ``matern52_lengthscale``."""
+    def hyperparameter_groups(self) -> list[tuple[str, dict[str, Tensor]]]:
+        """Each leaf's kind and constrained parameters, depth-first, left to right.
 
-    @abstractmethod
+        E.g. ``[("constant", {"variance": σ₀²}), ("matern52", {"variance": σ², ...})]``; the
+        building block of the unique names of :meth:`hyperparameters`.
+        """
+
+    def hyperparameters(self) -> dict[str, Tensor]:
+        """Constrained hyperparameters by unique name (differentiable).
+
+        Names are ``<kind>_<parameter>``, and ``<kind>_<n>_<parameter>`` for the n-th leaf of
+        a kind that occurs more than once (n ≥ 2); see the module docstring.
+        """
+        seen: dict[str, int] = {}
+        out: dict[str, Tensor] = {}
+        for kind, params in self.hyperparameter_groups():
+            seen[kind] = seen.get(kind, 0) + 1
+            prefix = kind if seen[kind] == 1 else f"{kind}_{seen[kind]}"
+            for name, value in params.items():
+                out[f"{prefix}_{name}"] = value
+        return out
+
     def describe(self) -> dict[str, float | list[float]]:
-        """Hyperparameters in physical units, for reports and logs."""
+        """Hyperparameters in physical units, for reports and logs (names as hyperparameters)."""
+        out: dict[str, float | list[float]] = {}
+        for name, value in self.hyperparameters().items():
+            v = value.detach()
+            out[name] = float(v) if v.numel() == 1 else v.cpu().tolist()
+        return out
+
+    def _leaf_spec(self, spec: dict[str, Any]) -> dict[str, Any]:
+        # Written only when set, so the specs of kernels on all columns are as they always were.
+        if self.active_dims is not None:
+            spec["active_dims"] = list(self.active_dims)
+        return spec
 
 
 class Constant(Kernel):
-    """``k(x, x') = σ₀²``: an unknown constant offset (the ~48 µT mean field of a room)."""
+    """``k(x, x') = σ₀²``: an unknown constant offset (the ~48 µT mean field of a room).
 
-    def __init__(self, variance: float = 1.0) -> None:
-        super().__init__()
+    Args:
+        variance: σ₀², at least VARIANCE_FLOOR.
+        active_dims: accepted for a uniform spec; a constant reads no column.
+    """
+
+    def __init__(self, variance: float = 1.0, active_dims: Sequence[int] | None = None) -> None:
+        super().__init__(active_dims)
         self.raw_variance = nn.Parameter(inverse_softplus_with_floor(variance, VARIANCE_FLOOR))
 
     @property
     def variance(self) -> Tensor:
         return softplus_with_floor(self.raw_variance, VARIANCE_FLOOR)
 
-    def K(self, X: Tensor, X2: Tensor | None = None) -> Tensor:
+    def _select(self, X: Tensor) -> Tensor:
+        return X  # only the number of rows matters
+
+    def _K(self, X: Tensor, X2: Tensor | None) -> Tensor:
         n2 = X.shape[0] if X2 is None else X2.shape[0]
         return self.variance.expand(X.shape[0], n2)
 
-    def K_diag(self, X: Tensor) -> Tensor:
+    def _K_diag(self, X: Tensor) -> Tensor:
         return self.variance.expand(X.shape[0])
+
+    def constant_part(self) -> Kernel | None:
+        return self
 
     def constant_variance(self) -> float:
         return float(self.variance.detach())
@@ -103,13 +235,10 @@ class Constant(Kernel):
         return None
 
     def to_spec(self) -> dict[str, Any]:
-        return {"type": "constant", "variance": float(self.variance.detach())}
+        return self._leaf_spec({"type": "constant", "variance": float(self.variance.detach())})
 
-    def hyperparameters(self) -> dict[str, Tensor]:
-        return {"constant_variance": self.variance}
-
-    def describe(self) -> dict[str, float | list[float]]:
-        return {"constant_variance": float(self.variance.detach())}
+    def hyperparameter_groups(self) -> list[tuple[str, dict[str, Tensor]]]:
+        return [("constant", {"variance": self.variance})]
 
 
 class Stationary(Kernel):
@@ -123,6 +252,8 @@ class Stationary(Kernel):
             sigmoid onto (floor, variance_max), as the seed paper's code does on its UCI runs
             (limit 2000): with near-noiseless data maximum likelihood can otherwise drive it
             without bound. None (default): a softplus, no upper limit.
+        active_dims: the input columns the distance is taken over (None: all); with ARD,
+            ``ard_dims`` must equal their number.
     """
 
     kind = "stationary"
@@ -133,10 +264,15 @@ class Stationary(Kernel):
         lengthscale: float | list[float] = 1.0,
         ard_dims: int = 0,
         variance_max: float | None = None,
+        active_dims: Sequence[int] | None = None,
     ) -> None:
-        super().__init__()
+        super().__init__(active_dims)
         if variance_max is not None and not VARIANCE_FLOOR < variance_max < math.inf:
             raise ValueError(f"variance_max must be finite and above {VARIANCE_FLOOR}")
+        if ard_dims and self.active_dims is not None and ard_dims != len(self.active_dims):
+            raise ValueError(
+                f"ard_dims={ard_dims} but active_dims names {len(self.active_dims)} columns"
+            )
         self.variance_max = variance_max
         ls = _as_row(lengthscale, "lengthscale")
         if ard_dims and ls.numel() == 1:
@@ -160,8 +296,17 @@ class Stationary(Kernel):
     def lengthscale(self) -> Tensor:
         return softplus_with_floor(self.raw_lengthscale, LENGTHSCALE_FLOOR)
 
+    @property
+    def ard(self) -> bool:
+        """Whether each input has its own lengthscale."""
+        return self.raw_lengthscale.numel() > 1
+
     def scaled_distance(self, X: Tensor, X2: Tensor) -> Tensor:
-        """Euclidean distance after dividing each input by its lengthscale [N, N2]."""
+        """Euclidean distance after dividing each input by its lengthscale [N, N2].
+
+        Args:
+            X: [N, D'] and X2: [N2, D'], already restricted to ``active_dims``.
+        """
         ls = self.lengthscale
         A, B = X / ls, X2 / ls
         r2 = (A * A).sum(-1)[:, None] + (B * B).sum(-1)[None, :] - 2.0 * A @ B.mT
@@ -172,13 +317,16 @@ class Stationary(Kernel):
         """The correlation as a function of scaled distance, 1 at r = 0."""
 
     def negligible_distance(self, rel_tol: float) -> float | None:
+        if self.active_dims is not None:
+            # Points far apart over all columns can be close in the ones this kernel reads.
+            return None
         # The profile decreases in r: bisect for profile(r) = rel_tol, then scale by the
         # longest lengthscale (the slowest axis decides for ARD).
         lo, hi = 0.0, 1.0
         tol = torch.tensor(rel_tol, dtype=torch.float64)
         while self.profile(torch.tensor(hi, dtype=torch.float64)) > tol:
             hi *= 2.0
-        for _ in range(60):
+        for _ in range(_BISECTION_STEPS):
             mid = 0.5 * (lo + hi)
             if self.profile(torch.tensor(mid, dtype=torch.float64)) > tol:
                 lo = mid
@@ -186,10 +334,10 @@ class Stationary(Kernel):
                 hi = mid
         return hi * float(self.lengthscale.detach().max())
 
-    def K(self, X: Tensor, X2: Tensor | None = None) -> Tensor:
+    def _K(self, X: Tensor, X2: Tensor | None) -> Tensor:
         return self.variance * self.profile(self.scaled_distance(X, X if X2 is None else X2))
 
-    def K_diag(self, X: Tensor) -> Tensor:
+    def _K_diag(self, X: Tensor) -> Tensor:
         return self.variance.expand(X.shape[0])
 
     def to_spec(self) -> dict[str, Any]:
@@ -198,24 +346,14 @@ class Stationary(Kernel):
             "type": self.kind,
             "variance": float(self.variance.detach()),
             "lengthscale": ls,
-            "ard_dims": len(ls) if self.raw_lengthscale.numel() > 1 else 0,
+            "ard_dims": len(ls) if self.ard else 0,
         }
         if self.variance_max is not None:
             spec["variance_max"] = self.variance_max
-        return spec
+        return self._leaf_spec(spec)
 
-    def hyperparameters(self) -> dict[str, Tensor]:
-        return {
-            f"{self.kind}_variance": self.variance,
-            f"{self.kind}_lengthscale": self.lengthscale,
-        }
-
-    def describe(self) -> dict[str, float | list[float]]:
-        ls = self.lengthscale.detach().cpu().tolist()
-        return {
-            f"{self.kind}_variance": float(self.variance.detach()),
-            f"{self.kind}_lengthscale": ls[0] if len(ls) == 1 else ls,
-        }
+    def hyperparameter_groups(self) -> list[tuple[str, dict[str, Tensor]]]:
+        return [(self.kind, {"variance": self.variance, "lengthscale": self.lengthscale})]
 
 
 class SquaredExponential(Stationary):
@@ -225,6 +363,16 @@ class SquaredExponential(Stationary):
 
     def profile(self, r: Tensor) -> Tensor:
         return torch.exp(-0.5 * r * r)
+
+
+class Matern32(Stationary):
+    """Matérn ν = 3/2: ``σ² (1 + √3 r) exp(-√3 r)``."""
+
+    kind = "matern32"
+
+    def profile(self, r: Tensor) -> Tensor:
+        s = SQRT3 * r
+        return (1.0 + s) * torch.exp(-s)
 
 
 class Matern52(Stationary):
@@ -238,18 +386,22 @@ class Matern52(Stationary):
 
 
 class Sum(Kernel):
-    """``k₁ + k₂``."""
+    """``k₁ + k₂`` (on all columns; each part reads its own ``active_dims``)."""
 
     def __init__(self, first: Kernel, second: Kernel) -> None:
         super().__init__()
         self.first = first
         self.second = second
 
-    def K(self, X: Tensor, X2: Tensor | None = None) -> Tensor:
+    def _K(self, X: Tensor, X2: Tensor | None) -> Tensor:
         return self.first.K(X, X2) + self.second.K(X, X2)
 
-    def K_diag(self, X: Tensor) -> Tensor:
+    def _K_diag(self, X: Tensor) -> Tensor:
         return self.first.K_diag(X) + self.second.K_diag(X)
+
+    def constant_part(self) -> Kernel | None:
+        parts = [self.first.constant_part(), self.second.constant_part()]
+        return _sum_of([k for k in parts if k is not None])
 
     def constant_variance(self) -> float:
         return self.first.constant_variance() + self.second.constant_variance()
@@ -258,51 +410,125 @@ class Sum(Kernel):
         parts = [
             k.negligible_distance(rel_tol)
             for k in (self.first, self.second)
-            if not isinstance(k, Constant)
+            if k.without_constant() is not None
         ]
         if not parts or any(p is None for p in parts):
             return None
         return max(parts)
 
     def without_constant(self) -> Kernel | None:
-        parts = [k for k in (self.first.without_constant(), self.second.without_constant()) if k]
-        if not parts:
-            return None
-        return parts[0] if len(parts) == 1 else Sum(parts[0], parts[1])
+        parts = [self.first.without_constant(), self.second.without_constant()]
+        return _sum_of([k for k in parts if k is not None])
 
     def to_spec(self) -> dict[str, Any]:
         return {"type": "sum", "parts": [self.first.to_spec(), self.second.to_spec()]}
 
-    def hyperparameters(self) -> dict[str, Tensor]:
-        return {**self.first.hyperparameters(), **self.second.hyperparameters()}
-
-    def describe(self) -> dict[str, float | list[float]]:
-        return {**self.first.describe(), **self.second.describe()}
+    def hyperparameter_groups(self) -> list[tuple[str, dict[str, Tensor]]]:
+        return self.first.hyperparameter_groups() + self.second.hyperparameter_groups()
 
 
-_STATIONARY: dict[str, type[Stationary]] = {"se": SquaredExponential, "matern52": Matern52}
+class Product(Kernel):
+    """``k₁ · k₂`` (on all columns; each factor reads its own ``active_dims``).
+
+    A constant factor scales the other: ``Constant(c) * Matern52(1, ℓ)`` is a Matérn of
+    variance c, not an offset, so its :meth:`constant_variance` is 0. In general, with each
+    factor split as ``kᵢ = cᵢ + gᵢ`` (constant part plus the rest), ``k₁k₂ = c₁c₂ + (c₁g₂ +
+    g₁c₂ + g₁g₂)``: the offset is ``c₁c₂`` and :meth:`without_constant` is the bracket.
+    """
+
+    def __init__(self, first: Kernel, second: Kernel) -> None:
+        super().__init__()
+        self.first = first
+        self.second = second
+
+    def _K(self, X: Tensor, X2: Tensor | None) -> Tensor:
+        return self.first.K(X, X2) * self.second.K(X, X2)
+
+    def _K_diag(self, X: Tensor) -> Tensor:
+        return self.first.K_diag(X) * self.second.K_diag(X)
+
+    def constant_part(self) -> Kernel | None:
+        c1, c2 = self.first.constant_part(), self.second.constant_part()
+        return None if c1 is None or c2 is None else Product(c1, c2)
+
+    def constant_variance(self) -> float:
+        return self.first.constant_variance() * self.second.constant_variance()
+
+    def without_constant(self) -> Kernel | None:
+        c1, c2 = self.first.constant_part(), self.second.constant_part()
+        if c1 is None or c2 is None:
+            return self  # no offset to take out
+        g1, g2 = self.first.without_constant(), self.second.without_constant()
+        terms = [
+            Product(a, b)
+            for a, b in ((c1, g2), (g1, c2), (g1, g2))
+            if a is not None and b is not None
+        ]
+        return _sum_of(terms)
+
+    def negligible_distance(self, rel_tol: float) -> float | None:
+        # |k₂(x, x')| ≤ k₂(x, x) for a stationary factor, so the product is negligible wherever
+        # one factor is. A factor with a constant part is never negligible (its reported
+        # distance leaves the offset out), so only factors without one count.
+        parts = [
+            d
+            for k in (self.first, self.second)
+            if k.constant_part() is None and (d := k.negligible_distance(rel_tol)) is not None
+        ]
+        return min(parts) if parts else None
+
+    def to_spec(self) -> dict[str, Any]:
+        return {"type": "product", "parts": [self.first.to_spec(), self.second.to_spec()]}
+
+    def hyperparameter_groups(self) -> list[tuple[str, dict[str, Tensor]]]:
+        return self.first.hyperparameter_groups() + self.second.hyperparameter_groups()
+
+
+def _sum_of(parts: list[Kernel]) -> Kernel | None:
+    """The sum of the parts (None for none, the part itself for one)."""
+    if not parts:
+        return None
+    total = parts[0]
+    for part in parts[1:]:
+        total = Sum(total, part)
+    return total
+
+
+_STATIONARY: dict[str, type[Stationary]] = {
+    "se": SquaredExponential,
+    "matern32": Matern32,
+    "matern52": Matern52,
+}
+_COMBINATIONS: dict[str, type[Sum] | type[Product]] = {"sum": Sum, "product": Product}
+KERNEL_TYPES = ("constant", *_COMBINATIONS, *_STATIONARY)
 
 
 def kernel_from_spec(spec: dict[str, Any]) -> Kernel:
     """Rebuild a kernel from :meth:`Kernel.to_spec` output.
 
+    Values on their floor or limit are accepted (a fit can end there); they rebuild onto the
+    limit, and a saved engine state then restores the exact raw values.
+
     Raises:
-        ValueError: the spec names an unknown kernel type or misses a field.
+        ValueError: the spec names an unknown kernel type, misses a field or has a bad one.
     """
     kind = spec.get("type")
     try:
         if kind == "constant":
-            return Constant(spec["variance"])
-        if kind == "sum":
+            return Constant(spec["variance"], spec.get("active_dims"))
+        if kind in _COMBINATIONS:
+            if "active_dims" in spec:
+                raise ValueError(f"a {kind} acts on all columns; give active_dims to its parts")
             first, second = spec["parts"]
-            return Sum(kernel_from_spec(first), kernel_from_spec(second))
+            return _COMBINATIONS[kind](kernel_from_spec(first), kernel_from_spec(second))
         if kind in _STATIONARY:
             return _STATIONARY[kind](
                 spec["variance"],
                 spec["lengthscale"],
                 int(spec["ard_dims"]),
                 spec.get("variance_max"),
+                spec.get("active_dims"),
             )
     except (KeyError, TypeError) as err:
         raise ValueError(f"kernel spec {spec!r} is missing or has a bad field: {err}") from err
-    raise ValueError(f"unknown kernel type {kind!r}; expected constant, sum, se or matern52")
+    raise ValueError(f"unknown kernel type {kind!r}; expected one of {', '.join(KERNEL_TYPES)}")
