@@ -1,10 +1,13 @@
 """The mapping pipeline: poses and field readings in, map snapshots out.
 
 The ROS node and the offline replay both drive this class. Data flows one way:
-readings + poses -> samples (pairing) -> windows (windowing) -> engine update (worker thread,
+readings + poses -> samples (pairing) -> windows (windowing) -> model update (worker thread,
 or inline when `background=False`) -> `MapSnapshot` (grid prediction) -> `on_snapshot` and
-`latest()`. With provisional maps a window gives two snapshots: one under the previous
-hyperparameters as soon as its inducing points are chosen, then the fitted one.
+`latest()`. This module wires the stages and keeps the map's statistics; the stages live in
+their own modules: `inputs` (pairing, windowing, drops), `worker` (the single-flight thread),
+`map_products` (grid and prediction), `persistence` (map files to models). With provisional
+maps a window gives two snapshots: one under the previous hyperparameters as soon as its
+inducing points are chosen, then the fitted one.
 
 Locks: `_input_lock` guards the pairing/windowing side and the drop counts; `_engine_lock`
 guards the engine and the map's counters; `_snapshot_lock` guards the latest snapshot and the
@@ -21,20 +24,19 @@ import math
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from gp_mapper.mapping.config import MapperConfig
 from gp_mapper.mapping.errors import ConfigError, MapFileError
-from gp_mapper.mapping.grid import Box, GridSpec, extend_box, grid_for, predict_grid
-from gp_mapper.mapping.map_file import MapData, PathLike, load_map, save_map
-from gp_mapper.mapping.pairing import Pairer
-from gp_mapper.mapping.pose_buffer import NS_PER_S, PoseBuffer
-from gp_mapper.mapping.records import DropCounts, FieldReading, Pose, Sample
+from gp_mapper.mapping.grid import Box, extend_box
+from gp_mapper.mapping.inputs import InputStage
+from gp_mapper.mapping.map_file import MapData, PathLike, save_map
+from gp_mapper.mapping.map_products import MapProducts, map_grid, predict_products
+from gp_mapper.mapping.persistence import load_model_map
+from gp_mapper.mapping.records import DropCounts, FieldReading, Pose
 from gp_mapper.mapping.snapshot import MapSnapshot
-from gp_mapper.mapping.trajectory import Trajectory
-from gp_mapper.mapping.windowing import Windower
 from gp_mapper.mapping.worker import SingleFlightWorker, WindowJob
 
 if TYPE_CHECKING:
@@ -46,18 +48,6 @@ logger = logging.getLogger(__name__)
 # reference bound costs O(N^3) in the window size (seed000.md 12.3), so two batches cost at
 # most 8x one, and the map falls behind by at most one extra window.
 MERGE_FACTOR = 2
-
-
-def _ns(seconds: float) -> int:
-    return round(seconds * NS_PER_S)
-
-
-class _MapProducts(NamedTuple):
-    grid: GridSpec
-    mean: np.ndarray
-    variance: np.ndarray
-    prior_variance: np.ndarray
-    support_m: np.ndarray
 
 
 class MappingPipeline:
@@ -84,29 +74,11 @@ class MappingPipeline:
     ) -> None:
         self._config = config
         self._on_snapshot = on_snapshot
-        self._input_lock = threading.Lock()
+        # Input side (under self._inputs.lock, which is `_input_lock` below).
+        self._inputs = InputStage(config)
+        self._input_lock = self._inputs.lock
         self._engine_lock = threading.Lock()
         self._snapshot_lock = threading.Lock()
-        self._closed = False
-        # Input side (under _input_lock).
-        self._drops = DropCounts()
-        poses = PoseBuffer(config.pose_buffer_size, _ns(config.max_pose_gap), config.max_pose_speed)
-        self._pairer = Pairer(
-            poses,
-            self._drops,
-            pose_wait_ns=_ns(config.pose_wait),
-            expected_frame=config.expected_frame,
-        )
-        self._windower = Windower(
-            batch_size=config.batch_size,
-            batch_period_ns=_ns(config.batch_period),
-            input_dims=config.input_dims,
-            target=config.target,
-            min_spacing_m=config.min_spacing,
-            drops=self._drops,
-        )
-        self._trajectory = Trajectory()
-        self._generation = 0
         # The map (under _engine_lock).
         self._engine = engine if engine is not None else self._new_engine()
         self._explored_box: Box | None = None
@@ -131,21 +103,25 @@ class MappingPipeline:
 
     # ----------------------------------------------------------------- input side
 
+    @property
+    def _generation(self) -> int:
+        return self._inputs.generation
+
     def add_pose(self, pose: Pose) -> None:
         """Add a pose (map frame). Cheap; never waits for the engine in background mode."""
         with self._input_lock:
-            if self._closed:
+            if self._inputs.closed:
                 return
-            jobs = self._windows_from(self._pairer.add_pose(pose))
+            jobs = self._inputs.add_pose(pose)
             self._submit(jobs)
         self._run_inline(jobs)
 
     def add_field(self, reading: FieldReading) -> None:
         """Add a magnetometer reading; it becomes a sample once a pose brackets its stamp."""
         with self._input_lock:
-            if self._closed:
+            if self._inputs.closed:
                 return
-            jobs = self._windows_from(self._pairer.add_reading(reading))
+            jobs = self._inputs.add_field(reading)
             self._submit(jobs)
         self._run_inline(jobs)
 
@@ -153,13 +129,9 @@ class MappingPipeline:
         """End of input: give up on readings still waiting for a pose (no_pose) and close the
         open window now."""
         with self._input_lock:
-            if self._closed:
+            if self._inputs.closed:
                 return
-            self._pairer.flush()
-            jobs = []
-            window = self._windower.flush()
-            if window is not None:
-                jobs.append(WindowJob(window, self._generation, time.perf_counter()))
+            jobs = self._inputs.flush()
             self._submit(jobs)
         self._run_inline(jobs)
 
@@ -172,15 +144,7 @@ class MappingPipeline:
     def drops(self) -> DropCounts:
         """A copy of the drop counts."""
         with self._input_lock:
-            return self._drops.copy()
-
-    def _windows_from(self, samples: list[Sample]) -> list[WindowJob]:
-        jobs = []
-        for sample in samples:
-            self._trajectory.add(sample.position_m[0], sample.position_m[1])
-            for window in self._windower.add(sample):
-                jobs.append(WindowJob(window, self._generation, time.perf_counter()))
-        return jobs
+            return self._inputs.drops.copy()
 
     def _submit(self, jobs: list[WindowJob]) -> None:
         # Under _input_lock, so that windows reach the worker in stamp order.
@@ -189,11 +153,11 @@ class MappingPipeline:
         for job in jobs:
             dropped = self._worker.submit(job)
             if dropped:
-                self._drops.window_overflow += dropped
+                self._inputs.drops.window_overflow += dropped
                 logger.warning(
                     "engine busy: dropped a waiting window of %d samples (%d so far)",
                     dropped,
-                    self._drops.window_overflow,
+                    self._inputs.drops.window_overflow,
                 )
 
     def _run_inline(self, jobs: list[WindowJob]) -> None:
@@ -233,7 +197,7 @@ class MappingPipeline:
         products = None
         first_map_s: list[float] = []
         with self._input_lock:
-            trajectory = self._trajectory.as_array()
+            trajectory = self._inputs.trajectory()
         with self._engine_lock:
             if job.generation != self._generation:
                 return  # reset or load happened since this window closed
@@ -268,7 +232,7 @@ class MappingPipeline:
                 products = self._predict(engine.posterior, box)
         if not accepted:
             with self._input_lock:
-                self._drops.failed_update += n
+                self._inputs.drops.failed_update += n
             with self._snapshot_lock:
                 self._stats["failed_updates"] += 1
                 self._stats["last_reason"] = reason
@@ -296,18 +260,10 @@ class MappingPipeline:
             first_map_s=first_map_s[0] if first_map_s else None,
         )
 
-    def _grid(self, explored_box: Box | None) -> GridSpec | None:
-        cfg = self._config
-        if cfg.bounds is not None:
-            return grid_for(cfg.bounds, cfg.resolution, cfg.max_cells)
-        if explored_box is None:
-            return None
-        return grid_for(explored_box, cfg.resolution, cfg.max_cells, cfg.margin)
-
     def _predict(
         self, posterior: ModelPosterior | None, explored_box: Box | None
-    ) -> _MapProducts | None:
-        grid = self._grid(explored_box)
+    ) -> MapProducts | None:
+        grid = map_grid(self._config, explored_box)
         if posterior is None or grid is None:
             return None
         if not math.isclose(grid.resolution_m, self._resolution_logged):
@@ -321,13 +277,11 @@ class MappingPipeline:
                 self._config.resolution,
                 self._config.max_cells,
             )
-        mean, variance, prior = predict_grid(posterior, grid, z=self._config.grid_z)
-        support = posterior.support.detach().to("cpu").double().numpy()
-        return _MapProducts(grid, mean, variance, prior, support)
+        return predict_products(posterior, grid, self._config)
 
     def _publish(
         self,
-        products: _MapProducts,
+        products: MapProducts,
         trajectory: np.ndarray,
         report: dict[str, Any],
         num_samples: int,
@@ -423,15 +377,11 @@ class MappingPipeline:
     def _start_generation(self, trajectory: np.ndarray | None) -> None:
         """Forget the open window and waiting windows; they belong to the old map."""
         with self._input_lock:
-            self._generation += 1
-            self._windower.clear()
+            self._inputs.new_generation(trajectory)
             if self._worker is not None:
                 discarded = self._worker.discard_pending()
                 if discarded:
                     logger.info("discarded a waiting window of %d samples", discarded)
-            self._trajectory.clear()
-            if trajectory is not None:
-                self._trajectory.load(trajectory)
 
     def reset(self) -> None:
         """Empty the map: a fresh engine from the config; pose history and drop counts stay."""
@@ -457,8 +407,8 @@ class MappingPipeline:
             state = {k: np.array(v, copy=True) for k, v in self._engine.state_dict().items()}
             box, num_samples, stamp_ns = self._explored_box, self._num_samples, self._stamp_ns
         with self._input_lock:
-            trajectory = self._trajectory.as_array()
-            drops = self._drops.as_dict()
+            trajectory = self._inputs.trajectory()
+            drops = self._inputs.drops.as_dict()
         data = MapData(
             engine_state=state,
             config=self._config.to_dict(),
@@ -480,29 +430,7 @@ class MappingPipeline:
             MapFileError: missing, corrupt, truncated, other-version or incompatible file
                 (other input_dims or target), or an engine state the engine refuses.
         """
-        from gp_mapper.engine import model_from_state, saved_model_name
-
-        cfg = self._config
-        data = load_map(path, input_dims=cfg.input_dims, target=cfg.target)
-        try:
-            saved = saved_model_name(data.engine_state)
-        except Exception as err:
-            raise MapFileError(f"{path}: unreadable model name: {err}") from err
-        if saved != cfg.engine.model:
-            raise MapFileError(
-                f"{path}: the file holds a {saved!r} model; this mapper runs {cfg.engine.model!r} "
-                "(set the model parameter to match, or fit a new map)"
-            )
-        try:
-            engine = model_from_state(data.engine_state, cfg.engine.device, expected=saved)
-        except Exception as err:  # StateError, or anything else a bad state triggers
-            raise MapFileError(f"{path}: the engine refused the saved state: {err}") from err
-        posterior = engine.posterior
-        if posterior is not None and int(posterior.support.shape[1]) != cfg.input_dims:
-            raise MapFileError(
-                f"{path}: the map's inputs have {int(posterior.support.shape[1])} dimensions, "
-                f"this mapper uses input_dims={cfg.input_dims}"
-            )
+        engine, data = load_model_map(path, self._config)
         try:
             products = self._predict(engine.posterior, data.explored_box)
         except Exception as err:  # a state the engine accepted but cannot predict from
@@ -519,7 +447,7 @@ class MappingPipeline:
             self._stats["samples"] = data.num_samples
         if products is not None:
             with self._input_lock:
-                trajectory = self._trajectory.as_array()
+                trajectory = self._inputs.trajectory()
             report = {"loaded_from": str(path)}
             self._publish(
                 products, trajectory, report, data.num_samples, data.stamp_ns, None, engine
@@ -548,10 +476,8 @@ class MappingPipeline:
         out["pending_windows"] = self._worker.pending if self._worker is not None else 0
         out["worker_busy"] = int(self._worker.busy) if self._worker is not None else 0
         with self._input_lock:
-            out["open_window_samples"] = self._windower.open_samples
-            out["pending_readings"] = self._pairer.pending
-            out["poses_buffered"] = len(self._pairer.poses)
-            drops = self._drops.as_dict()
+            out.update(self._inputs.status())
+            drops = self._inputs.drops.as_dict()
         out["drops_total"] = sum(drops.values())
         out.update({f"drop_{reason}": count for reason, count in drops.items()})
         return out
@@ -559,7 +485,7 @@ class MappingPipeline:
     def close(self) -> None:
         """Stop the worker after the update in progress; later inputs are ignored."""
         with self._input_lock:
-            self._closed = True
+            self._inputs.closed = True
         if self._worker is not None:
             self._worker.close()
 

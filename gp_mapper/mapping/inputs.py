@@ -1,0 +1,165 @@
+"""The input side of mapping: readings and poses in, samples paired, windows closed, drops counted.
+
+The same stage feeds the streaming pipeline (one window at a time) and a batch fit (every
+sample of a bag at once), so both see the same pairing, thinning and drop counts.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable
+from typing import NamedTuple
+
+import numpy as np
+
+from gp_mapper.mapping.config import MapperConfig
+from gp_mapper.mapping.pairing import Pairer
+from gp_mapper.mapping.pose_buffer import NS_PER_S, PoseBuffer
+from gp_mapper.mapping.records import DropCounts, FieldReading, Pose, Sample, Window
+from gp_mapper.mapping.trajectory import Trajectory
+from gp_mapper.mapping.windowing import Windower
+from gp_mapper.mapping.worker import WindowJob
+
+
+def seconds_to_ns(seconds: float) -> int:
+    return round(seconds * NS_PER_S)
+
+
+class InputStage:
+    """Pairing, windowing, the trajectory and the drop counts, under one lock.
+
+    Thread-safe: the node's callbacks add inputs while the worker and ``diagnostics`` read
+    counts. Windows are stamped with the current generation (a reset or a load starts a new
+    one, so windows of the old map are recognised and dropped).
+
+    Args:
+        config: the pipeline's parameters (pairing, windowing, target, input_dims).
+    """
+
+    def __init__(self, config: MapperConfig) -> None:
+        self.lock = threading.Lock()
+        self.drops = DropCounts()
+        poses = PoseBuffer(
+            config.pose_buffer_size, seconds_to_ns(config.max_pose_gap), config.max_pose_speed
+        )
+        self._pairer = Pairer(
+            poses,
+            self.drops,
+            pose_wait_ns=seconds_to_ns(config.pose_wait),
+            expected_frame=config.expected_frame,
+        )
+        self._windower = Windower(
+            batch_size=config.batch_size,
+            batch_period_ns=seconds_to_ns(config.batch_period),
+            input_dims=config.input_dims,
+            target=config.target,
+            min_spacing_m=config.min_spacing,
+            drops=self.drops,
+        )
+        self._trajectory = Trajectory()
+        self.generation = 0
+        self.closed = False
+
+    # All methods below expect ``lock`` held by the caller, so that a caller can hand the
+    # windows on (to the worker, in stamp order) under the same lock.
+
+    def add_pose(self, pose: Pose) -> list[WindowJob]:
+        return self._windows_from(self._pairer.add_pose(pose))
+
+    def add_field(self, reading: FieldReading) -> list[WindowJob]:
+        return self._windows_from(self._pairer.add_reading(reading))
+
+    def flush(self) -> list[WindowJob]:
+        """End of input: readings still waiting for a pose are dropped (no_pose); the open
+        window closes now."""
+        self._pairer.flush()
+        window = self._windower.flush()
+        return [] if window is None else [self._job(window)]
+
+    def new_generation(self, trajectory: np.ndarray | None) -> None:
+        """Forget the open window and the path (or take ``trajectory``): a new map starts."""
+        self.generation += 1
+        self._windower.clear()
+        self._trajectory.clear()
+        if trajectory is not None:
+            self._trajectory.load(trajectory)
+
+    def trajectory(self) -> np.ndarray:
+        return self._trajectory.as_array()
+
+    def status(self) -> dict[str, int]:
+        """open_window_samples, pending_readings, poses_buffered."""
+        return {
+            "open_window_samples": self._windower.open_samples,
+            "pending_readings": self._pairer.pending,
+            "poses_buffered": len(self._pairer.poses),
+        }
+
+    def _windows_from(self, samples: list[Sample]) -> list[WindowJob]:
+        jobs = []
+        for sample in samples:
+            self._trajectory.add(sample.position_m[0], sample.position_m[1])
+            jobs.extend(self._job(w) for w in self._windower.add(sample))
+        return jobs
+
+    def _job(self, window: Window) -> WindowJob:
+        return WindowJob(window, self.generation, time.perf_counter())
+
+
+class CollectedSamples(NamedTuple):
+    """Every sample of a recording, as one batch fit takes them.
+
+    Attributes:
+        X: [N, D] inputs (m).
+        y: [N] targets (µT).
+        stamps_ns: [N] stamps (ns).
+        orientation_xyzw: [N, 4] pose orientations (NaN where none).
+        trajectory_m: [K, 2] the path, thinned.
+        drops: what pairing and thinning dropped, by reason.
+    """
+
+    X: np.ndarray
+    y: np.ndarray
+    stamps_ns: np.ndarray
+    orientation_xyzw: np.ndarray
+    trajectory_m: np.ndarray
+    drops: dict[str, int]
+
+
+def collect_samples(
+    records: Iterable[Pose | FieldReading], config: MapperConfig
+) -> CollectedSamples:
+    """Pair and thin a whole recording exactly as the streaming pipeline would.
+
+    Args:
+        records: poses and readings in stamp order (``gp_mapper.io.read_bag``).
+        config: pairing and windowing parameters (the window size does not matter here).
+
+    Returns:
+        The samples, concatenated over every window.
+    """
+    stage = InputStage(config)
+    windows: list[Window] = []
+    for record in records:
+        if isinstance(record, FieldReading):
+            jobs = stage.add_field(record)
+        else:
+            jobs = stage.add_pose(record)
+        windows.extend(job.window for job in jobs)
+    windows.extend(job.window for job in stage.flush())
+    dims = config.input_dims
+    if not windows:
+        empty = np.empty((0, dims))
+        return CollectedSamples(
+            empty, np.empty(0), np.empty(0, np.int64), np.empty((0, 4)), stage.trajectory(),
+            stage.drops.as_dict(),
+        )  # fmt: skip
+    return CollectedSamples(
+        np.concatenate([w.X for w in windows]),
+        np.concatenate([w.y for w in windows]),
+        np.concatenate([w.stamps_ns for w in windows]),
+        np.concatenate([w.orientation_xyzw for w in windows]),
+        stage.trajectory(),
+        stage.drops.as_dict(),
+    )

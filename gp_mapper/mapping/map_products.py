@@ -1,0 +1,51 @@
+"""From a model's posterior to the map's arrays: the grid it covers and the values on it.
+
+Shared by the streaming pipeline (each window) and a batch fit (once), so both draw the same
+grid the same way.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, NamedTuple
+
+import numpy as np
+
+from gp_mapper.mapping.config import MapperConfig
+from gp_mapper.mapping.grid import Box, GridSpec, grid_for, predict_grid
+
+if TYPE_CHECKING:
+    from gp_mapper.engine import ModelPosterior
+
+
+class MapProducts(NamedTuple):
+    """The arrays of one map.
+
+    Attributes:
+        grid: the cells.
+        mean, variance, prior_variance: [H, W] (µT, µT², µT²).
+        support_m: [M, D] the posterior's support (m).
+    """
+
+    grid: GridSpec
+    mean: np.ndarray
+    variance: np.ndarray
+    prior_variance: np.ndarray
+    support_m: np.ndarray
+
+
+def map_grid(config: MapperConfig, explored_box: Box | None) -> GridSpec | None:
+    """The fixed ``bounds`` grid, or the explored box plus the margin (None before any data)."""
+    if config.bounds is not None:
+        return grid_for(config.bounds, config.resolution, config.max_cells)
+    if explored_box is None:
+        return None
+    return grid_for(explored_box, config.resolution, config.max_cells, config.margin)
+
+
+def predict_products(
+    posterior: ModelPosterior, grid: GridSpec, config: MapperConfig
+) -> MapProducts:
+    """Predict the map on ``grid`` (in tiles, see ``grid.predict_grid``)."""
+    mean, variance, prior = predict_grid(posterior, grid, z=config.grid_z)
+    support = posterior.support.detach().to("cpu").double().numpy()
+    return MapProducts(grid, mean, variance, prior, support)
