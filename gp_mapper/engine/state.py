@@ -10,7 +10,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from .core.kernels import Constant, Kernel, Stationary, Sum
+from .core.hyperparameters import node_hyperparameters
+from .core.kernels import Kernel
 from .errors import StateError
 from .model import Hyperparameters
 
@@ -50,32 +51,9 @@ def load_raw_parameters(
 
 
 def describe_hyperparameters(kernel: Kernel, noise_variance: float) -> Hyperparameters:
-    """θ in the node's parameter names, where the kernel has that flat form.
-
-    ``Constant + Stationary`` or a ``Stationary`` alone become ``kernel``, ``kernel_variance``,
-    ``lengthscale`` (a list with ARD), ``ard``, ``constant_variance`` and ``noise_variance``;
-    any other kernel is described by its own parameter names.
-    """
-    parts = _flat_parts(kernel)
-    stationary = [k for k in parts if isinstance(k, Stationary)]
-    constants = [k for k in parts if isinstance(k, Constant)]
-    if len(stationary) != 1 or len(constants) + 1 != len(parts) or len(constants) > 1:
+    """θ in the node's parameter names where the kernel has that flat form
+    (``core.node_hyperparameters``), else by the kernel's own parameter names."""
+    try:
+        return dict(node_hyperparameters(kernel, noise_variance))
+    except ValueError:  # no flat form (a GAM's components, a product)
         return {**kernel.describe(), "noise_variance": float(noise_variance)}
-    (k,) = stationary
-    lengthscale = k.lengthscale.detach().cpu().tolist()
-    ard = k.raw_lengthscale.numel() > 1
-    return {
-        "kernel": k.kind,
-        "kernel_variance": float(k.variance.detach()),
-        "lengthscale": lengthscale if ard else lengthscale[0],
-        "ard": ard,
-        "constant_variance": sum(c.constant_variance() for c in constants),
-        "noise_variance": float(noise_variance),
-    }
-
-
-def _flat_parts(kernel: Kernel) -> list[Kernel]:
-    """The summands of a (nested) sum, or the kernel itself."""
-    if isinstance(kernel, Sum):
-        return _flat_parts(kernel.first) + _flat_parts(kernel.second)
-    return [kernel]
