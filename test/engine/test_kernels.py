@@ -22,8 +22,8 @@ from gp_mapper.engine.core.transforms import (
 )
 
 VARIANCE_MAX = 2000.0  # the seed paper's UCI limit
-# Raw values across the whole range: past underflow of softplus and sigmoid (±800), where the
-# floor or limit is reached in double precision (±40), and the middle.
+# Raw values across the whole range: past the underflow of softplus and sigmoid (±800: exactly on
+# the floor or limit), ±40 (a sigmoid on its limit in double precision), and the middle.
 EXTREME_RAWS = (-800.0, -40.0, 0.0, 40.0, 800.0)
 
 

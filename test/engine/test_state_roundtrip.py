@@ -1,8 +1,9 @@
 """Every state the streaming engine can reach saves and loads back bit for bit.
 
 Randomised over kernels, dtypes and raw parameters across their whole range: past the underflow
-of softplus and sigmoid (±800), where a value sits on its floor or limit in double precision
-(±40), the middle, and random values between. A seeded numpy loop stands in for a property-based
+of softplus and sigmoid (±800: values exactly on their floor or limit), ±40 (a sigmoid on its
+limit in double precision, a softplus a hair above its floor), the middle, and random values
+between. A seeded numpy loop stands in for a property-based
 test: the same states every run, many of them.
 """
 
