@@ -11,7 +11,12 @@ NOISE_FLOOR = 1e-6
 
 
 class GaussianNoise(nn.Module):
-    """``y = f(x) + ε``, ``ε ~ N(0, σ²)``; σ² stored raw through a softplus with NOISE_FLOOR."""
+    """``y = f(x) + ε``, ``ε ~ N(0, σ²)``; σ² stored raw through a softplus with NOISE_FLOOR.
+
+    Args:
+        variance: initial σ² [µT²], at least NOISE_FLOOR; a value on the floor (where a fit can
+            end) is stored as the raw value ``-transforms.RAW_AT_LIMIT``.
+    """
 
     def __init__(self, variance: float = 0.1) -> None:
         super().__init__()
