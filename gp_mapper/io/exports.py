@@ -85,6 +85,7 @@ def write_png_arrays(
     unknown: np.ndarray | None = None,
     title: str = "Magnetic field map",
     resolution_m: float | None = None,
+    support_label: str = "inducing points",
 ) -> Path:
     """Draw the mean and standard deviation side by side and save a PNG.
 
@@ -100,6 +101,8 @@ def write_png_arrays(
         unknown: [H, W] bool, cells to leave blank in the mean panel; None: show all.
         title: the figure's title, to which M and the sample count are appended.
         resolution_m: cell size, metres; None: read from the centre spacing.
+        support_label: what the drawn points are (the posterior's support): "inducing
+            points" for the streaming model, "kept points" for ACGP, ...
 
     Returns:
         The path written.
@@ -137,7 +140,7 @@ def write_png_arrays(
                 c="red",
                 marker="x",
                 lw=0.8,
-                label="inducing points",
+                label=support_label,
             )
         ax.set_xlim(extent[0], extent[1])
         ax.set_ylim(extent[2], extent[3])
@@ -148,10 +151,14 @@ def write_png_arrays(
     if trajectory.shape[0] or inducing.shape[0]:
         axes[0].legend(loc="upper right", fontsize="small", facecolor="0.4", framealpha=0.7)
     samples = "?" if num_samples is None else f"{num_samples}"
-    figure.suptitle(f"{title}: M = {inducing.shape[0]} inducing points, N = {samples} samples")
+    figure.suptitle(f"{title}: M = {inducing.shape[0]} {support_label}, N = {samples} samples")
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png")
     return atomic_write_bytes(path, buffer.getvalue())
+
+
+# What the support of each model's posterior is, for the PNG's legend and title.
+SUPPORT_LABELS = {"vips": "inducing points", "exact": "data points", "acgp": "kept points"}
 
 
 def write_png(
@@ -177,6 +184,8 @@ def write_png(
         num_samples=snapshot.num_samples,
         unknown=unknown,
         resolution_m=snapshot.grid.resolution_m,
+        title=f"Magnetic field map ({snapshot.model})",
+        support_label=SUPPORT_LABELS.get(snapshot.model, "support points"),
     )
 
 
