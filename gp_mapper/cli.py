@@ -21,6 +21,7 @@ EXAMPLES = """\
 commands:
   gp-mapper convert aalto DATA_DIR OUT_BAG     Aalto recordings -> rosbag2
   gp-mapper replay BAG --out DIR               map a bag offline (no ROS runtime)
+  gp-mapper fit BAG --model acgp --out DIR     fit a model on a whole bag, write theta.yaml
   gp-mapper play BAG [--rate R]                publish a bag with /clock, like ros2 bag play
   gp-mapper record OUT_BAG                     record the node's outputs to MCAP
   gp-mapper demo [--data DIR]                  synthetic world -> live node -> PNG
@@ -58,6 +59,12 @@ def _record() -> tuple[Adder, Runner]:
     return add_record_arguments, run_record
 
 
+def _fit() -> tuple[Adder, Runner]:
+    from gp_mapper.commands.fit import add_fit_arguments, run_fit
+
+    return add_fit_arguments, run_fit
+
+
 def _demo() -> tuple[Adder, Runner]:
     from gp_mapper.commands.demo import add_demo_arguments, run_demo
 
@@ -79,6 +86,7 @@ examples:
 COMMANDS: dict[str, tuple[str, Callable[[], tuple[Adder, Runner]]]] = {
     "convert": ("convert recordings to a rosbag2", _convert),
     "replay": ("map a bag offline through the node's pipeline", _replay),
+    "fit": ("fit a model (acgp, exact, vips) on a whole bag; writes the map and theta.yaml", _fit),
     "play": ("publish a bag on its topics with /clock", _play),
     "record": ("record the node's outputs to an MCAP bag", _record),
     "demo": ("map a synthetic world (or --data) through the live node", _demo),
