@@ -449,6 +449,8 @@ class OnlineSparseGP:
             except NumericalError as err:
                 raise StateError(f"carried prior factor is not a valid Cholesky: {err}") from err
             posterior = Posterior.from_carried(kernel, carried, float(noise.variance))
+        elif any(str(key).startswith("carried.") for key in state):
+            raise StateError("engine state has carried fields but no carried.Z")
         self._state = _State(
             kernel, noise, carried, stats, int(np.asarray(state["num_updates"])), posterior
         )
