@@ -14,7 +14,8 @@ Topics:
 Map topics are reliable + transient local, depth 1, in ``map_frame``.
 
 Services (std_srvs/Trigger): ``~/reset``, ``~/flush`` (map the open window now),
-``~/save_map``, ``~/load_map`` (file: ``map_path``).
+``~/save_map``, ``~/load_map`` (file: ``map_path``). Each answers success=False with the
+reason when it fails, whatever the failure; the current map then stays.
 
 Threads: ``main()`` spins rclpy's EventsExecutor (``executor`` parameter; the C++ events
 queue takes a message for a fraction of the Python SingleThreadedExecutor's cost, which spent
@@ -24,7 +25,17 @@ worker thread. A steady timer on the executor looks for a new snapshot every
 worker can never publish into a node being destroyed), bursts of snapshots coalesce into one
 publish of the newest, and a reset cannot be overtaken by a stale snapshot (the publisher
 always reads the pipeline's current state). The callback groups keep this correct under a
-MultiThreadedExecutor too (inputs, services and outputs each mutually exclusive).
+MultiThreadedExecutor too (inputs and outputs each mutually exclusive).
+
+The four services run on a thread of their own (``ServiceHost``: a hidden helper node,
+``_gp_mapper_services``, serving the names ``<node>/reset``...), because a load takes
+seconds and a flush up to ``FLUSH_TIMEOUT_S``: on the executor thread they would stop the
+sensor callbacks, and the EventsExecutor cannot run a coroutine callback that would let
+them wait without blocking. Each still answers when its work is done.
+
+An input silent for ``INPUT_SILENCE_S`` (a wrong remapping is the usual cause) is reported
+in the log every ``WARN_THROTTLE_S``, naming the resolved topic; the start-up line names
+both resolved input topics.
 """
 
 from __future__ import annotations
@@ -32,7 +43,8 @@ from __future__ import annotations
 import logging
 import math
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +54,7 @@ from nav_msgs.msg import OccupancyGrid
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.clock import Clock, ClockType
 from rclpy.exceptions import InvalidParameterTypeException, InvalidParameterValueException
-from rclpy.executors import ExternalShutdownException
+from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.experimental import EventsExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
@@ -52,7 +64,8 @@ from visualization_msgs.msg import MarkerArray
 
 from gp_mapper.engine import set_cpu_threads, warm_up
 from gp_mapper.mapping.config import PARAMETER_BY_NAME, MapperConfig
-from gp_mapper.mapping.errors import ConfigError, MapFileError
+from gp_mapper.mapping.errors import ConfigError
+from gp_mapper.mapping.map_file import clean_stale_temporaries
 from gp_mapper.mapping.pipeline import MappingPipeline
 from gp_mapper.ros.convert import (
     DIAGNOSTIC_OK,
@@ -61,6 +74,7 @@ from gp_mapper.ros.convert import (
     diagnostic_array,
     field_reading_from_msg,
 )
+from gp_mapper.ros.input_watch import InputWatch
 from gp_mapper.ros.parameters import ParameterGuard, declare_parameters, read_config
 from gp_mapper.ros.products import MapProducts, empty_products, snapshot_products
 from gp_mapper.ros.qos import DIAGNOSTICS_QOS, MAP_QOS, sensor_qos
@@ -91,6 +105,89 @@ FLUSH_TIMEOUT_S = 120.0
 MAP_CHECK_PERIOD_S = 0.02
 # Longest wait of one spin of the events executor before it checks for shutdown [s].
 SPIN_TIMEOUT_S = 0.1
+# An input without a message for this long (since start or its last message) is reported:
+# long enough for discovery and a bag player's start, short enough to catch a wrong remap [s].
+INPUT_SILENCE_S = 5.0
+# How often the node looks for silent inputs [s].
+INPUT_CHECK_PERIOD_S = 1.0
+# Labels of the inputs in the silence warning and in /diagnostics.
+MAG_INPUT = "magnetometer"
+POSE_INPUT = "pose"
+# How long teardown waits for a service still at work (a flush) before going on [s].
+SERVICE_JOIN_TIMEOUT_S = 5.0
+
+
+def _one_line(err: BaseException, *, with_type: bool = True) -> str:
+    """``err`` on one line, after its type name (``MemoryError`` has no message at all)."""
+    text = " ".join(str(err).split())
+    if not with_type:
+        return text or type(err).__name__
+    return f"{type(err).__name__}: {text}" if text else type(err).__name__
+
+
+TriggerHandler = Callable[[Trigger.Request, Trigger.Response], Trigger.Response]
+
+
+class ServiceHost:
+    """Serves Trigger services under ``owner``'s name from a thread of their own.
+
+    A hidden helper node (name ``_<owner>_services``; the leading underscore hides it from
+    ``ros2 node list``) in the owner's context and namespace, spun by its own
+    SingleThreadedExecutor: a handler that takes seconds blocks only this thread, never the
+    owner's executor. Handlers run one at a time.
+
+    Args:
+        owner: the node whose services these are (``<owner>/<name>``).
+        handlers: service name -> handler; a handler must not raise (the host logs and
+            answers failure if one does).
+    """
+
+    def __init__(self, owner: Node, handlers: Mapping[str, TriggerHandler]) -> None:
+        self._logger = owner.get_logger()
+        # Global --ros-args (node-name remaps) must not give the helper the owner's name.
+        self._node = Node(
+            f"_{owner.get_name()}_services",
+            context=owner.context,
+            namespace=owner.get_namespace(),
+            use_global_arguments=False,
+            start_parameter_services=False,
+        )
+        base = owner.get_fully_qualified_name()
+        for name, handler in handlers.items():
+            self._node.create_service(Trigger, f"{base}/{name}", self._guarded(name, handler))
+        self._executor = SingleThreadedExecutor(context=owner.context)
+        self._executor.add_node(self._node)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._spin, name="gp_mapper_services", daemon=True)
+        self._thread.start()
+
+    def _guarded(self, name: str, handler: TriggerHandler) -> TriggerHandler:
+        def call(request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+            try:
+                return handler(request, response)
+            except Exception as err:  # the last guard: a service never kills the node
+                response.success = False
+                response.message = f"{name} failed: {_one_line(err)}"
+                self._logger.error(response.message)
+                return response
+
+        return call
+
+    def _spin(self) -> None:
+        while not self._stop.is_set() and self._node.context.ok():
+            try:
+                self._executor.spin_once(timeout_sec=SPIN_TIMEOUT_S)
+            except ExternalShutdownException:
+                return
+            except Exception as err:  # keep serving: one bad request must not end the thread
+                self._logger.error(f"service thread: {_one_line(err)}")
+
+    def close(self) -> None:
+        """Stop serving (after the request in progress, up to SERVICE_JOIN_TIMEOUT_S)."""
+        self._stop.set()
+        self._thread.join(timeout=SERVICE_JOIN_TIMEOUT_S)
+        self._executor.shutdown(timeout_sec=0.0)
+        self._node.destroy_node()
 
 
 class GpMapperNode(Node):
@@ -115,6 +212,7 @@ class GpMapperNode(Node):
         self.add_on_set_parameters_callback(self._guard)
         self.add_post_set_parameters_callback(self._on_parameters_set)
 
+        self._clean_stale_temporaries()
         self._map_frame = _frame(config.map_frame)
         self._pose_input = POSE_INPUTS[config.pose_type]
         self._pose_frame_drops = 0
@@ -128,18 +226,24 @@ class GpMapperNode(Node):
         self._pipeline = self._make_pipeline(config)
 
         inputs = MutuallyExclusiveCallbackGroup()
-        services = MutuallyExclusiveCallbackGroup()
         self._outputs = MutuallyExclusiveCallbackGroup()
         qos = sensor_qos(config.qos_depth)
-        self.create_subscription(
+        mag_sub = self.create_subscription(
             MagneticField, config.mag_topic, self._on_field, qos, callback_group=inputs
         )
-        self.create_subscription(
+        pose_sub = self.create_subscription(
             self._pose_input.msg_type,
             config.pose_topic,
             self._on_pose,
             qos,
             callback_group=inputs,
+        )
+        # The names after remapping and namespacing: what the node really listens to.
+        self._inputs = InputWatch(
+            {MAG_INPUT: mag_sub.topic_name, POSE_INPUT: pose_sub.topic_name},
+            silence_s=INPUT_SILENCE_S,
+            repeat_s=WARN_THROTTLE_S,
+            start_s=time.monotonic(),
         )
         self._mean_pub = self.create_publisher(OccupancyGrid, "~/mean", MAP_QOS)
         self._variance_pub = self.create_publisher(OccupancyGrid, "~/variance", MAP_QOS)
@@ -152,13 +256,24 @@ class GpMapperNode(Node):
         self.create_timer(
             MAP_CHECK_PERIOD_S, self._publish_map, callback_group=self._outputs, clock=self._steady
         )
-        self.create_service(Trigger, "~/reset", self._on_reset, callback_group=services)
-        self.create_service(Trigger, "~/save_map", self._on_save, callback_group=services)
-        self.create_service(Trigger, "~/flush", self._on_flush, callback_group=services)
-        self.create_service(Trigger, "~/load_map", self._on_load, callback_group=services)
+        self.create_timer(
+            INPUT_CHECK_PERIOD_S,
+            self._check_inputs,
+            callback_group=self._outputs,
+            clock=self._steady,
+        )
         self._diag_timer = self._make_diagnostics_timer(config.diagnostics_period)
+        self._service_host = ServiceHost(
+            self,
+            {
+                "reset": self._on_reset,
+                "save_map": self._on_save,
+                "flush": self._on_flush,
+                "load_map": self._on_load,
+            },
+        )
         self.get_logger().info(
-            f"mapping {config.target} of {config.mag_topic} at {config.pose_topic} "
+            f"mapping {config.target} of {mag_sub.topic_name} at {pose_sub.topic_name} "
             f"({config.pose_type}) into frame {self._map_frame}; engine on "
             f"{self._pipeline.diagnostics()['device']} (warmed up in {warm_s:.1f} s)"
         )
@@ -182,9 +297,11 @@ class GpMapperNode(Node):
     # ------------------------------------------------------------------ inputs
 
     def _on_field(self, msg: MagneticField) -> None:
+        self._inputs.heard(MAG_INPUT, time.monotonic())
         self.pipeline.add_field(field_reading_from_msg(msg))
 
     def _on_pose(self, msg: Any) -> None:
+        self._inputs.heard(POSE_INPUT, time.monotonic())
         frame = _frame(msg.header.frame_id)
         if frame != self._map_frame:
             self._pose_frame_drops += 1
@@ -227,6 +344,12 @@ class GpMapperNode(Node):
         self._field_pub.publish(products.field)
         self._marker_pub.publish(products.markers)
 
+    def _check_inputs(self) -> None:
+        """Warn (rate-limited) about inputs without a message for INPUT_SILENCE_S."""
+        warning = self._inputs.warning(time.monotonic(), self.count_publishers)
+        if warning is not None:
+            self.get_logger().warning(warning)
+
     def _make_diagnostics_timer(self, period_s: float) -> Any:
         return self.create_timer(
             period_s, self._publish_diagnostics, callback_group=self._outputs, clock=self._steady
@@ -237,6 +360,10 @@ class GpMapperNode(Node):
         values["drop_pose_frame"] = self._pose_frame_drops
         values["drops_total"] = int(values["drops_total"]) + self._pose_frame_drops
         values["map_frame"] = self._map_frame
+        now = time.monotonic()
+        for label, key in ((MAG_INPUT, "mag"), (POSE_INPUT, "pose")):
+            values[f"{key}_topic"] = self._inputs.topics[label]
+            values[f"{key}_age_s"] = self._inputs.age_s(label, now)
         published = self._published[1]
         values["published_seq"] = -1 if published is None else published
         for key in ("mean_scale_lo", "mean_scale_hi", "variance_scale_lo", "variance_scale_hi"):
@@ -289,35 +416,65 @@ class GpMapperNode(Node):
     def _map_path(self) -> Path:
         return Path(self.get_parameter("map_path").value).expanduser()
 
+    def _clean_stale_temporaries(self) -> None:
+        """Remove what saves interrupted by a crash or power loss left beside the map file."""
+        path = self._map_path()
+        try:
+            removed = clean_stale_temporaries(path)
+        except OSError as err:  # a read-only or vanished directory: mapping can go on
+            self.get_logger().warning(f"could not clean temporaries beside {path}: {err}")
+            return
+        if removed:
+            self.get_logger().info(f"removed {removed} temporary file(s) of an interrupted save")
+
+    # Each handler runs on the ServiceHost thread and catches every failure: the answer
+    # carries the reason and the node (and its current map) carries on.
+
     def _on_reset(self, _request: Trigger.Request, response: Trigger.Response) -> Any:
-        config = read_config(self)
-        old = self.pipeline
-        changed = sorted(
-            k for k, v in _mapping_part(config).items() if _mapping_part(old.config).get(k) != v
-        )
-        if changed:
-            # New mapping parameters: a pipeline built from them (drop counts restart).
-            new = self._make_pipeline(config)
-            with self._pipeline_lock:
-                self._pipeline = new
-                self._epoch += 1
-            old.close()
-            response.message = f"map reset with new {', '.join(changed)}"
-        else:
-            old.reset()
-            response.message = "map reset"
+        try:
+            response.message = self._reset()
+        except Exception as err:  # e.g. parameters the engine refuses: keep the old map
+            response.success = False
+            response.message = f"reset failed, the current map is kept: {_one_line(err)}"
+            self.get_logger().error(response.message)
+            return response
         self._scale = {}
         response.success = True
         self.get_logger().info(response.message)
         return response
 
+    def _reset(self) -> str:
+        """Reset the map (rebuilt from changed parameters); the answer's message."""
+        config = read_config(self)
+        old = self.pipeline
+        changed = sorted(
+            k for k, v in _mapping_part(config).items() if _mapping_part(old.config).get(k) != v
+        )
+        if not changed:
+            old.reset()  # builds the new engine before it drops the old map
+            return "map reset"
+        # New mapping parameters: a pipeline built from them (drop counts restart). Built
+        # before the swap, so a failure leaves the old one in place.
+        new = self._make_pipeline(config)
+        with self._pipeline_lock:
+            self._pipeline = new
+            self._epoch += 1
+        old.close()
+        return f"map reset with new {', '.join(changed)}"
+
     def _on_flush(self, _request: Trigger.Request, response: Trigger.Response) -> Any:
         # End of a bag: readings still waiting for a pose are given up, the open window is
         # mapped now, and the answer comes once the worker has it in the map.
         pipeline = self.pipeline
-        pipeline.flush()
-        idle = pipeline.wait_idle(timeout=FLUSH_TIMEOUT_S)
-        diagnostics = pipeline.diagnostics()
+        try:
+            pipeline.flush()
+            idle = pipeline.wait_idle(timeout=FLUSH_TIMEOUT_S)
+            diagnostics = pipeline.diagnostics()
+        except Exception as err:
+            response.success = False
+            response.message = f"flush failed: {_one_line(err)}"
+            self.get_logger().error(response.message)
+            return response
         response.success = idle
         response.message = (
             f"flushed: {diagnostics['samples']} samples, "
@@ -329,15 +486,16 @@ class GpMapperNode(Node):
 
     def _on_save(self, _request: Trigger.Request, response: Trigger.Response) -> Any:
         path = self._map_path()
+        pipeline = self.pipeline
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            self.pipeline.save(path)
-        except (MapFileError, OSError) as err:
+            pipeline.save(path)
+            samples = pipeline.diagnostics()["samples"]
+        except Exception as err:  # disk full, permissions, a state that cannot be written
             response.success = False
-            response.message = f"save failed: {err}"
+            response.message = f"save failed: {_one_line(err)}"
             self.get_logger().error(response.message)
             return response
-        samples = self.pipeline.diagnostics()["samples"]
         response.success = True
         response.message = f"saved the map ({samples} samples) to {path}"
         self.get_logger().info(response.message)
@@ -345,14 +503,15 @@ class GpMapperNode(Node):
 
     def _on_load(self, _request: Trigger.Request, response: Trigger.Response) -> Any:
         path = self._map_path()
+        pipeline = self.pipeline
         try:
-            self.pipeline.load(path)
-        except MapFileError as err:
+            pipeline.load(path)
+            samples = pipeline.diagnostics()["samples"]
+        except Exception as err:  # a hostile file may raise anything (RecursionError...)
             response.success = False
-            response.message = f"load failed, the current map is kept: {err}"
+            response.message = f"load failed, the current map is kept: {_one_line(err)}"
             self.get_logger().error(response.message)
             return response
-        samples = self.pipeline.diagnostics()["samples"]
         response.success = True
         response.message = f"loaded the map ({samples} samples) from {path}"
         self.get_logger().info(response.message)
@@ -361,8 +520,10 @@ class GpMapperNode(Node):
     # ------------------------------------------------------------------ teardown
 
     def destroy_node(self) -> None:
-        """Stop the pipeline's worker first: no update runs on into a destroyed node."""
+        """Stop the pipeline's worker first (no update runs on into a destroyed node), then
+        the service thread."""
         self.pipeline.close()
+        self._service_host.close()
         super().destroy_node()
 
 
@@ -381,7 +542,8 @@ def _spin(node: Node, executor: str) -> None:
 def main(args: list[str] | None = None) -> None:
     """Console script ``gp_mapper_node``: ``gp_mapper_node --ros-args -p resolution:=0.2``.
 
-    Exits with status 1 when the parameters are invalid (the reason is logged).
+    Exits with status 1, after one logged line with the reason and no traceback, when the
+    parameters are invalid or anything else stops the node from starting or running.
     """
     logging.basicConfig(level=logging.INFO, format="[%(levelname)s] [%(name)s]: %(message)s")
     rclpy.init(args=args)
@@ -393,7 +555,13 @@ def main(args: list[str] | None = None) -> None:
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     except (ConfigError, InvalidParameterValueException, InvalidParameterTypeException) as err:
-        logging.getLogger(NODE_NAME).error("invalid parameters: %s", err)
+        logging.getLogger(NODE_NAME).error(
+            "invalid parameters: %s", _one_line(err, with_type=False)
+        )
+        failed = True
+    except Exception as err:  # anything else (an engine refusing a value, no CUDA...): one line
+        stage = "cannot start" if node is None else "stopped"
+        logging.getLogger(NODE_NAME).error("%s: %s", stage, _one_line(err))
         failed = True
     finally:
         if node is not None:

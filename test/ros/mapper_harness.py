@@ -143,7 +143,7 @@ class MapperHarness:
         self.pose_pub = self.probe.create_publisher(pose_msg_type, f"{namespace}/pose", PROBE_QOS)
         self._clients = {
             name: self.probe.create_client(Trigger, f"{base}/{name}")
-            for name in ("reset", "save_map", "load_map")
+            for name in ("reset", "save_map", "load_map", "flush")
         }
         self._param_client = self.probe.create_client(SetParameters, f"{base}/set_parameters")
         wait_for(

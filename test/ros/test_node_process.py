@@ -16,6 +16,7 @@ from diagnostic_msgs.msg import DiagnosticArray
 from std_srvs.srv import Trigger
 
 from gp_mapper.ros import convert
+from gp_mapper.ros.node import INPUT_SILENCE_S
 
 from .helpers import Collector, Spinner, wait_for
 
@@ -92,3 +93,64 @@ def test_node_process_refuses_bad_parameters_with_the_reason() -> None:
     assert proc.returncode == 1
     assert "pose_type must be one of" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("parameters", "named"),
+    [
+        # values the selectors refuse: the table's range refuses them too, or the engine does
+        (["delta:=0.0"], "delta"),
+        (["selector:=oips", "rho:=0.0"], "rho"),
+        # accepted by every check but the engine's: no such device on this machine
+        (["device:=cuda:99"], "cuda:99"),
+    ],
+)
+def test_node_process_start_failure_is_one_line(parameters: list[str], named: str) -> None:
+    """Whatever stops the start, the user reads one line with the reason, and exit 1."""
+    args = [arg for value in parameters for arg in ("-p", value)]
+    proc = subprocess.run(
+        _command(*args), capture_output=True, text=True, timeout=STARTUP_TIMEOUT_S
+    )
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if "ERROR" in line]
+    assert len(errors) == 1, proc.stderr
+    assert named in errors[0]
+
+
+def test_node_process_names_its_resolved_inputs_and_warns_when_they_stay_silent(
+    tmp_path: Path,
+) -> None:
+    namespace = f"/silent{os.getpid()}"
+    log = tmp_path / "node.log"
+    with log.open("w") as sink:
+        proc = subprocess.Popen(
+            _command("-r", f"__ns:={namespace}", "-r", "mag:=/nowhere/mag"),
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        try:
+            # the start-up line names both inputs after remapping and namespacing
+            wait_for(
+                lambda: "mapping " in log.read_text(),
+                timeout=STARTUP_TIMEOUT_S,
+                what="the start-up line",
+            )
+            start = next(line for line in log.read_text().splitlines() if "mapping " in line)
+            assert f"of /nowhere/mag at {namespace}/pose " in start, start
+            # nothing is published on them: after INPUT_SILENCE_S a warning names both
+            wait_for(
+                lambda: "no magnetometer message" in log.read_text(),
+                timeout=INPUT_SILENCE_S + 10.0,
+                what="the silent-input warning",
+            )
+        finally:
+            proc.send_signal(signal.SIGINT)
+            proc.wait(timeout=EXIT_TIMEOUT_S)
+    text = log.read_text()
+    warning = next(line for line in text.splitlines() if "no magnetometer message" in line)
+    assert "on /nowhere/mag since start (no publisher)" in warning
+    assert f"no pose message on {namespace}/pose since start" in warning
+    assert "remapping" in warning
+    assert text.count("no magnetometer message") <= 2  # rate-limited, not once a second
