@@ -26,7 +26,9 @@ from ..core.linalg import JITTER_LADDER, Jitter
 from ..core.noise import GaussianNoise
 from ..errors import NumericalError, StateError
 from ..exact.posterior import ExactPosterior
+from ..model import Hyperparameters, ModelKind
 from ..report import FitReport
+from ..state import describe_hyperparameters, load_raw_parameters, raw_parameters
 from .bounds import MIN_BLOCK_FOR_BOUNDS, BlockBounds
 from .cholesky import StoppedCholesky, stopped_cholesky
 from .objective import acgp_objective, extrapolated_log_evidence, subset_data_fit, subset_matrix
@@ -89,7 +91,7 @@ class AdaptiveCholeskyGP:
     """
 
     name: ClassVar[str] = "acgp"
-    kind: ClassVar[str] = "batch"
+    kind: ClassVar[ModelKind] = "batch"
 
     def __init__(
         self,
@@ -177,9 +179,9 @@ class AdaptiveCholeskyGP:
         """The bounds at each checked block of the last fit's final stopped Cholesky."""
         return self._state.history
 
-    def hyperparameters(self) -> dict[str, float | list[float] | str]:
+    def hyperparameters(self) -> Hyperparameters:
         """θ in the node's parameter names (``kernel``, ``kernel_variance``, ...)."""
-        return _node_hyperparameters(self._state.kernel, self.noise_variance)
+        return describe_hyperparameters(self._state.kernel, self.noise_variance)
 
     # ------------------------------------------------------------------ public operations
     def predict(self, Xs: Tensor | np.ndarray) -> tuple[Tensor, Tensor]:
@@ -389,10 +391,9 @@ class AdaptiveCholeskyGP:
             "jitter": np.array(self.jitter.value),
             "jitter_relative": np.array(self.jitter.relative),
             "num_updates": np.array(s.num_updates),
-            "noise.raw_variance": s.noise.raw_variance.detach().cpu().numpy(),
         }
-        for name, p in s.kernel.named_parameters():
-            out[f"kernel.{name}"] = p.detach().cpu().numpy()
+        out.update({f"kernel.{k}": v for k, v in raw_parameters(s.kernel).items()})
+        out.update({f"noise.{k}": v for k, v in raw_parameters(s.noise).items()})
         if s.X_M is not None and s.y_M is not None and s.permutation is not None:
             out["support.X"] = s.X_M.detach().cpu().numpy()
             out["support.y"] = s.y_M.detach().cpu().numpy()
@@ -457,15 +458,8 @@ class AdaptiveCholeskyGP:
             return value
 
         kernel, noise = self._state.kernel, self._state.noise
-        with torch.no_grad():
-            for name, param in kernel.named_parameters():
-                value = tensor(f"kernel.{name}")
-                if value.shape != param.shape:
-                    raise StateError(
-                        f"kernel.{name}: shape {tuple(value.shape)}, expected {tuple(param.shape)}"
-                    )
-                param.copy_(value)
-            noise.raw_variance.copy_(tensor("noise.raw_variance").reshape(()))
+        load_raw_parameters(kernel, state, "kernel.", self.dtype, self.device)
+        load_raw_parameters(noise, state, "noise.", self.dtype, self.device)
         num_updates = int(np.asarray(state["num_updates"]))
         if "support.X" not in state:
             self._state = _State(kernel, noise, None, None, None, None, 0, math.nan, False, (), 0)
@@ -549,28 +543,3 @@ def _refinement_details(refinement: RefinementResult | None, seconds_fit: float)
         "fit_message": refinement.reason,
         "seconds_fit": seconds_fit,
     }
-
-
-def _node_hyperparameters(
-    kernel: Kernel, noise_variance: float
-) -> dict[str, float | list[float] | str]:
-    """θ in the node's parameter names, from the kernel's spec: a stationary part, maybe plus a
-    constant (``constant_variance`` 0 when there is none)."""
-    parts, pending = [], [kernel.to_spec()]
-    while pending:
-        spec = pending.pop()
-        if spec["type"] == "sum":
-            pending.extend(spec["parts"])
-        else:
-            parts.append(spec)
-    out: dict[str, float | list[float] | str] = {"constant_variance": 0.0}
-    for part in parts:
-        if part["type"] == "constant":
-            out["constant_variance"] = float(out["constant_variance"]) + float(part["variance"])
-        else:
-            ls = [float(v) for v in part["lengthscale"]]
-            out["kernel"] = part["type"]
-            out["kernel_variance"] = float(part["variance"])
-            out["lengthscale"] = ls[0] if len(ls) == 1 else ls
-    out["noise_variance"] = noise_variance
-    return out
