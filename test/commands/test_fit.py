@@ -1,0 +1,174 @@
+"""gp-mapper fit: every product of every model, a theta.yaml the node takes, maps of another
+model refused, real data mapped."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from gp_mapper.cli import main as cli_main
+from gp_mapper.commands.fit import fit_bag, theta_yaml
+from gp_mapper.commands.params_file import config_from_params_file
+from gp_mapper.commands.replay import replay_bag
+from gp_mapper.io import write_synthetic_bag
+from gp_mapper.mapping import MapperConfig, MappingPipeline
+from gp_mapper.mapping.errors import MapFileError
+from gp_mapper.mapping.map_file import load_map
+
+from .test_replay import FAST, aalto_slice_bag
+
+# Small, quick settings: a few L-BFGS iterations, small ACGP blocks.
+QUICK = {"fit_iterations": 5, "acgp_block_size": 100}
+SYNTHETIC_S = 20.0
+
+
+@pytest.fixture(scope="module")
+def synthetic_bag(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    bag = tmp_path_factory.mktemp("fit") / "walk.mcap"
+    write_synthetic_bag(bag, duration_s=SYNTHETIC_S)
+    return bag
+
+
+@pytest.fixture(scope="module")
+def acgp_fit(synthetic_bag: Path, tmp_path_factory: pytest.TempPathFactory):
+    out = tmp_path_factory.mktemp("acgp")
+    return fit_bag(
+        synthetic_bag, out, model="acgp", overrides=QUICK, max_samples=500, progress=False
+    )
+
+
+def test_acgp_fit_writes_every_product_and_a_report(acgp_fit) -> None:
+    assert acgp_fit.snapshot is not None
+    for path in acgp_fit.outputs:
+        assert path.is_file() and path.stat().st_size > 0, path
+    report = json.loads(acgp_fit.outputs.report.read_text())
+    assert report["model"] == "acgp" and report["accepted"]
+    assert report["samples_used"] == 500 <= report["samples_total"]
+    assert 0 < report["M"] <= 500 and report["M_over_N"] == pytest.approx(report["M"] / 500)
+    assert report["lower"] <= report["upper"]  # the bound gap: the data-sufficiency figure
+    assert {"kernel", "kernel_variance", "lengthscale", "noise_variance"} <= set(
+        report["hyperparameters"]
+    )
+    assert acgp_fit.snapshot.model == "acgp"
+    assert acgp_fit.snapshot.num_support == report["M"]
+    assert np.isfinite(acgp_fit.snapshot.mean).all()
+    grids = np.load(acgp_fit.outputs.grids)
+    assert grids["mean"].shape == acgp_fit.snapshot.grid.shape
+
+
+def test_fitted_map_file_holds_the_model_and_predicts_as_fitted(acgp_fit) -> None:
+    from gp_mapper.engine import model_from_state
+
+    data = load_map(acgp_fit.outputs.state)
+    model = model_from_state(data.engine_state, device="cpu", expected="acgp")
+    Xs = torch.tensor([[1.0, 1.0], [3.0, 2.0]], dtype=torch.float64)
+    mean, var = model.predict(Xs)
+    assert torch.isfinite(mean).all() and (var >= 0).all()
+    assert data.config["model"] == "acgp"
+
+
+def test_theta_yaml_round_trips_through_the_params_file_reader(acgp_fit) -> None:
+    config = config_from_params_file(acgp_fit.outputs.theta)
+    theta = acgp_fit.report["hyperparameters"]
+    assert config.engine.kernel == theta["kernel"]
+    assert config.engine.kernel_variance == pytest.approx(theta["kernel_variance"])
+    assert config.engine.noise_variance == pytest.approx(theta["noise_variance"])
+    assert config.engine.model == "vips"  # the node streams with the fitted θ
+
+
+@pytest.mark.ros
+def test_theta_yaml_is_accepted_by_the_node(acgp_fit) -> None:
+    rclpy = pytest.importorskip("rclpy", reason="the node's parameter check needs rclpy")
+    from rclpy.context import Context
+    from rclpy.node import Node
+    from rclpy.parameter import Parameter, parameter_dict_from_yaml_file
+
+    from gp_mapper.ros.parameters import declare_parameters, read_config
+
+    messages = parameter_dict_from_yaml_file(str(acgp_fit.outputs.theta))
+    overrides = [Parameter.from_parameter_msg(m) for m in messages.values()]
+    context = Context()
+    rclpy.init(context=context, args=[])
+    node = Node("gp_mapper", context=context, parameter_overrides=overrides)
+    try:
+        declare_parameters(node)  # raises on a wrong type (5 for a float) or a bad range
+        config = read_config(node)
+    finally:
+        node.destroy_node()
+        rclpy.try_shutdown(context=context)
+    theta = acgp_fit.report["hyperparameters"]
+    assert config.engine.lengthscale == pytest.approx(theta["lengthscale"])
+    assert config.engine.constant_variance == pytest.approx(theta["constant_variance"])
+
+
+def test_theta_yaml_keeps_values_inside_the_nodes_ranges() -> None:
+    fitted = {"kernel": "se", "kernel_variance": 5e7, "lengthscale": [0.5, 2.0]}
+    text = theta_yaml({**fitted, "constant_variance": 0.0, "noise_variance": 1e-9})
+    assert "kernel_variance: 1000000.0  # fitted 5e+07, clipped" in text
+    assert "lengthscale: 1.0  # geometric mean" in text
+    assert "noise_variance: 1e-06" in text
+
+
+def test_a_map_of_another_model_is_refused_and_the_current_map_kept(
+    acgp_fit, synthetic_bag: Path, tmp_path: Path
+) -> None:
+    streamed = replay_bag(synthetic_bag, tmp_path / "vips", overrides=FAST, progress=False)
+    assert streamed.snapshot is not None
+    with MappingPipeline(MapperConfig.from_dict(FAST), background=False) as pipeline:
+        pipeline.load(streamed.outputs.state)
+        before = pipeline.latest()
+        with pytest.raises(MapFileError, match="holds a 'acgp' model; this mapper runs 'vips'"):
+            pipeline.load(acgp_fit.outputs.state)
+        assert pipeline.latest() is before
+        assert pipeline.diagnostics()["model"] == "vips"
+
+
+def test_exact_and_vips_fits(synthetic_bag: Path, tmp_path: Path) -> None:
+    exact = fit_bag(
+        synthetic_bag, tmp_path / "exact", model="exact", overrides=QUICK, max_samples=300,
+        progress=False,
+    )  # fmt: skip
+    assert exact.snapshot is not None and exact.report["M"] == 300
+    vips = fit_bag(synthetic_bag, tmp_path / "vips", model="vips", overrides=FAST, progress=False)
+    assert vips.snapshot is not None and vips.outputs.theta.is_file()
+    assert 0 < vips.report["M"] < vips.report["samples_used"]
+
+
+def test_cli_errors_exit_2(synthetic_bag: Path, tmp_path: Path, capsys) -> None:
+    assert cli_main(["fit", str(tmp_path / "missing.mcap"), "--out", str(tmp_path)]) == 2
+    assert cli_main(["fit", str(synthetic_bag), "--out", str(tmp_path), "--set", "nope=1"]) == 2
+    assert "unknown parameter(s): nope" in capsys.readouterr().err
+    args = ["fit", str(synthetic_bag), "--out", str(tmp_path), "--set", "acgp_rel_tol=2.0"]
+    assert cli_main(args) == 2
+    assert "acgp_rel_tol must be in [0, 1]" in capsys.readouterr().err
+
+
+def test_a_fit_too_large_for_memory_says_how_to_subsample(
+    synthetic_bag: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gp_mapper.commands import fit as fit_module
+    from gp_mapper.mapping.errors import ConfigError
+
+    monkeypatch.setattr(fit_module, "available_memory_bytes", lambda: 2_000_000)
+    with pytest.raises(ConfigError, match="--max-samples"):
+        fit_bag(synthetic_bag, tmp_path, model="exact", progress=False)
+
+
+def test_fit_on_a_real_slice_predicts_held_out_readings(magnetic_dir: Path, tmp_path: Path) -> None:
+    bag, X_held, y_held = aalto_slice_bag(magnetic_dir, tmp_path)
+    result = fit_bag(
+        bag, tmp_path / "out", model="acgp", overrides=QUICK, max_samples=1200, progress=False
+    )
+    assert result.snapshot is not None
+    for path in result.outputs:
+        assert path.is_file() and path.stat().st_size > 0, path
+    from gp_mapper.engine import model_from_state
+
+    model = model_from_state(load_map(result.outputs.state).engine_state, "cpu")
+    mean, _ = model.predict(torch.as_tensor(X_held))
+    rmse = float(np.sqrt(np.mean((mean.numpy() - y_held) ** 2)))
+    assert rmse < 0.5 * float(np.std(y_held)), rmse
