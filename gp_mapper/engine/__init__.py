@@ -11,7 +11,18 @@ Pure torch: no ROS, no files, no threads. Float64 by default, on the CPU or a CU
 """
 
 from .core.device import resolve_device, set_cpu_threads
-from .core.kernels import Constant, Kernel, Matern52, SquaredExponential, Sum, kernel_from_spec
+from .core.hyperparameters import node_hyperparameters
+from .core.kernels import (
+    Constant,
+    Kernel,
+    Matern32,
+    Matern52,
+    Product,
+    SquaredExponential,
+    Stationary,
+    Sum,
+    kernel_from_spec,
+)
 from .core.linalg import Jitter
 from .core.noise import GaussianNoise
 from .errors import EngineError, NumericalError, StateError
@@ -58,6 +69,7 @@ __all__ = [
     "GaussianNoise",
     "Jitter",
     "Kernel",
+    "Matern32",
     "Matern52",
     "Model",
     "ModelPosterior",
@@ -65,6 +77,7 @@ __all__ = [
     "Oips",
     "OnlineSparseGP",
     "Posterior",
+    "Product",
     "Report",
     "RunningStats",
     "Selection",
@@ -72,6 +85,7 @@ __all__ = [
     "Selector",
     "SquaredExponential",
     "StateError",
+    "Stationary",
     "StreamingModel",
     "Sum",
     "UpdateReport",
@@ -84,6 +98,7 @@ __all__ = [
     "model_entry",
     "model_from_state",
     "model_names",
+    "node_hyperparameters",
     "noise_model_log_likelihood",
     "online_bound",
     "reference_bound",
