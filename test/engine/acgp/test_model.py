@@ -157,14 +157,19 @@ def test_fit_recovers_the_hyperparameters_of_a_gp_sample() -> None:
         SquaredExponential(0.4, 0.3), 0.4, block_size=100, rel_tol=0.01, fit_iterations=40,
         refinements=8, device="cpu",
     )  # fmt: skip
-    report = model.fit(data.X, data.y)
+    calls: list[tuple[float, str]] = []
+    report = model.fit(data.X, data.y, progress=lambda f, text: calls.append((f, text)))
     assert report.accepted, report.reason
+    assert calls[-1][0] == 1.0 and all(0.0 <= f <= 1.0 for f, _ in calls)
     hp = model.hyperparameters()
     assert 0.07 < hp["lengthscale"] < 0.14
     assert 0.4 < hp["kernel_variance"] < 2.5
     assert 0.07 < hp["noise_variance"] < 0.14
     assert report.details["fit_restarts"] >= 1
     assert math.isfinite(report.log_evidence)
+    # A second fit starts from the fitted θ and says how many points the first one kept.
+    again = model.fit(data.X, data.y, optimise=False)
+    assert again.accepted and again.m_before == report.m_after and model.num_updates == 2
 
 
 @pytest.mark.parametrize(
