@@ -83,7 +83,7 @@ def generate_test_description() -> launch.LaunchDescription:
             "params_file": _params_file(),
             "mag_topic": MAG_TOPIC,
             "pose_topic": POSE_TOPIC,
-            "use_sim_time": "false",
+            "use_sim_time": "False",  # as users type it: ROS accepts any case
         }.items(),
     )
     return launch.LaunchDescription([include, launch_testing.actions.ReadyToTest()])
