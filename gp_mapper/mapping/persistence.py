@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from gp_mapper.mapping.config import MapperConfig
 from gp_mapper.mapping.errors import MapFileError
-from gp_mapper.mapping.map_file import MapData, PathLike, load_map
+from gp_mapper.mapping.map_file import MapData, PathLike, load_map, model_from_map
 
 if TYPE_CHECKING:
     from gp_mapper.engine import Model
@@ -20,23 +20,11 @@ def load_model_map(path: PathLike, config: MapperConfig) -> tuple[Model, MapData
             model than ``config.engine.model``, another target or input dimension; or the
             model refuses its saved state. The message names the path and the fault.
     """
-    from gp_mapper.engine import model_from_state, saved_model_name  # deferred: torch
-
-    data = load_map(path, input_dims=config.input_dims, target=config.target)
-    try:
-        saved = saved_model_name(data.engine_state)
-    except Exception as err:  # a malformed name of any kind is the file's fault
-        raise MapFileError(f"{path}: unreadable model name: {err}") from err
     wanted = config.engine.model
-    if saved != wanted:
-        raise MapFileError(
-            f"{path}: the file holds a {saved!r} model; this mapper runs {wanted!r} "
-            "(set the model parameter to match, or fit a new map)"
-        )
-    try:
-        model = model_from_state(data.engine_state, config.engine.device, expected=saved)
-    except Exception as err:  # StateError, or anything else a bad state triggers
-        raise MapFileError(f"{path}: the engine refused the saved state: {err}") from err
+    data = load_map(
+        path, input_dims=config.input_dims, target=config.target, expected_model=wanted
+    )
+    model = model_from_map(data, path, device=config.engine.device, expected_model=wanted)
     posterior = model.posterior
     if posterior is not None and int(posterior.support.shape[1]) != config.input_dims:
         raise MapFileError(

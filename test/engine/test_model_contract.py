@@ -1,0 +1,140 @@
+"""What every registered model must do, run over the registry: a new model gets these for free.
+
+- it meets the streaming or batch protocol its entry declares;
+- its state round-trips through a saved file and predicts bit-identically;
+- a failed update or fit changes nothing;
+- under its entry's ``exact_settings`` its posterior is the exact GP's on all the data.
+"""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+import torch
+
+from gp_mapper.engine import (
+    BatchModel,
+    EngineSpec,
+    ExactGP,
+    ModelPosterior,
+    StateError,
+    StreamingModel,
+    build_kernel,
+    build_model,
+    model_entry,
+    model_from_state,
+    model_names,
+)
+
+N = 60
+INPUT_DIM = 2
+# Quick settings every model takes: few L-BFGS iterations, small ACGP blocks.
+QUICK = {"fit_iterations": 3, "acgp_block_size": 20, "kernel": "se", "lengthscale": 0.4,
+         "constant_variance": 4.0, "device": "cpu"}  # fmt: skip
+
+
+def data(seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(0.0, 3.0, (N, INPUT_DIM))
+    y = 2.0 + np.sin(2.0 * X[:, 0]) * np.cos(X[:, 1]) + 0.05 * rng.standard_normal(N)
+    return X, y
+
+
+def trained(name: str, **settings: object):
+    spec = EngineSpec(**{**QUICK, **settings, "model": name})
+    model = build_model(spec, INPUT_DIM)
+    X, y = data()
+    if model_entry(name).kind == "streaming":
+        for part in np.array_split(np.arange(N), 3):
+            assert model.update(X[part], y[part]).accepted
+    else:
+        assert model.fit(X, y).accepted
+    return model, spec
+
+
+def saved_and_loaded(state: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    buffer = io.BytesIO()
+    np.savez(buffer, **state)
+    buffer.seek(0)
+    with np.load(buffer, allow_pickle=False) as loaded:
+        return {k: loaded[k] for k in loaded.files}
+
+
+TEST_POINTS = torch.tensor([[0.5, 0.5], [1.5, 2.5], [2.9, 0.1], [8.0, 8.0]], dtype=torch.float64)
+
+
+@pytest.mark.parametrize("name", model_names())
+def test_meets_the_protocol_of_its_kind(name: str) -> None:
+    model, _ = trained(name)
+    kind = model_entry(name).kind
+    assert model.name == name and model.kind == kind
+    assert isinstance(model, StreamingModel if kind == "streaming" else BatchModel)
+    assert isinstance(model.posterior, ModelPosterior)
+    assert model.posterior.support.shape[1] == INPUT_DIM
+    assert model.report is not None and model.report.accepted
+    assert isinstance(model.report.as_dict(), dict)
+    theta = model.hyperparameters()
+    assert {
+        "kernel",
+        "kernel_variance",
+        "lengthscale",
+        "constant_variance",
+        "noise_variance",
+    } <= set(theta)
+    assert str(model.device) == "cpu"
+
+
+@pytest.mark.parametrize("name", model_names())
+def test_state_round_trips_and_predicts_bit_identically(name: str) -> None:
+    model, _ = trained(name)
+    state = saved_and_loaded(model.state_dict())
+    assert str(state["model"]) == name
+    again = model_from_state(state, device="cpu", expected=name)
+    assert type(again) is type(model)
+    for a, b in zip(model.predict(TEST_POINTS), again.predict(TEST_POINTS), strict=True):
+        torch.testing.assert_close(a, b, rtol=0.0, atol=0.0)
+    assert again.hyperparameters() == model.hyperparameters()
+    other = next(n for n in model_names() if n != name)
+    with pytest.raises(StateError, match=f"holds a '{name}' model"):
+        model_from_state(state, device="cpu", expected=other)
+
+
+@pytest.mark.parametrize("name", model_names())
+def test_a_failed_update_or_fit_changes_nothing(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    model, _ = trained(name)
+    before = model.state_dict()
+    mean_before, var_before = model.predict(TEST_POINTS)
+
+    def not_positive_definite(A: torch.Tensor, **_: object) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.zeros_like(A), torch.ones(A.shape[:-2], dtype=torch.int32)
+
+    X, y = data(seed=1)
+    with monkeypatch.context() as patch:  # every factorisation now fails
+        patch.setattr(torch.linalg, "cholesky_ex", not_positive_definite)
+        streaming = model_entry(name).kind == "streaming"
+        report = model.update(X, y) if streaming else model.fit(X, y)
+    assert not report.accepted and report.reason
+    after = model.state_dict()
+    assert after.keys() == before.keys()
+    for key in before:
+        np.testing.assert_array_equal(after[key], before[key], err_msg=key)
+    mean_after, var_after = model.predict(TEST_POINTS)
+    torch.testing.assert_close(mean_after, mean_before, rtol=0.0, atol=0.0)
+    torch.testing.assert_close(var_after, var_before, rtol=0.0, atol=0.0)
+
+
+@pytest.mark.parametrize("name", model_names())
+def test_with_all_data_as_support_it_is_the_exact_gp(name: str) -> None:
+    model, spec = trained(name, **model_entry(name).exact_settings(N))
+    X, y = data()
+    exact = ExactGP(
+        build_kernel(spec, INPUT_DIM).double(), spec.noise_variance,
+        torch.as_tensor(X), torch.as_tensor(y),
+    )  # fmt: skip
+    assert model.posterior.support.shape[0] == N
+    mean, var = model.predict(TEST_POINTS)
+    mean_ref, var_ref = exact.predict(TEST_POINTS)
+    torch.testing.assert_close(mean, mean_ref, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(var, var_ref, rtol=1e-5, atol=1e-6)
