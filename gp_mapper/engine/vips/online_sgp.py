@@ -144,7 +144,7 @@ class OnlineSparseGP:
 
     @property
     def noise_variance(self) -> float:
-        return float(self._state.noise.variance)
+        return float(self._state.noise.variance.detach())
 
     @property
     def num_inducing(self) -> int:
@@ -335,7 +335,7 @@ class OnlineSparseGP:
             "kernel_spec": np.array(json.dumps(s.kernel.to_spec())),
             "selector_spec": np.array(json.dumps(self.selector.to_spec())),
             "dtype": np.array(str(self.dtype).removeprefix("torch.")),
-            "noise_variance": np.array(float(s.noise.variance)),
+            "noise_variance": np.array(float(s.noise.variance.detach())),
             "max_inducing": np.array(self.max_inducing),
             "fit_iterations": np.array(self.fit_iterations),
             "jitter": np.array(self.jitter.value),
