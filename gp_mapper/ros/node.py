@@ -9,6 +9,8 @@ Topics:
     in   ``pose`` PoseStamped | PoseWithCovarianceStamped | Odometry (``pose_type``)
     out  ``~/mean``, ``~/variance``  nav_msgs/OccupancyGrid, occupancy-style 1..98, -1 unknown
     out  ``~/field``  sensor_msgs/PointCloud2 x, y, z, mean, variance (float32)
+    out  ``~/field_cells``  visualization_msgs/Marker CUBE_LIST of the known cells, one grid
+         cell wide at the resolution in use (RViz cannot size a PointCloud2's points)
     out  ``~/inducing_points``  visualization_msgs/MarkerArray
     out  ``/diagnostics``  diagnostic_msgs/DiagnosticArray, every ``diagnostics_period``
 Map topics are reliable + transient local, depth 1, in ``map_frame``.
@@ -60,7 +62,7 @@ from rclpy.node import Node
 from rclpy.parameter import Parameter
 from sensor_msgs.msg import MagneticField, PointCloud2
 from std_srvs.srv import Trigger
-from visualization_msgs.msg import MarkerArray
+from visualization_msgs.msg import Marker, MarkerArray
 
 from gp_mapper.engine import set_cpu_threads, warm_up
 from gp_mapper.mapping.config import PARAMETER_BY_NAME, MapperConfig
@@ -249,6 +251,7 @@ class GpMapperNode(Node):
         self._variance_pub = self.create_publisher(OccupancyGrid, "~/variance", MAP_QOS)
         self._field_pub = self.create_publisher(PointCloud2, "~/field", MAP_QOS)
         self._marker_pub = self.create_publisher(MarkerArray, "~/inducing_points", MAP_QOS)
+        self._cells_pub = self.create_publisher(Marker, "~/field_cells", MAP_QOS)
         self._diag_pub = self.create_publisher(DiagnosticArray, DIAGNOSTICS_TOPIC, DIAGNOSTICS_QOS)
         # Steady clock: the map and diagnostics keep flowing under use_sim_time while no /clock
         # arrives.
@@ -343,6 +346,7 @@ class GpMapperNode(Node):
         self._variance_pub.publish(products.variance)
         self._field_pub.publish(products.field)
         self._marker_pub.publish(products.markers)
+        self._cells_pub.publish(products.cells)  # serialized already: sent as it is
 
     def _check_inputs(self) -> None:
         """Warn (rate-limited) about inputs without a message for INPUT_SILENCE_S."""

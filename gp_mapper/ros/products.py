@@ -2,7 +2,8 @@
 
 ``~/mean`` and ``~/variance`` are occupancy-style grids (known cells scaled into 1..98,
 unknown cells -1; the scale goes to /diagnostics so values can be recovered), ``~/field``
-holds the exact float values, ``~/inducing_points`` the inducing inputs.
+holds the exact float values, ``~/field_cells`` the known cells as RViz cubes one grid cell
+wide (at the resolution in use, coarsened or not), ``~/inducing_points`` the inducing inputs.
 """
 
 from __future__ import annotations
@@ -12,10 +13,11 @@ from typing import NamedTuple
 import numpy as np
 from nav_msgs.msg import OccupancyGrid
 from sensor_msgs.msg import PointCloud2
-from visualization_msgs.msg import MarkerArray
+from visualization_msgs.msg import Marker, MarkerArray
 
 from gp_mapper.mapping.occupancy import scale_to_occupancy
 from gp_mapper.mapping.snapshot import MapSnapshot
+from gp_mapper.ros.cell_marker import cell_marker_cdr, viridis
 from gp_mapper.ros.convert import (
     delete_all_markers,
     field_cloud,
@@ -40,6 +42,8 @@ class MapProducts(NamedTuple):
         variance: occupancy-style posterior variance.
         field: exact mean and variance at the cell centres.
         markers: the inducing points (or a DELETEALL after a reset).
+        cells: the known cells as a serialized Marker CUBE_LIST coloured by the mean, each
+            cube as wide as a grid cell (or a DELETE after a reset).
         scale: SCALE_KEYS -> value [µT for the mean, µT² for the variance]; NaN when
             no cell is known.
     """
@@ -48,6 +52,7 @@ class MapProducts(NamedTuple):
     variance: OccupancyGrid
     field: PointCloud2
     markers: MarkerArray
+    cells: bytes
     scale: dict[str, float]
 
 
@@ -81,6 +86,7 @@ def snapshot_products(
         markers=inducing_markers(
             snapshot.inducing_m, frame_id, stamp, MARKER_DIAMETER_CELLS * res, z_m
         ),
+        cells=_cells(x, y, snapshot.mean, unknown, (mean_lo, mean_hi), res, frame_id, stamp, z_m),
         scale=dict(zip(SCALE_KEYS, (mean_lo, mean_hi, var_lo, var_hi), strict=True)),
     )
 
@@ -94,5 +100,29 @@ def empty_products(frame_id: str, stamp_ns: int, resolution_m: float) -> MapProd
         variance=occupancy_grid(empty, (0.0, 0.0), resolution_m, frame_id, stamp_ns),
         field=field_cloud(np.zeros(0), np.zeros(0), empty, empty, frame_id, stamp_ns),
         markers=delete_all_markers(frame_id, stamp_ns),
+        cells=cell_marker_cdr(
+            np.zeros((0, 3)), np.zeros((0, 4)), resolution_m, frame_id, stamp_ns, Marker.DELETE
+        ),
         scale=dict.fromkeys(SCALE_KEYS, float("nan")),
     )
+
+
+def _cells(
+    x: np.ndarray,
+    y: np.ndarray,
+    mean: np.ndarray,
+    unknown: np.ndarray,
+    mean_range: tuple[float, float],
+    resolution_m: float,
+    frame_id: str,
+    stamp_ns: int,
+    z_m: float,
+) -> bytes:
+    """The known cells as a CUBE_LIST, coloured on the same scale as the ``~/mean`` grid."""
+    xx, yy = np.meshgrid(x, y)  # [H, W], cell (i, j) at [j, i]
+    known = ~unknown
+    centres = np.stack([xx[known], yy[known], np.full(int(known.sum()), z_m)], axis=1)
+    lo, hi = mean_range
+    span = hi - lo if np.isfinite(hi - lo) and hi > lo else 1.0
+    colors = viridis((mean[known] - lo) / span)
+    return cell_marker_cdr(centres, colors, resolution_m, frame_id, stamp_ns)

@@ -40,6 +40,7 @@ NODE_OUTPUTS: Mapping[str, tuple[str, QoSProfile]] = {
     "variance": ("nav_msgs/msg/OccupancyGrid", MAP_QOS),
     "field": ("sensor_msgs/msg/PointCloud2", MAP_QOS),
     "inducing_points": ("visualization_msgs/msg/MarkerArray", MAP_QOS),
+    "field_cells": ("visualization_msgs/msg/Marker", MAP_QOS),
 }
 DIAGNOSTICS_TOPIC = ("/diagnostics", "diagnostic_msgs/msg/DiagnosticArray", DIAGNOSTICS_QOS)
 # Graph topics every node has; never worth recording as a node's "inputs".

@@ -27,7 +27,7 @@ from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import MagneticField, PointCloud2
 from std_srvs.srv import Trigger
-from visualization_msgs.msg import MarkerArray
+from visualization_msgs.msg import Marker, MarkerArray
 
 from gp_mapper.ros import convert
 from gp_mapper.ros.node import NODE_NAME, GpMapperNode
@@ -133,10 +133,12 @@ class MapperHarness:
         base = f"{namespace}/{NODE_NAME}"
         self.topics = {name: f"{base}/{name}" for name in ("mean", "variance", "field")}
         self.topics["markers"] = f"{base}/inducing_points"
+        self.topics["cells"] = f"{base}/field_cells"
         self.sink.listen(OccupancyGrid, self.topics["mean"], MAP_QOS)
         self.sink.listen(OccupancyGrid, self.topics["variance"], MAP_QOS)
         self.sink.listen(PointCloud2, self.topics["field"], MAP_QOS)
         self.sink.listen(MarkerArray, self.topics["markers"], MAP_QOS)
+        self.sink.listen(Marker, self.topics["cells"], MAP_QOS)
         self.sink.listen(DiagnosticArray, "/diagnostics", PROBE_QOS)
         self.mag_pub = self.probe.create_publisher(MagneticField, f"{namespace}/mag", PROBE_QOS)
         self._pose_msg_type = pose_msg_type

@@ -288,3 +288,20 @@ def test_other_pose_types_under_sim_time(
         h.wait_samples(WINDOW)
         assert h.latest("mean").info.width == GRID_W
         assert h.node.get_parameter("use_sim_time").value is True
+
+
+def test_rviz_cells_follow_the_coarsened_resolution(ros_context: Context, spinner: Spinner) -> None:
+    # 800 cells at the asked 0.25 m; a 200-cell cap coarsens the grid
+    with harness(ros_context, spinner, {"max_cells": 200}) as h:
+        h.feed(WINDOW)
+        h.wait_samples(WINDOW)
+        grid = h.latest("mean")
+        assert grid.info.resolution > 0.25
+        assert grid.info.width * grid.info.height <= 200
+        cells = wait_for(lambda: h.latest("cells"), what="the RViz cells")
+        assert cells.type == Marker.CUBE_LIST and cells.header.frame_id == "map"
+        # the cubes are one (coarsened) cell wide, so they tile the map in RViz
+        assert cells.scale.x == pytest.approx(grid.info.resolution)
+        assert cells.scale.y == pytest.approx(grid.info.resolution)
+        known = int((convert.occupancy_to_array(grid) != -1).sum())
+        assert len(cells.points) == known > 0

@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Any
+
 import numpy as np
 import pytest
 
 pytest.importorskip("rclpy", reason="rclpy (ros-jazzy-rclpy wheels) is not importable")
 
+from rclpy.serialization import deserialize_message
 from visualization_msgs.msg import Marker
 
 from gp_mapper.mapping.grid import GridSpec
 from gp_mapper.mapping.occupancy import occupancy_to_values
 from gp_mapper.mapping.snapshot import MapSnapshot
 from gp_mapper.ros import convert
+from gp_mapper.ros.cell_marker import cell_marker_cdr, viridis
 from gp_mapper.ros.products import SCALE_KEYS, empty_products, snapshot_products
 
 pytestmark = pytest.mark.ros
@@ -94,3 +99,60 @@ def test_empty_products_clear_every_latched_topic() -> None:
     assert products.field.width == 0 and len(products.field.data) == 0
     assert products.markers.markers[0].action == Marker.DELETEALL
     assert all(np.isnan(v) for v in products.scale.values())
+
+
+def _cells(products: Any) -> Marker:
+    return deserialize_message(products.cells, Marker)
+
+
+def test_cells_are_cubes_one_grid_cell_wide_at_the_known_cells(snapshot: MapSnapshot) -> None:
+    products = snapshot_products(snapshot, frame_id="map", unknown_variance_ratio=RATIO, z_m=0.5)
+    cells = _cells(products)
+    assert cells.type == Marker.CUBE_LIST and cells.action == Marker.ADD
+    assert cells.header.frame_id == "map"
+    assert convert.stamp_to_ns(cells.header.stamp) == snapshot.stamp_ns
+    assert (cells.scale.x, cells.scale.y) == (0.25, 0.25)
+    known = ~snapshot.unknown(RATIO)
+    assert len(cells.points) == len(cells.colors) == int(known.sum())
+    x, y = snapshot.grid.cell_centres()
+    xx, yy = np.meshgrid(x, y)
+    got = np.array([[p.x, p.y, p.z] for p in cells.points])
+    np.testing.assert_allclose(got[:, 0], xx[known])
+    np.testing.assert_allclose(got[:, 1], yy[known])
+    assert np.all(got[:, 2] == 0.5)
+    # coloured on the mean's scale: the lowest known cell darkest, the highest brightest
+    brightness = np.array([c.r + c.g + c.b for c in cells.colors])
+    assert np.argmin(brightness) == np.argmin(snapshot.mean[known])
+    assert np.argmax(brightness) == np.argmax(snapshot.mean[known])
+
+
+def test_cell_size_follows_a_coarsened_grid(snapshot: MapSnapshot) -> None:
+    """RViz cannot size a PointCloud2's points; the cells carry the resolution in use."""
+    coarse = GridSpec(origin_m=(-1.0, 2.0), resolution_m=0.75, shape=(2, 2))
+    field = np.full(coarse.shape, 48.0)
+    coarsened = dataclasses.replace(
+        snapshot, grid=coarse, mean=field, variance=np.ones(coarse.shape), prior_variance=field
+    )
+    cells = _cells(snapshot_products(coarsened, frame_id="map", unknown_variance_ratio=RATIO))
+    assert (cells.scale.x, cells.scale.y) == (0.75, 0.75)
+    assert len(cells.points) == 4
+
+
+def test_cell_marker_round_trips_through_rclpy() -> None:
+    rng = np.random.default_rng(5)
+    centres = rng.normal(size=(7, 3))
+    colors = viridis(rng.uniform(size=7))
+    for frame in ("map", "m", "a_much_longer_frame"):  # every string-length alignment
+        msg = deserialize_message(cell_marker_cdr(centres, colors, 0.3, frame, 10**9 + 7), Marker)
+        assert msg.header.frame_id == frame and msg.ns == "field_cells"
+        assert convert.stamp_to_ns(msg.header.stamp) == 10**9 + 7
+        np.testing.assert_array_equal([[p.x, p.y, p.z] for p in msg.points], centres)
+        np.testing.assert_array_equal([[c.r, c.g, c.b, c.a] for c in msg.colors], colors)
+        assert msg.pose.orientation.w == 1.0 and msg.texture_resource == "" and msg.text == ""
+    with pytest.raises(ValueError, match="centres"):
+        cell_marker_cdr(centres, colors[:3], 0.3, "map", 0)
+
+
+def test_empty_products_delete_the_cells() -> None:
+    cells = _cells(empty_products("map", 42, 0.1))
+    assert cells.action == Marker.DELETE and len(cells.points) == 0
