@@ -1,0 +1,242 @@
+"""The actions S [N, I] of a computation-aware GP: learned block-sparse (CaGP-Opt) or CG (CaGP-CG).
+
+Whatever the policy, the model sees an :class:`Actions`: S with unit-norm, mutually orthogonal
+columns, so ``SᵀS = I`` and the ELBO's ``log det(SᵀS)`` term is 0 (the stable form of seed 001
+§3.2). The posterior depends only on the column space of S (Lemma S4, Cor. S1), so this
+normalisation changes nothing but the conditioning, and it makes the loss invariant to column
+scaling by construction: the July-2025 fix of the reference code (§8), not its earlier
+log-of-sum.
+
+- :class:`BlockSparseActions` (eq. 14, §7 item 1): block b holds the data points
+  ``index[b]``; blocks are disjoint and together hold every point. With N = q·I + r, r blocks
+  have q + 1 points and I − r have q (ragged blocks, padded with zero entries), so no point is
+  dropped, unlike the reference code, which truncates to q·I points.
+- :func:`cg_actions` (§7 item 5): the residuals of conjugate gradients on ``K̂ v = y``,
+  orthonormalised by QR twice, computed without gradients (the ELBO bounds the evidence for any
+  S, so its θ-gradient at fixed S is that of a valid bound: §3.3).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import torch
+from torch import Tensor, nn
+
+from ..core.kernels import Kernel
+from .kernel_actions import DEFAULT_CHUNK, kernel_action_product
+
+# A block of all-zero entries has no direction; its norm is floored so that normalising it
+# stays finite (a random initialisation never produces one).
+_NORM_FLOOR = 1e-300
+# The reference code's CG tolerance (seed 001 Table S1): stop when ‖r‖ ≤ 1e-4 ‖y‖.
+DEFAULT_CG_TOLERANCE = 1e-4
+
+
+@dataclass(frozen=True)
+class Actions:
+    """S [N, I] with orthonormal columns, in the block or the dense layout.
+
+    Attributes:
+        values: block entries [I, k] (each row unit norm; padding entries 0), or the dense
+            actions [N, I] (orthonormal columns).
+        index: [I, k] the data index of each block entry (padding repeats a point of its own
+            block, with entry 0); None for dense actions.
+    """
+
+    values: Tensor
+    index: Tensor | None
+
+    @property
+    def block(self) -> bool:
+        return self.index is not None
+
+    @property
+    def num_actions(self) -> int:
+        """I, the number of columns of S."""
+        return int(self.values.shape[0] if self.block else self.values.shape[1])
+
+    def points(self, X: Tensor) -> Tensor:
+        """The inputs the action entries sit on: [I·k, D] (block) or X [N, D] (dense)."""
+        return X if self.index is None else X[self.index.reshape(-1)]
+
+    def transpose_apply(self, V: Tensor) -> Tensor:
+        """``Sᵀ V`` for V [N] or [N, M]: [I] or [I, M]."""
+        if self.index is None:
+            return self.values.mT @ V
+        if V.ndim == 1:
+            return (self.values * V[self.index]).sum(-1)
+        return torch.einsum("ik,ikm->im", self.values, V[self.index])
+
+    def kernel_product(self, kernel: Kernel, X: Tensor, chunk: int = DEFAULT_CHUNK) -> Tensor:
+        """``K(X, X) S`` [N, I] by the chunked op (never forms K)."""
+        return kernel_action_product(
+            kernel, X, self.points(X), self.values, block=self.block, chunk=chunk
+        )
+
+    def dense(self, n: int) -> Tensor:
+        """S as a dense [N, I] matrix (tests and small problems only)."""
+        if self.index is None:
+            return self.values
+        S = torch.zeros(n, self.num_actions, dtype=self.values.dtype, device=self.values.device)
+        columns = torch.arange(self.num_actions, device=self.values.device)[:, None]
+        # index_put_ with accumulate: a padding entry (value 0) that repeats a point adds 0.
+        S.index_put_((self.index, columns.expand_as(self.index)), self.values, accumulate=True)
+        return S
+
+
+def block_layout(n: int, num_actions: int, permutation: Tensor) -> tuple[Tensor, Tensor]:
+    """Ragged blocks over a permutation of ``range(n)``: (index [I, k], mask [I, k]).
+
+    The first ``n mod I`` blocks have one point more than the others; k = ⌈n / I⌉. Padding
+    entries repeat the first point of their block and have mask 0.
+
+    Raises:
+        ValueError: I < 1 or I > n.
+    """
+    if not 1 <= num_actions <= n:
+        raise ValueError(f"the number of actions must be in [1, {n}], got {num_actions}")
+    base, extra = divmod(n, num_actions)
+    width = base + (extra > 0)
+    sizes = torch.full((num_actions,), base, dtype=torch.long)
+    sizes[:extra] += 1
+    starts = torch.cumsum(sizes, 0) - sizes
+    offsets = torch.arange(width, dtype=torch.long)
+    mask = offsets[None, :] < sizes[:, None]
+    position = starts[:, None] + torch.where(mask, offsets[None, :], 0)
+    return permutation[position], mask
+
+
+class BlockSparseActions(nn.Module):
+    """Learnable block-sparse actions (CaGP-Opt, seed 001 eq. 14 and §7 item 1).
+
+    Args:
+        index: [I, k] data index of each entry (see :func:`block_layout`).
+        mask: [I, k] True for real entries, False for padding.
+        raw: [I, k] initial entries (unnormalised; padding ignored).
+    """
+
+    def __init__(self, index: Tensor, mask: Tensor, raw: Tensor) -> None:
+        super().__init__()
+        if index.shape != mask.shape or raw.shape != index.shape or index.ndim != 2:
+            raise ValueError(
+                f"index {tuple(index.shape)}, mask {tuple(mask.shape)} and raw "
+                f"{tuple(raw.shape)} must be the same [I, k]"
+            )
+        if not bool(mask.any(1).all()):
+            raise ValueError("every block must hold at least one data point")
+        self.register_buffer("index", index.to(torch.long))
+        self.register_buffer("mask", mask.to(torch.bool))
+        self.raw = nn.Parameter(raw.clone())
+
+    @classmethod
+    def random(
+        cls,
+        n: int,
+        num_actions: int,
+        generator: torch.Generator,
+        *,
+        dtype: torch.dtype = torch.float64,
+        device: torch.device | str = "cpu",
+    ) -> BlockSparseActions:
+        """Blocks over a random permutation, entries N(0, 1)/√k (the reference code's
+        ``initialization="random"``, §4).
+
+        Args:
+            n: data points N.
+            num_actions: I, 1 ≤ I ≤ N.
+            generator: a seeded CPU generator (the permutation, then the entries).
+        """
+        permutation = torch.randperm(n, generator=generator)
+        index, mask = block_layout(n, num_actions, permutation)
+        width = index.shape[1]
+        raw = torch.randn(index.shape, generator=generator, dtype=torch.float64) / math.sqrt(width)
+        raw = torch.where(mask, raw, 0.0)
+        return cls(index.to(device), mask.to(device), raw.to(device=device, dtype=dtype))
+
+    @property
+    def num_actions(self) -> int:
+        return int(self.index.shape[0])
+
+    def forward(self) -> Actions:
+        """The current actions, each block scaled to unit norm (differentiable in ``raw``)."""
+        entries = self.raw * self.mask
+        norms = torch.sqrt(torch.clamp((entries * entries).sum(-1, keepdim=True), _NORM_FLOOR))
+        return Actions(entries / norms, self.index)
+
+
+class CGActions(NamedTuple):
+    """What :func:`cg_actions` returns.
+
+    Attributes:
+        actions: the orthonormalised residuals (dense layout), I' ≤ I columns.
+        solution: the CG iterate v after I' steps [N] (its ``K(·, X) v`` is CaGP-CG's mean).
+        iterations: I', the steps taken.
+        relative_residual: ‖y − K̂ v‖ / ‖y‖ at the end.
+    """
+
+    actions: Actions
+    solution: Tensor
+    iterations: int
+    relative_residual: float
+
+
+@torch.no_grad()
+def cg_actions(
+    kernel: Kernel,
+    noise_variance: Tensor | float,
+    X: Tensor,
+    y: Tensor,
+    max_actions: int,
+    *,
+    tolerance: float = DEFAULT_CG_TOLERANCE,
+    chunk: int = DEFAULT_CHUNK,
+) -> CGActions:
+    """CG on ``(K + σ²I) v = y`` from v = 0; its residuals r₀ … r_{I'−1} as actions.
+
+    The residuals span the Krylov space of the first I' steps, so the CaGP posterior mean on
+    them is CG's own iterate (Wenger et al. 2022; seed 001 §4). They are orthonormalised by two
+    QR passes (the reference code's practice, §5.1), which leaves their span unchanged.
+
+    Args:
+        kernel: prior kernel (matrix–vector products by the chunked op).
+        noise_variance: σ².
+        X: inputs [N, D]; y: targets [N].
+        max_actions: I, the most steps (and actions).
+        tolerance: stop once ‖r‖ ≤ tolerance·‖y‖.
+        chunk: rows per kernel block.
+    """
+    if max_actions < 1:
+        raise ValueError(f"max_actions must be at least 1, got {max_actions}")
+    noise = torch.as_tensor(noise_variance, dtype=y.dtype, device=y.device)
+
+    def matvec(p: Tensor) -> Tensor:
+        Kp = kernel_action_product(kernel, X, X, p[:, None], block=False, chunk=chunk)
+        return Kp[:, 0] + noise * p
+
+    y_norm = torch.linalg.vector_norm(y)
+    v = torch.zeros_like(y)
+    r = y.clone()
+    p = r.clone()
+    rr = r @ r
+    residuals: list[Tensor] = []
+    for _ in range(min(max_actions, y.shape[0])):
+        if float(torch.sqrt(rr)) <= tolerance * float(y_norm):
+            break
+        residuals.append(r.clone())
+        Ap = matvec(p)
+        alpha = rr / (p @ Ap)
+        v = v + alpha * p
+        r = r - alpha * Ap
+        rr_next = r @ r
+        p = r + (rr_next / rr) * p
+        rr = rr_next
+    if not residuals:  # y = 0: nothing to learn; one direction keeps the posterior defined
+        residuals.append(torch.ones_like(y))
+    S = torch.stack(residuals, 1)
+    Q, _ = torch.linalg.qr(S)
+    Q, _ = torch.linalg.qr(Q)
+    relative = float(torch.sqrt(rr) / torch.clamp(y_norm, min=torch.finfo(y.dtype).tiny))
+    return CGActions(Actions(Q, None), v, len(residuals), relative)
