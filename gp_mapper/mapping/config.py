@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -63,59 +62,36 @@ class ParameterInfo(NamedTuple):
 
     def constraints(self) -> str:
         """A one-line statement of the allowed values ("" if any value of the type will do)."""
-        if self.choices:
-            return "one of: " + ", ".join(str(c) for c in self.choices)
-        if self.pattern is not None:
-            return f"matches {self.pattern}"
-        if self.min is not None and self.max is not None:
-            return f"in [{self.min:g}, {self.max:g}]"
         if self.name == "bounds":
             return "empty, or [xmin, xmax, ymin, ymax] with xmin < xmax and ymin < ymax"
-        return ""
+        return self._as_setting().allowed()
 
     def validate(self, value: Any) -> ParamValue:
         """Check a value against the type and the range; return it in its canonical type.
 
+        Scalars are checked by the engine's `Setting.check`, so the node's table and the
+        engine's settings share one rule.
+
         Raises:
             ConfigError: naming the parameter, the allowed values and the value given.
         """
-        value = _coerce(self, value)
-        if value is None:
-            return value
-        if self.choices and value not in self.choices:
-            raise ConfigError(f"{self.name} must be {self.constraints()}; got {value!r}")
-        if self.pattern is not None and not re.fullmatch(self.pattern, str(value)):
-            raise ConfigError(f"{self.name} must match {self.pattern}; got {value!r}")
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            if not math.isfinite(value):
-                raise ConfigError(f"{self.name} must be finite; got {value!r}")
-            if (self.min is not None and value < self.min) or (
-                self.max is not None and value > self.max
-            ):
-                raise ConfigError(f"{self.name} must be {self.constraints()}; got {value!r}")
-        return value
+        if self.type == "float_array":
+            return _float_array(self.name, value)
+        try:
+            return self._as_setting().check(value)
+        except ValueError as err:
+            raise ConfigError(str(err)) from err
+
+    def _as_setting(self) -> Setting:
+        default = "" if self.default is None else self.default
+        return Setting(
+            self.name, default, self.type, self.description, self.min, self.max, self.choices,
+            self.pattern, self.read_only,
+        )  # fmt: skip
 
 
-def _coerce(info: ParameterInfo, value: Any) -> ParamValue:
-    """Convert a value to the parameter's type (int -> float allowed, bool -> number refused)."""
-    name, kind = info.name, info.type
-    if kind == "bool":
-        if not isinstance(value, bool):
-            raise ConfigError(f"{name} must be a bool; got {value!r}")
-        return value
-    if kind == "str":
-        if not isinstance(value, str):
-            raise ConfigError(f"{name} must be a string; got {value!r}")
-        return value
-    if kind == "int":
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(f"{name} must be an integer; got {value!r}")
-        return int(value)
-    if kind == "float":
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise ConfigError(f"{name} must be a number; got {value!r}")
-        return float(value)
-    # float_array: None or () means unset.
+def _float_array(name: str, value: Any) -> tuple[float, ...] | None:
+    """A list of finite numbers as a tuple; None or an empty list means unset."""
     if value is None:
         return None
     if isinstance(value, str) or not isinstance(value, Sequence):

@@ -82,10 +82,10 @@ def _coerce(setting: Setting, value: Any) -> SettingValue:
         if not isinstance(value, str):
             raise ValueError(f"{name} must be a string; got {value!r}")
         return value
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValueError(f"{name} must be a number; got {value!r}")
     if kind == "int":
-        if isinstance(value, float) and not value.is_integer():
+        if isinstance(value, bool) or not isinstance(value, int):
             raise ValueError(f"{name} must be an integer; got {value!r}")
         return int(value)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{name} must be a number; got {value!r}")
     return float(value)
