@@ -1,0 +1,48 @@
+"""SOLVE-GP (seed 002): sparse variational GPs with orthogonal inducing points, fitted by SVI.
+
+Modules: ``svgp`` (the bound, one code path for the families full / solve / odvgp, whitened or
+not, and the closed-form optimal q), ``init`` (k-means or greedy placement of Z and O),
+``predict`` (the prediction cache with its coarse and detail layers), ``convert`` (a fitted
+posterior as the streaming engine's carried posterior) and ``model`` (the batch model).
+"""
+
+from .init import INIT_METHODS, initial_inducing, kmeans
+from .model import SolveGP, build_posterior, rescaled_kernel
+from .predict import LAYER_NAMES, SolvePosterior
+from .svgp import (
+    FAMILIES,
+    ElboTerms,
+    Marginals,
+    PriorFactors,
+    Variational,
+    VariationalParameters,
+    WhitenedQ,
+    elbo,
+    full_elbo,
+    optimal_q,
+    prior_factors,
+    project,
+)
+
+__all__ = [
+    "FAMILIES",
+    "INIT_METHODS",
+    "LAYER_NAMES",
+    "ElboTerms",
+    "Marginals",
+    "PriorFactors",
+    "SolveGP",
+    "SolvePosterior",
+    "Variational",
+    "VariationalParameters",
+    "WhitenedQ",
+    "build_posterior",
+    "elbo",
+    "full_elbo",
+    "initial_inducing",
+    "kmeans",
+    "optimal_q",
+    "prior_factors",
+    "project",
+    "rescaled_kernel",
+]

@@ -1,0 +1,770 @@
+"""SOLVE-GP (seed 002) as a batch model: minibatch SVI of SVGP / SOLVE / ODVGP with Adam.
+
+``fit`` splits off a validation set (early stopping, never the test data), scales the targets,
+places Z and O (k-means or greedy), starts q at the prior and runs Adam on q, Z, O and θ over
+epochs of shuffled minibatches (the paper's recipe, spec seed002 §10.3: minibatch 1024, Adam
+0.01, 100 epochs). It optionally replaces q by its closed-form optimum at the final θ, Z, O
+(Gaussian likelihood, §5.1), then freezes a :class:`~.predict.SolvePosterior`.
+
+Target scaling: the targets are divided by their standard deviation s (``standardise="scale"``)
+and the kernel and noise variances by s². That is the same model in other units, so the
+posterior is exactly the GP's on the raw data, and a fitted map continues with the zero-mean
+stream (``convert.py``). ``"centre"`` also subtracts the mean (the UCI protocol; the prior mean
+is then the data mean, which the stream cannot continue). ``"none"`` fits in the data's units.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from ..core.device import resolve_device
+from ..core.kernels import Kernel, kernel_from_spec
+from ..core.linalg import JITTER_LADDER, LOG_2PI, Jitter
+from ..core.noise import GaussianNoise
+from ..errors import NumericalError, StateError
+from ..model import Hyperparameters, ModelKind, ProgressCallback
+from ..report import FitReport
+from ..state import describe_hyperparameters, load_raw_parameters, raw_parameters
+from .adam import Adam
+from .init import INIT_METHODS, InitMethod, initial_inducing
+from .predict import PREDICT_CHUNK, SolvePosterior
+from .svgp import (
+    FAMILIES,
+    PRIOR_DTYPE,
+    Family,
+    Variational,
+    VariationalParameters,
+    elbo,
+    evaluate,
+    full_elbo,
+    marginals,
+    optimal_q,
+    prior_factors,
+)
+
+STATE_FORMAT_VERSION = 1
+Standardise = Literal["none", "scale", "centre"]
+STANDARDISE: tuple[str, ...] = ("none", "scale", "centre")
+# Defaults: the paper's UCI recipe (spec seed002 §10.3) at half its M, which a CPU affords on a
+# map of 10⁵ samples; settings/solvegp.py holds the same values for the node and the CLI.
+DEFAULT_INDUCING = 512
+DEFAULT_ORTHOGONAL = 512
+DEFAULT_BATCH_SIZE = 1024
+DEFAULT_EPOCHS = 100
+DEFAULT_LEARNING_RATE = 0.01
+# The paper holds out 20 % of train as validation (§10.3); a map needs its data more, 10 %.
+DEFAULT_VALIDATION = 0.1
+# Epochs without a better validation log-likelihood before the fit stops.
+DEFAULT_PATIENCE = 10
+# A standard deviation below this (a constant log) is not divided by.
+MIN_SCALE = 1e-12
+
+
+@dataclass(frozen=True)
+class _State:
+    """Everything a fit leaves behind; replaced whole on each commit.
+
+    ``kernel`` and ``noise`` are in the fitted units (the data's divided by ``scale``).
+    """
+
+    kernel: Kernel
+    noise: GaussianNoise
+    scale: float
+    shift: float
+    params: VariationalParameters | None
+    posterior: SolvePosterior | None
+    elbo_history: tuple[float, ...]
+    validation_history: tuple[float, ...]
+    num_updates: int
+
+
+class _Candidate:
+    """A finished fit, not yet committed."""
+
+    def __init__(self, state: _State, report: FitReport) -> None:
+        self.state = state
+        self.report = report
+
+
+def rescaled_kernel(kernel: Kernel, factor: float) -> Kernel:
+    """A copy of ``kernel`` with its covariance times ``factor`` (its variances, and limits).
+
+    A sum scales both parts, a product its first factor only. ``factor == 1`` is a plain copy
+    (bit for bit).
+    """
+    if factor == 1.0:
+        return copy.deepcopy(kernel)
+
+    def scaled(spec: dict[str, Any], k: float) -> dict[str, Any]:
+        spec = dict(spec)
+        if spec["type"] == "sum":
+            spec["parts"] = [scaled(p, k) for p in spec["parts"]]
+        elif spec["type"] == "product":
+            spec["parts"] = [scaled(spec["parts"][0], k), spec["parts"][1]]
+        else:
+            spec["variance"] = spec["variance"] * k
+            if spec.get("variance_max") is not None:
+                spec["variance_max"] = spec["variance_max"] * k
+        return spec
+
+    ref = next(iter(kernel.parameters()), None)
+    out = kernel_from_spec(scaled(kernel.to_spec(), factor))
+    return out if ref is None else out.to(dtype=ref.dtype, device=ref.device)
+
+
+class SolveGP:
+    """Sparse variational GP with orthogonal inducing points (SOLVE-GP, seed 002), fitted by SVI.
+
+    Args:
+        kernel: prior covariance in the data's units (copied; its values are the initial θ).
+        noise_variance: initial σ² [µT²].
+        num_inducing: M, the inducing inputs Z.
+        num_orthogonal: M2, the orthogonal inducing inputs O (``full``: SVGP on M + M2 points).
+        family: "solve" (q block-diagonal in (u, v⊥)), "full" (SVGP on Z ∪ O) or "odvgp"
+            (S_v = C_vv).
+        whiten: parameterise q in the whitened coordinates (spec §6.1).
+        batch_size: minibatch size.
+        epochs: passes over the training split (0: q from ``optimal_q`` or the prior).
+        learning_rate: Adam's step size.
+        init: "kmeans" or "greedy" placement of Z and O.
+        validation: fraction of the data held out for early stopping (0: none).
+        patience: epochs without a better validation log-likelihood before stopping.
+        optimal_q: after the epochs, set q to its closed-form optimum at the final θ, Z, O.
+        standardise: "scale", "centre" or "none" (module docstring).
+        train_inducing: Adam moves Z and O.
+        train_hyperparameters: Adam moves θ (kernel and noise).
+        seed: seed of the split, the initialisation and the minibatch order.
+        device: "auto", "cpu", "cuda" or "cuda:N".
+        dtype: type of the inputs and θ; the prior side runs in float64 (``svgp.PRIOR_DTYPE``).
+        jitter: first jitter of the prior factorisations (a float is relative).
+    """
+
+    name: ClassVar[str] = "solvegp"
+    kind: ClassVar[ModelKind] = "batch"
+
+    def __init__(
+        self,
+        kernel: Kernel,
+        noise_variance: float = 0.1,
+        *,
+        num_inducing: int = DEFAULT_INDUCING,
+        num_orthogonal: int = DEFAULT_ORTHOGONAL,
+        family: Family = "solve",
+        whiten: bool = False,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        epochs: int = DEFAULT_EPOCHS,
+        learning_rate: float = DEFAULT_LEARNING_RATE,
+        init: InitMethod = "kmeans",
+        validation: float = DEFAULT_VALIDATION,
+        patience: int = DEFAULT_PATIENCE,
+        optimal_q: bool = False,
+        standardise: Standardise = "scale",
+        train_inducing: bool = True,
+        train_hyperparameters: bool = True,
+        seed: int = 0,
+        device: str | torch.device = "auto",
+        dtype: torch.dtype = torch.float64,
+        jitter: float | Jitter = JITTER_LADDER[0],
+    ) -> None:
+        if num_inducing < 1:
+            raise ValueError(f"num_inducing must be at least 1, got {num_inducing}")
+        if num_orthogonal < 0:
+            raise ValueError(f"num_orthogonal must be non-negative, got {num_orthogonal}")
+        if family not in FAMILIES:
+            raise ValueError(f"family must be one of {', '.join(FAMILIES)}; got {family!r}")
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        if epochs < 0:
+            raise ValueError(f"epochs must be non-negative, got {epochs}")
+        if not (math.isfinite(learning_rate) and learning_rate > 0.0):
+            raise ValueError(f"learning_rate must be positive and finite, got {learning_rate}")
+        if init not in INIT_METHODS:
+            raise ValueError(f"init must be one of {', '.join(INIT_METHODS)}; got {init!r}")
+        if not 0.0 <= validation < 1.0:
+            raise ValueError(f"validation must be in [0, 1), got {validation}")
+        if patience < 1:
+            raise ValueError(f"patience must be at least 1, got {patience}")
+        if standardise not in STANDARDISE:
+            raise ValueError(f"standardise must be one of {', '.join(STANDARDISE)}")
+        if not (math.isfinite(noise_variance) and noise_variance > 0.0):
+            raise ValueError(f"noise_variance must be positive and finite, got {noise_variance}")
+        self.device = resolve_device(device)
+        self.dtype = dtype
+        self.num_inducing = int(num_inducing)
+        self.num_orthogonal = int(num_orthogonal)
+        self.variational = Variational(family, bool(whiten))
+        self.batch_size = int(batch_size)
+        self.epochs = int(epochs)
+        self.learning_rate = float(learning_rate)
+        self.init: InitMethod = init
+        self.validation = float(validation)
+        self.patience = int(patience)
+        self.optimal_q = bool(optimal_q)
+        self.standardise: Standardise = standardise
+        self.train_inducing = bool(train_inducing)
+        self.train_hyperparameters = bool(train_hyperparameters)
+        self.seed = int(seed)
+        self.jitter = Jitter.coerce(jitter)
+        kernel = copy.deepcopy(kernel).to(device=self.device, dtype=dtype)
+        noise = GaussianNoise(noise_variance).to(device=self.device, dtype=dtype)
+        _freeze(kernel, noise)
+        self._state = _State(kernel, noise, 1.0, 0.0, None, None, (), (), 0)
+        self._report: FitReport | None = None
+
+    # ------------------------------------------------------------------ read-only views
+    @property
+    def posterior(self) -> SolvePosterior | None:
+        """The prediction cache of the last fit (None before the first)."""
+        return self._state.posterior
+
+    @property
+    def report(self) -> FitReport | None:
+        """The report of the last fit (None before the first)."""
+        return self._report
+
+    @property
+    def num_updates(self) -> int:
+        return self._state.num_updates
+
+    @property
+    def kernel(self) -> Kernel:
+        """The kernel in the data's units (a copy)."""
+        s = self._state
+        return rescaled_kernel(s.kernel, s.scale * s.scale)
+
+    @property
+    def noise_variance(self) -> float:
+        """σ² [µT²]."""
+        s = self._state
+        return float(s.noise.variance.detach()) * s.scale * s.scale
+
+    @property
+    def parameters(self) -> VariationalParameters | None:
+        """Z, O and q of the last fit, in the fitted units (do not modify)."""
+        return self._state.params
+
+    @property
+    def scale(self) -> float:
+        """The targets were divided by it [µT]."""
+        return self._state.scale
+
+    @property
+    def shift(self) -> float:
+        """And had it subtracted first [µT] (0 unless ``standardise="centre"``)."""
+        return self._state.shift
+
+    @property
+    def elbo_history(self) -> tuple[float, ...]:
+        """The mean minibatch ELBO of each epoch of the last fit [nats, data units]."""
+        return self._state.elbo_history
+
+    @property
+    def validation_history(self) -> tuple[float, ...]:
+        """The validation log-likelihood per point after each epoch [nats] (empty: none)."""
+        return self._state.validation_history
+
+    def hyperparameters(self) -> Hyperparameters:
+        """θ in the node's parameter names, in the data's units."""
+        return describe_hyperparameters(self.kernel, self.noise_variance)
+
+    # ------------------------------------------------------------------ public operations
+    def predict(self, Xs: Tensor | np.ndarray) -> tuple[Tensor, Tensor]:
+        """Latent mean [µT] and variance [µT²], each [S], at Xs [S, D]."""
+        posterior = self._state.posterior
+        if posterior is None:
+            raise RuntimeError("the model has no data yet: call fit() first")
+        return posterior.predict(self._as_inputs(Xs, posterior.Z.shape[1]))
+
+    def layers(self, Xs: Tensor | np.ndarray) -> dict[str, Tensor]:
+        """The coarse (Z) and detail (O) layers at Xs [S, D] (``SolvePosterior.layers``)."""
+        posterior = self._state.posterior
+        if posterior is None:
+            raise RuntimeError("the model has no data yet: call fit() first")
+        return posterior.layers(self._as_inputs(Xs, posterior.Z.shape[1]))
+
+    def fit(
+        self,
+        X: Tensor | np.ndarray,
+        y: Tensor | np.ndarray,
+        *,
+        progress: ProgressCallback | None = None,
+    ) -> FitReport:
+        """Fit Z, O, q and θ on X [N, D], y [N] by minibatch SVI; keep the posterior.
+
+        Atomic: if a factorisation fails or a value is not finite, the previous fit stays and
+        the report has ``accepted=False`` and the reason.
+
+        Args:
+            X: inputs [N, D].
+            y: targets [N] [µT].
+            progress: called after each epoch with (fraction done, "epoch k/E ELBO ...").
+
+        Raises:
+            ValueError: wrong shapes, no data, NaN or inf values.
+        """
+        X_t, y_t = self._validate(X, y)
+        start = time.perf_counter()
+        m_before = 0 if self._state.posterior is None else self._state.posterior.support.shape[0]
+        try:
+            candidate = self._propose(X_t, y_t, progress, start, m_before)
+        except NumericalError as err:
+            self._report = FitReport(
+                False,
+                f"fit failed: {err}",
+                X_t.shape[0],
+                m_before,
+                m_before,
+                self.hyperparameters(),
+                time.perf_counter() - start,
+            )
+            return self._report
+        self._state = candidate.state
+        self._report = candidate.report
+        if progress is not None:
+            progress(1.0, candidate.report.reason)
+        return self._report
+
+    # ------------------------------------------------------------------ fitting internals
+    def _split(self, N: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+        permutation = torch.randperm(N, generator=generator).to(self.device)
+        n_val = int(self.validation * N)
+        if N - n_val < 1:
+            n_val = 0
+        return permutation[n_val:], permutation[:n_val]
+
+    def _scaling(self, y: Tensor) -> tuple[float, float]:
+        if self.standardise == "none" or y.shape[0] < 2:
+            return 1.0, 0.0
+        shift = float(y.mean()) if self.standardise == "centre" else 0.0
+        std = float(y.std(unbiased=False))
+        return (std if std > MIN_SCALE else 1.0), shift
+
+    def _propose(
+        self,
+        X: Tensor,
+        y: Tensor,
+        progress: ProgressCallback | None,
+        start: float,
+        m_before: int,
+    ) -> _Candidate:
+        state = self._state
+        generator = torch.Generator().manual_seed(self.seed)
+        train, val = self._split(X.shape[0], generator)
+        X_tr, y_raw = X[train], y[train]
+        scale, shift = self._scaling(y_raw)
+        y_tr = (y_raw - shift) / scale
+        X_val, y_val = X[val], (y[val] - shift) / scale
+        # θ back in the data's units, then into this fit's.
+        factor = (state.scale / scale) ** 2
+        kernel = rescaled_kernel(state.kernel, factor)
+        noise = GaussianNoise(float(state.noise.variance.detach()) * factor).to(
+            device=self.device, dtype=self.dtype
+        )
+        if factor == 1.0:
+            noise = copy.deepcopy(state.noise)
+        Z, Zo = initial_inducing(
+            X_tr,
+            self.num_inducing,
+            self.num_orthogonal,
+            self.init,
+            kernel,
+            self.jitter,
+            self.seed,
+        )
+        params = VariationalParameters.at_prior(kernel, Z, Zo, self.variational, self.jitter)
+        n_train = X_tr.shape[0]
+        log_scale_total = n_train * math.log(scale)
+
+        trainable = [params.m_u, params.L_u, params.m_v, params.L_v]
+        for p in params.parameters():
+            p.requires_grad_(False)
+        if self.train_inducing:
+            trainable += [params.Z, params.Zo]
+        if self.train_hyperparameters:
+            trainable += [*kernel.parameters(), *noise.parameters()]
+        for p in trainable:
+            p.requires_grad_(True)
+        modules = {"params": params, "kernel": kernel, "noise": noise}
+        best: dict[str, dict[str, Tensor]] | None = None
+        best_val, best_epoch = -math.inf, 0
+        elbo_history: list[float] = []
+        val_history: list[float] = []
+        epochs_run, early = 0, False
+        fit_start = time.perf_counter()
+        if self.epochs > 0:
+            optimiser = Adam(trainable, self.learning_rate)
+            for epoch in range(1, self.epochs + 1):
+                order = torch.randperm(n_train, generator=generator).to(self.device)
+                total, steps = 0.0, 0
+                for s in range(0, n_train, self.batch_size):
+                    idx = order[s : s + self.batch_size]
+                    optimiser.zero_grad()
+                    terms = elbo(
+                        kernel,
+                        noise.variance,
+                        params,
+                        self.variational,
+                        X_tr[idx],
+                        y_tr[idx],
+                        n_train,
+                        self.jitter,
+                    )
+                    if not bool(torch.isfinite(terms.value)):
+                        raise NumericalError(f"the ELBO is not finite at epoch {epoch}")
+                    (-terms.value / n_train).backward()
+                    optimiser.step()
+                    total += float(terms.value.detach())
+                    steps += 1
+                epochs_run = epoch
+                elbo_history.append(total / steps - log_scale_total)
+                message = f"epoch {epoch}/{self.epochs} ELBO {elbo_history[-1]:.6g}"
+                if X_val.shape[0]:
+                    val_ll = self._validation_log_lik(kernel, noise, params, X_val, y_val, scale)
+                    val_history.append(val_ll)
+                    message += f" validation LL {val_ll:.4f}"
+                    if val_ll > best_val:
+                        best_val, best_epoch = val_ll, epoch
+                        best = _snapshot(modules)
+                    elif epoch - best_epoch >= self.patience:
+                        early = True
+                if progress is not None:
+                    progress(epoch / (self.epochs + 1), message)
+                if early:
+                    break
+        if best is not None:
+            _restore(modules, best)
+        for p in (*params.parameters(), *kernel.parameters(), *noise.parameters()):
+            p.requires_grad_(False)
+        if self.optimal_q:
+            factors = prior_factors(kernel, params.Z, params.Zo, self.jitter)
+            q = optimal_q(
+                kernel,
+                noise.variance,
+                params.Z,
+                params.Zo,
+                factors,
+                self.variational,
+                X_tr,
+                y_tr,
+            )
+            params.set_whitened(q, factors, self.variational)
+        fitted = time.perf_counter()
+        final = full_elbo(kernel, noise.variance, params, self.variational, X_tr, y_tr, self.jitter)
+        posterior = build_posterior(
+            kernel, noise, params, self.variational, self.jitter, scale, shift
+        )
+        if not (bool(torch.isfinite(final.value)) and _finite_posterior(posterior)):
+            raise NumericalError("the fitted posterior has non-finite values")
+        new_state = _State(
+            kernel,
+            noise,
+            scale,
+            shift,
+            params,
+            posterior,
+            tuple(elbo_history),
+            tuple(val_history),
+            state.num_updates + 1,
+        )
+        if early:
+            reason = f"early stop at epoch {epochs_run}: best validation at epoch {best_epoch}"
+        elif self.epochs == 0:
+            reason = "no epochs: q " + ("at its optimum" if self.optimal_q else "at the prior")
+        else:
+            reason = f"{epochs_run} epochs done"
+        if best is not None and not early and best_epoch < epochs_run:
+            reason += f" (kept epoch {best_epoch}, the best on validation)"
+        lower = float(final.value) - log_scale_total
+        M_total = params.num_inducing + params.num_orthogonal
+        details: dict[str, Any] = {
+            "family": self.variational.family,
+            "whiten": self.variational.whiten,
+            "num_inducing": params.num_inducing,
+            "num_orthogonal": params.num_orthogonal,
+            "epochs_run": epochs_run,
+            "best_epoch": best_epoch if best is not None else epochs_run,
+            "early_stopped": early,
+            "training_points": n_train,
+            "validation_points": int(X_val.shape[0]),
+            "validation_log_lik": best_val if best is not None else None,
+            "elbo": lower,
+            "elbo_per_point": lower / n_train,
+            "kl_u": float(final.kl_u),
+            "kl_v": float(final.kl_v),
+            "optimal_q": self.optimal_q,
+            "scale": scale,
+            "shift": shift,
+            "jitter_u": posterior.factors.jitter_u.value,
+            "jitter_v": posterior.factors.jitter_v.value,
+            "seconds_fit": fitted - fit_start,
+        }
+        report = FitReport(
+            True,
+            reason,
+            X.shape[0],
+            m_before,
+            M_total,
+            describe_hyperparameters(
+                rescaled_kernel(kernel, scale * scale),
+                float(noise.variance) * scale * scale,
+            ),
+            time.perf_counter() - start,
+            lower=lower,
+            details=details,
+        )
+        return _Candidate(new_state, report)
+
+    @torch.no_grad()
+    def _validation_log_lik(
+        self,
+        kernel: Kernel,
+        noise: GaussianNoise,
+        params: VariationalParameters,
+        X: Tensor,
+        y: Tensor,
+        scale: float,
+    ) -> float:
+        """Mean log N(y | μ, σ_f² + σ²) over the validation points, in the data's units."""
+        ev = evaluate(kernel, params, self.variational, self.jitter)
+        total = 0.0
+        noise_var = noise.variance
+        for s in range(0, X.shape[0], PREDICT_CHUNK):
+            q = marginals(kernel, params, ev, X[s : s + PREDICT_CHUNK])
+            var = q.var + noise_var
+            r = y[s : s + PREDICT_CHUNK] - q.mean
+            total += float((-0.5 * (LOG_2PI + torch.log(var) + r * r / var)).sum())
+        return total / X.shape[0] - math.log(scale)
+
+    # ------------------------------------------------------------------ persistence
+    def state_dict(self) -> dict[str, np.ndarray]:
+        """Settings, θ (raw, fitted units), the scaling, Z, O and q, as numpy arrays (no pickle).
+
+        The posterior is not stored: :meth:`from_state` rebuilds it from these arrays with the
+        same computation, which reproduces it bit for bit.
+        """
+        s = self._state
+        out: dict[str, np.ndarray] = {
+            "model": np.array(self.name),
+            "format_version": np.array(STATE_FORMAT_VERSION),
+            "kernel_spec": np.array(json.dumps(s.kernel.to_spec())),
+            "dtype": np.array(str(self.dtype).removeprefix("torch.")),
+            "num_inducing": np.array(self.num_inducing),
+            "num_orthogonal": np.array(self.num_orthogonal),
+            "family": np.array(self.variational.family),
+            "whiten": np.array(self.variational.whiten),
+            "batch_size": np.array(self.batch_size),
+            "epochs": np.array(self.epochs),
+            "learning_rate": np.array(self.learning_rate),
+            "init": np.array(self.init),
+            "validation": np.array(self.validation),
+            "patience": np.array(self.patience),
+            "optimal_q": np.array(self.optimal_q),
+            "standardise": np.array(self.standardise),
+            "train_inducing": np.array(self.train_inducing),
+            "train_hyperparameters": np.array(self.train_hyperparameters),
+            "seed": np.array(self.seed),
+            "jitter": np.array(self.jitter.value),
+            "jitter_relative": np.array(self.jitter.relative),
+            "scale": np.array(s.scale),
+            "shift": np.array(s.shift),
+            "num_updates": np.array(s.num_updates),
+        }
+        out.update({f"kernel.{k}": v for k, v in raw_parameters(s.kernel).items()})
+        out.update({f"noise.{k}": v for k, v in raw_parameters(s.noise).items()})
+        if s.params is not None:
+            for name, p in s.params.named_parameters():
+                out[f"q.{name}"] = p.detach().cpu().numpy()
+            out["summary.elbo_history"] = np.array(s.elbo_history, dtype=np.float64)
+            out["summary.validation_history"] = np.array(s.validation_history, dtype=np.float64)
+        return out
+
+    @classmethod
+    def from_state(cls, state: Mapping[str, Any], device: str | torch.device = "auto") -> SolveGP:
+        """Rebuild from :meth:`state_dict` output (or ``np.load`` of it).
+
+        Raises:
+            StateError: another model's state, a missing, malformed or non-finite field, or a
+                prior that no longer factors.
+        """
+        try:
+            found = str(np.asarray(state["model"]))
+            if found != cls.name:
+                raise StateError(f"the state holds a {found!r} model, not {cls.name!r}")
+            version = int(np.asarray(state["format_version"]))
+            if version != STATE_FORMAT_VERSION:
+                raise StateError(f"solvegp state format {version}, expected {STATE_FORMAT_VERSION}")
+
+            def get(name: str) -> Any:
+                return np.asarray(state[name]).item()
+
+            model = cls(
+                kernel_from_spec(json.loads(str(np.asarray(state["kernel_spec"])))),
+                num_inducing=int(get("num_inducing")),
+                num_orthogonal=int(get("num_orthogonal")),
+                family=str(get("family")),  # type: ignore[arg-type]
+                whiten=bool(get("whiten")),
+                batch_size=int(get("batch_size")),
+                epochs=int(get("epochs")),
+                learning_rate=float(get("learning_rate")),
+                init=str(get("init")),  # type: ignore[arg-type]
+                validation=float(get("validation")),
+                patience=int(get("patience")),
+                optimal_q=bool(get("optimal_q")),
+                standardise=str(get("standardise")),  # type: ignore[arg-type]
+                train_inducing=bool(get("train_inducing")),
+                train_hyperparameters=bool(get("train_hyperparameters")),
+                seed=int(get("seed")),
+                device=device,
+                dtype=getattr(torch, str(np.asarray(state["dtype"]))),
+                jitter=Jitter(float(get("jitter")), bool(get("jitter_relative"))),
+            )
+            model._load(state)
+        except StateError:
+            raise
+        except NumericalError as err:
+            raise StateError(f"solvegp state: the prior does not factor: {err}") from err
+        except (KeyError, ValueError, TypeError, AttributeError, RuntimeError) as err:
+            raise StateError(f"solvegp state is malformed: {err}") from err
+        return model
+
+    def _load(self, state: Mapping[str, Any]) -> None:
+        kernel, noise = self._state.kernel, self._state.noise
+        load_raw_parameters(kernel, state, "kernel.", self.dtype, self.device)
+        load_raw_parameters(noise, state, "noise.", self.dtype, self.device)
+        scale, shift = float(np.asarray(state["scale"])), float(np.asarray(state["shift"]))
+        if not (math.isfinite(scale) and scale > 0.0 and math.isfinite(shift)):
+            raise StateError(f"solvegp state: scale {scale} and shift {shift} are not valid")
+        num_updates = int(np.asarray(state["num_updates"]))
+        if "q.Z" not in state:
+            self._state = _State(kernel, noise, scale, shift, None, None, (), (), num_updates)
+            return
+        arrays = {}
+        for name in ("Z", "Zo", "m_u", "L_u", "m_v", "L_v"):
+            value = np.asarray(state[f"q.{name}"])
+            if not np.isfinite(value).all():
+                raise StateError(f"solvegp state field 'q.{name}' has non-finite values")
+            dtype = self.dtype if name in ("Z", "Zo") else PRIOR_DTYPE
+            arrays[name] = torch.as_tensor(value, dtype=dtype, device=self.device)
+        Z, Zo = arrays["Z"], arrays["Zo"]
+        M, M2 = Z.shape[0], Zo.shape[0]
+        L_v_shape = (0, 0) if self.variational.frozen_v else (M2, M2)
+        shapes_ok = (
+            Z.ndim == 2
+            and M >= 1
+            and Zo.ndim == 2
+            and Zo.shape[1] == Z.shape[1]
+            and arrays["m_u"].shape == (M,)
+            and arrays["L_u"].shape == (M, M)
+            and arrays["m_v"].shape == (M2,)
+            and tuple(arrays["L_v"].shape) == L_v_shape
+        )
+        if not shapes_ok:
+            raise StateError(
+                "solvegp state: the shapes of Z, O and q disagree: "
+                + ", ".join(f"{k} {tuple(v.shape)}" for k, v in arrays.items())
+            )
+        params = VariationalParameters(**arrays)
+        for p in params.parameters():
+            p.requires_grad_(False)
+        posterior = build_posterior(
+            kernel, noise, params, self.variational, self.jitter, scale, shift
+        )
+        self._state = _State(
+            kernel,
+            noise,
+            scale,
+            shift,
+            params,
+            posterior,
+            tuple(float(v) for v in np.asarray(state["summary.elbo_history"]).reshape(-1)),
+            tuple(float(v) for v in np.asarray(state["summary.validation_history"]).reshape(-1)),
+            num_updates,
+        )
+
+    # ------------------------------------------------------------------ validation
+    def _as_inputs(self, X: Tensor | np.ndarray, input_dim: int | None) -> Tensor:
+        X_t = torch.as_tensor(X, dtype=self.dtype, device=self.device)
+        if X_t.ndim != 2 or (input_dim is not None and X_t.shape[1] != input_dim):
+            expected = "D" if input_dim is None else str(input_dim)
+            raise ValueError(f"inputs must be [S, {expected}], got shape {tuple(X_t.shape)}")
+        return X_t
+
+    def _validate(self, X: Tensor | np.ndarray, y: Tensor | np.ndarray) -> tuple[Tensor, Tensor]:
+        X_t = torch.as_tensor(X, dtype=self.dtype, device=self.device)
+        y_t = torch.as_tensor(y, dtype=self.dtype, device=self.device)
+        if X_t.ndim != 2 or y_t.shape != (X_t.shape[0],):
+            raise ValueError(
+                f"expected X [N, D] and y [N]; got {tuple(X_t.shape)} and {tuple(y_t.shape)}"
+            )
+        if X_t.shape[0] == 0:
+            raise ValueError("no data: X and y have no rows")
+        if not torch.isfinite(X_t).all():
+            raise ValueError(f"X has {int((~torch.isfinite(X_t)).any(1).sum())} rows with NaN/inf")
+        if not torch.isfinite(y_t).all():
+            raise ValueError(f"y has {int((~torch.isfinite(y_t)).sum())} NaN/inf values")
+        return X_t, y_t
+
+
+@torch.no_grad()
+def build_posterior(
+    kernel: Kernel,
+    noise: GaussianNoise,
+    params: VariationalParameters,
+    variational: Variational,
+    jitter: Jitter,
+    scale: float,
+    shift: float,
+) -> SolvePosterior:
+    """The frozen prediction cache at these parameters (the same computation on load).
+
+    Raises:
+        NumericalError: the prior does not factor.
+    """
+    ev = evaluate(kernel, params, variational, jitter)
+    q = type(ev.q)(*(None if t is None else t.detach().clone() for t in ev.q))
+    factors = type(ev.factors)(
+        *(t.detach().clone() if isinstance(t, Tensor) else t for t in ev.factors)
+    )
+    return SolvePosterior(
+        kernel,
+        params.Z.detach().clone(),
+        params.Zo.detach().clone(),
+        factors,
+        q,
+        scale,
+        shift,
+        float(noise.variance.detach()) * scale * scale,
+    )
+
+
+def _finite_posterior(posterior: SolvePosterior) -> bool:
+    tensors = [*posterior.factors[:3], *(t for t in posterior.q if t is not None)]
+    return all(bool(torch.isfinite(t).all()) for t in tensors)
+
+
+def _snapshot(modules: Mapping[str, torch.nn.Module]) -> dict[str, dict[str, Tensor]]:
+    return {
+        key: {n: p.detach().clone() for n, p in m.named_parameters()} for key, m in modules.items()
+    }
+
+
+def _restore(modules: Mapping[str, torch.nn.Module], saved: dict[str, dict[str, Tensor]]) -> None:
+    with torch.no_grad():
+        for key, m in modules.items():
+            for n, p in m.named_parameters():
+                p.copy_(saved[key][n])
+
+
+def _freeze(kernel: Kernel, noise: GaussianNoise) -> None:
+    for p in (*kernel.parameters(), *noise.parameters()):
+        p.requires_grad_(False)
