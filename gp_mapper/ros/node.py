@@ -46,7 +46,7 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +56,7 @@ from nav_msgs.msg import OccupancyGrid
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.clock import Clock, ClockType
 from rclpy.exceptions import InvalidParameterTypeException, InvalidParameterValueException
-from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.executors import ExternalShutdownException
 from rclpy.experimental import EventsExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
@@ -80,6 +80,7 @@ from gp_mapper.ros.input_watch import InputWatch
 from gp_mapper.ros.parameters import ParameterGuard, declare_parameters, read_config
 from gp_mapper.ros.products import MapProducts, empty_products, snapshot_products
 from gp_mapper.ros.qos import DIAGNOSTICS_QOS, MAP_QOS, sensor_qos
+from gp_mapper.ros.service_host import ServiceHost, one_line
 
 NODE_NAME = "gp_mapper"
 DIAGNOSTICS_TOPIC = "/diagnostics"
@@ -115,81 +116,6 @@ INPUT_CHECK_PERIOD_S = 1.0
 # Labels of the inputs in the silence warning and in /diagnostics.
 MAG_INPUT = "magnetometer"
 POSE_INPUT = "pose"
-# How long teardown waits for a service still at work (a flush) before going on [s].
-SERVICE_JOIN_TIMEOUT_S = 5.0
-
-
-def _one_line(err: BaseException, *, with_type: bool = True) -> str:
-    """``err`` on one line, after its type name (``MemoryError`` has no message at all)."""
-    text = " ".join(str(err).split())
-    if not with_type:
-        return text or type(err).__name__
-    return f"{type(err).__name__}: {text}" if text else type(err).__name__
-
-
-TriggerHandler = Callable[[Trigger.Request, Trigger.Response], Trigger.Response]
-
-
-class ServiceHost:
-    """Serves Trigger services under ``owner``'s name from a thread of their own.
-
-    A hidden helper node (name ``_<owner>_services``; the leading underscore hides it from
-    ``ros2 node list``) in the owner's context and namespace, spun by its own
-    SingleThreadedExecutor: a handler that takes seconds blocks only this thread, never the
-    owner's executor. Handlers run one at a time.
-
-    Args:
-        owner: the node whose services these are (``<owner>/<name>``).
-        handlers: service name -> handler; a handler must not raise (the host logs and
-            answers failure if one does).
-    """
-
-    def __init__(self, owner: Node, handlers: Mapping[str, TriggerHandler]) -> None:
-        self._logger = owner.get_logger()
-        # Global --ros-args (node-name remaps) must not give the helper the owner's name.
-        self._node = Node(
-            f"_{owner.get_name()}_services",
-            context=owner.context,
-            namespace=owner.get_namespace(),
-            use_global_arguments=False,
-            start_parameter_services=False,
-        )
-        base = owner.get_fully_qualified_name()
-        for name, handler in handlers.items():
-            self._node.create_service(Trigger, f"{base}/{name}", self._guarded(name, handler))
-        self._executor = SingleThreadedExecutor(context=owner.context)
-        self._executor.add_node(self._node)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._spin, name="gp_mapper_services", daemon=True)
-        self._thread.start()
-
-    def _guarded(self, name: str, handler: TriggerHandler) -> TriggerHandler:
-        def call(request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
-            try:
-                return handler(request, response)
-            except Exception as err:  # the last guard: a service never kills the node
-                response.success = False
-                response.message = f"{name} failed: {_one_line(err)}"
-                self._logger.error(response.message)
-                return response
-
-        return call
-
-    def _spin(self) -> None:
-        while not self._stop.is_set() and self._node.context.ok():
-            try:
-                self._executor.spin_once(timeout_sec=SPIN_TIMEOUT_S)
-            except ExternalShutdownException:
-                return
-            except Exception as err:  # keep serving: one bad request must not end the thread
-                self._logger.error(f"service thread: {_one_line(err)}")
-
-    def close(self) -> None:
-        """Stop serving (after the request in progress, up to SERVICE_JOIN_TIMEOUT_S)."""
-        self._stop.set()
-        self._thread.join(timeout=SERVICE_JOIN_TIMEOUT_S)
-        self._executor.shutdown(timeout_sec=0.0)
-        self._node.destroy_node()
 
 
 class GpMapperNode(Node):
@@ -439,7 +365,7 @@ class GpMapperNode(Node):
             response.message = self._reset()
         except Exception as err:  # e.g. parameters the engine refuses: keep the old map
             response.success = False
-            response.message = f"reset failed, the current map is kept: {_one_line(err)}"
+            response.message = f"reset failed, the current map is kept: {one_line(err)}"
             self.get_logger().error(response.message)
             return response
         self._scale = {}
@@ -476,7 +402,7 @@ class GpMapperNode(Node):
             diagnostics = pipeline.diagnostics()
         except Exception as err:
             response.success = False
-            response.message = f"flush failed: {_one_line(err)}"
+            response.message = f"flush failed: {one_line(err)}"
             self.get_logger().error(response.message)
             return response
         response.success = idle
@@ -497,7 +423,7 @@ class GpMapperNode(Node):
             samples = pipeline.diagnostics()["samples"]
         except Exception as err:  # disk full, permissions, a state that cannot be written
             response.success = False
-            response.message = f"save failed: {_one_line(err)}"
+            response.message = f"save failed: {one_line(err)}"
             self.get_logger().error(response.message)
             return response
         response.success = True
@@ -513,7 +439,7 @@ class GpMapperNode(Node):
             samples = pipeline.diagnostics()["samples"]
         except Exception as err:  # a hostile file may raise anything (RecursionError...)
             response.success = False
-            response.message = f"load failed, the current map is kept: {_one_line(err)}"
+            response.message = f"load failed, the current map is kept: {one_line(err)}"
             self.get_logger().error(response.message)
             return response
         response.success = True
@@ -559,13 +485,11 @@ def main(args: list[str] | None = None) -> None:
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     except (ConfigError, InvalidParameterValueException, InvalidParameterTypeException) as err:
-        logging.getLogger(NODE_NAME).error(
-            "invalid parameters: %s", _one_line(err, with_type=False)
-        )
+        logging.getLogger(NODE_NAME).error("invalid parameters: %s", one_line(err, with_type=False))
         failed = True
     except Exception as err:  # anything else (an engine refusing a value, no CUDA...): one line
         stage = "cannot start" if node is None else "stopped"
-        logging.getLogger(NODE_NAME).error("%s: %s", stage, _one_line(err))
+        logging.getLogger(NODE_NAME).error("%s: %s", stage, one_line(err))
         failed = True
     finally:
         if node is not None:
