@@ -1,1 +1,6 @@
-"""Command-line programs built on the layers: replay, demo (and the CLI dispatcher in ``cli``)."""
+"""The ``gp-mapper`` sub-commands, one module each (convert, replay, fit, play, record, demo).
+
+Each module holds its argument parsing, messages and exit codes; the work itself is library
+code in the layers (``gp_mapper.io``, ``gp_mapper.mapping``, ``gp_mapper.ros``). The
+dispatcher is ``gp_mapper.cli``.
+"""
