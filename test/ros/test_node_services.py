@@ -7,6 +7,7 @@ reason and leaves the current map.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -148,3 +149,19 @@ def test_no_value_the_node_accepts_kills_it_on_reset(mapper: MapperHarness, name
     # alive and mapping
     mapper.feed(WINDOW)
     mapper.wait_samples(WINDOW)
+
+
+def test_start_removes_what_an_interrupted_save_left(
+    ros_context: Context, spinner: Spinner, tmp_path: Path
+) -> None:
+    map_path = tmp_path / "map.npz"
+    # named as save_map names its temporary, and old: the save that wrote it died
+    stale = tmp_path / ".map.npz.k3x9_q2a.tmp"
+    stale.write_bytes(b"half a map")
+    hour_ago = time.time() - 3600.0
+    os.utime(stale, (hour_ago, hour_ago))
+    other = tmp_path / "notes.txt"
+    other.write_text("not ours")
+    with harness(ros_context, spinner, {"map_path": str(map_path)}):
+        assert not stale.exists()
+        assert other.exists()
