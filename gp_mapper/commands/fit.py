@@ -355,6 +355,7 @@ def _snapshot(
         variance=products.variance,
         prior_variance=products.prior_variance,
         support_m=products.support_m,
+        layers=products.layers,
         trajectory_m=samples.trajectory_m,
         report=gp.report.as_dict(),
         num_samples=len(samples.y),

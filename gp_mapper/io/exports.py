@@ -86,6 +86,7 @@ def write_png_arrays(
     title: str = "Magnetic field map",
     resolution_m: float | None = None,
     support_label: str = "inducing points",
+    layers: dict[str, np.ndarray] | None = None,
 ) -> Path:
     """Draw the mean and standard deviation side by side and save a PNG.
 
@@ -103,6 +104,8 @@ def write_png_arrays(
         resolution_m: cell size, metres; None: read from the centre spacing.
         support_label: what the drawn points are (the posterior's support): "inducing
             points" for the streaming model, "kept points" for ACGP, ...
+        layers: a model's extra [H, W] layers by name, drawn as more panels (a name ending in
+            "variance" is drawn as its standard deviation).
 
     Returns:
         The path written.
@@ -117,9 +120,21 @@ def write_png_arrays(
     inducing = _points(inducing_m, "inducing_m")
     trajectory = _points(trajectory_m, "trajectory_m")
 
-    figure = Figure(figsize=PNG_FIGSIZE_IN, dpi=PNG_DPI, layout="constrained")
-    axes = figure.subplots(1, 2)
-    panels = ((axes[0], shown, "mean", "viridis"), (axes[1], std, "standard deviation", "magma"))
+    extra = [(name, _check_grid(v, x.size, y.size, name)) for name, v in (layers or {}).items()]
+    width, height = PNG_FIGSIZE_IN
+    rows = 1 + (len(extra) + 1) // 2
+    figure = Figure(figsize=(width, height * rows), dpi=PNG_DPI, layout="constrained")
+    axes = figure.subplots(rows, 2, squeeze=False).ravel()
+    panels = [(axes[0], shown, "mean", "viridis"), (axes[1], std, "standard deviation", "magma")]
+    for ax, (name, values) in zip(axes[2:], extra, strict=False):
+        if name.endswith("variance"):
+            values = np.sqrt(np.clip(values, 0.0, None))
+            name = name.removesuffix("variance") + "standard deviation"
+        panels.append(
+            (ax, values, name.replace("_", " "), "magma" if "deviation" in name else "viridis")
+        )
+    for ax in axes[len(panels) :]:
+        ax.set_visible(False)
     for ax, values, name, cmap in panels:
         image = ax.imshow(values, origin="lower", extent=extent, cmap=cmap, interpolation="nearest")
         figure.colorbar(image, ax=ax, label=f"{name} [µT]")
@@ -186,6 +201,7 @@ def write_png(
         resolution_m=snapshot.grid.resolution_m,
         title=f"Magnetic field map ({snapshot.model})",
         support_label=SUPPORT_LABELS.get(snapshot.model, "support points"),
+        layers=snapshot.layers,
     )
 
 
@@ -277,17 +293,23 @@ def write_grids_npz_arrays(
     variance_ut2: np.ndarray,
     *,
     resolution_m: float | None = None,
+    layers: dict[str, np.ndarray] | None = None,
 ) -> Path:
     """Save the grids as ``.npz`` (no pickles): x [W], y [H] cell centres (m), mean [H, W] (µT),
-    variance [H, W] (µT²). Read back with ``np.load(path, allow_pickle=False)``.
+    variance [H, W] (µT²), and a model's extra layers [H, W] under their own names (e.g.
+    SOLVE-GP's coarse and detail means). Read back with ``np.load(path, allow_pickle=False)``.
 
     ``resolution_m`` (m) is only needed to check a 1 x 1 grid; it is not stored.
     """
     x, y, _ = _check_axes(x_m, y_m, resolution_m)
     mean = _check_grid(mean_ut, x.size, y.size, "mean_ut")
     variance = _check_grid(variance_ut2, x.size, y.size, "variance_ut2")
+    extra = {name: _check_grid(v, x.size, y.size, name) for name, v in (layers or {}).items()}
+    clash = sorted(set(extra) & {"x", "y", "mean", "variance"})
+    if clash:
+        raise ExportError(f"layer names {clash} clash with the grid's own arrays")
     buffer = io.BytesIO()
-    np.savez(buffer, x=x, y=y, mean=mean, variance=variance)
+    np.savez(buffer, x=x, y=y, mean=mean, variance=variance, **extra)
     return atomic_write_bytes(path, buffer.getvalue())
 
 
@@ -295,8 +317,9 @@ def write_grids_npz(path: str | os.PathLike[str], snapshot: MapSnapshot) -> Path
     """``.npz`` of a snapshot's grids (see :func:`write_grids_npz_arrays`)."""
     x, y = snapshot.grid.cell_centres()
     return write_grids_npz_arrays(
-        path, x, y, snapshot.mean, snapshot.variance, resolution_m=snapshot.grid.resolution_m
-    )
+        path, x, y, snapshot.mean, snapshot.variance, resolution_m=snapshot.grid.resolution_m,
+        layers=snapshot.layers,
+    )  # fmt: skip
 
 
 # --- checks

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -205,6 +206,51 @@ def predict_grid(
         mean [H, W] (µT), variance [H, W] (µT², latent f, no noise) and the prior variance
         [H, W] (µT², the variance with no data), float64 numpy arrays.
     """
+    H, W = grid.shape
+    mean, var, prior = np.empty((H, W)), np.empty((H, W)), np.empty((H, W))
+    with torch.no_grad():
+        for rows, cols, Xs in _tiles(posterior, grid, z, tile):
+            m, v = posterior.predict_block(Xs)
+            h, w = rows.stop - rows.start, cols.stop - cols.start
+            mean[rows, cols] = _host(m).reshape(h, w)
+            var[rows, cols] = _host(v).reshape(h, w)
+            prior[rows, cols] = _host(posterior.prior_variance(Xs)).reshape(h, w)
+    return mean, var, prior
+
+
+def predict_grid_layers(
+    posterior: GridPosterior,
+    grid: GridSpec,
+    *,
+    z: float = 0.0,
+    tile: int = DEFAULT_TILE_CELLS,
+) -> dict[str, np.ndarray]:
+    """A model's extra layers on the grid (e.g. SOLVE-GP's coarse and detail means, CaGP's
+    computational variance): ``posterior.layers(Xs)`` per tile; {} for a posterior without.
+
+    Returns:
+        name -> [H, W] float64 numpy array.
+    """
+    layers_of = getattr(posterior, "layers", None)
+    if layers_of is None:
+        return {}
+    out: dict[str, np.ndarray] = {}
+    with torch.no_grad():
+        for rows, cols, Xs in _tiles(posterior, grid, z, tile):
+            h, w = rows.stop - rows.start, cols.stop - cols.start
+            for name, values in layers_of(Xs).items():
+                out.setdefault(name, np.empty(grid.shape))[rows, cols] = _host(values).reshape(h, w)
+    return out
+
+
+def _tiles(
+    posterior: GridPosterior, grid: GridSpec, z: float, tile: int
+) -> Iterator[tuple[slice, slice, torch.Tensor]]:
+    """Square tiles of cell centres as posterior inputs: (rows, columns, Xs [h·w, D]).
+
+    Square tiles make each a compact block whose far-away support can be skipped
+    (`predict_block`), so the work grows with the map's area, not its square.
+    """
     if tile < 1:
         raise ValueError(f"tile must be at least 1 cell; got {tile}")
     Z = posterior.support
@@ -216,22 +262,13 @@ def predict_grid(
         raise ValueError(f"grid prediction needs 2-D or 3-D inputs; the posterior has {dims}")
     H, W = grid.shape
     points = points.reshape(H, W, dims)
-    mean, var, prior = np.empty((H, W)), np.empty((H, W)), np.empty((H, W))
-    # Square tiles, so each is a compact block whose far-away inducing points can be skipped
-    # (Posterior.predict_block); the work then grows with the map's area, not its square.
     side = max(1, math.isqrt(tile))
-    with torch.no_grad():
-        for r0 in range(0, H, side):
-            for c0 in range(0, W, side):
-                block = points[r0 : r0 + side, c0 : c0 + side]
-                h, w = block.shape[:2]
-                Xs = torch.as_tensor(block.reshape(-1, dims), dtype=Z.dtype, device=Z.device)
-                m, v = posterior.predict_block(Xs)
-                p = posterior.prior_variance(Xs)
-                mean[r0 : r0 + h, c0 : c0 + w] = _host(m).reshape(h, w)
-                var[r0 : r0 + h, c0 : c0 + w] = _host(v).reshape(h, w)
-                prior[r0 : r0 + h, c0 : c0 + w] = _host(p).reshape(h, w)
-    return mean, var, prior
+    for r0 in range(0, H, side):
+        for c0 in range(0, W, side):
+            block = points[r0 : r0 + side, c0 : c0 + side]
+            h, w = block.shape[:2]
+            Xs = torch.as_tensor(block.reshape(-1, dims), dtype=Z.dtype, device=Z.device)
+            yield slice(r0, r0 + h), slice(c0, c0 + w), Xs
 
 
 def _host(t: torch.Tensor) -> np.ndarray:

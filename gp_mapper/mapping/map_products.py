@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 
 from gp_mapper.mapping.config import MapperConfig
-from gp_mapper.mapping.grid import Box, GridSpec, grid_for, predict_grid
+from gp_mapper.mapping.grid import Box, GridSpec, grid_for, predict_grid, predict_grid_layers
 
 if TYPE_CHECKING:
     from gp_mapper.engine import ModelPosterior
@@ -24,6 +24,7 @@ class MapProducts(NamedTuple):
         grid: the cells.
         mean, variance, prior_variance: [H, W] (µT, µT², µT²).
         support_m: [M, D] the posterior's support (m).
+        layers: a model's extra [H, W] layers by name (empty for most models).
     """
 
     grid: GridSpec
@@ -31,6 +32,7 @@ class MapProducts(NamedTuple):
     variance: np.ndarray
     prior_variance: np.ndarray
     support_m: np.ndarray
+    layers: dict[str, np.ndarray]
 
 
 def map_grid(config: MapperConfig, explored_box: Box | None) -> GridSpec | None:
@@ -47,5 +49,6 @@ def predict_products(
 ) -> MapProducts:
     """Predict the map on ``grid`` (in tiles, see ``grid.predict_grid``)."""
     mean, variance, prior = predict_grid(posterior, grid, z=config.grid_z)
+    layers = predict_grid_layers(posterior, grid, z=config.grid_z)
     support = posterior.support.detach().to("cpu").double().numpy()
-    return MapProducts(grid, mean, variance, prior, support)
+    return MapProducts(grid, mean, variance, prior, support, layers)

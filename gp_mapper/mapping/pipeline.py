@@ -321,6 +321,7 @@ class MappingPipeline:
                 stats["inducing_points"] = snapshot.num_support
                 stats["samples"] = num_samples
                 stats["last_reason"] = str(report.get("reason", ""))
+                layers=products.layers,
                 stats["last_update_s"] = float(report.get("seconds_total", math.nan))
                 if job is not None:
                     fitted = time.perf_counter() - job.closed_s
