@@ -140,6 +140,9 @@ class SolveGP:
         validation: fraction of the data held out for early stopping (0: none).
         patience: epochs without a better validation log-likelihood before stopping.
         optimal_q: after the epochs, set q to its closed-form optimum at the final θ, Z, O.
+        warm_start: start q at its closed-form optimum at the initial θ, Z, O instead of the
+            prior (the paper's start, spec §8.4). Without it and without centring, Adam's
+            bounded steps take many epochs to carry m from 0 to the field's offset.
         standardise: "scale", "centre" or "none" (module docstring).
         train_inducing: Adam moves Z and O.
         train_hyperparameters: Adam moves θ (kernel and noise).
@@ -168,6 +171,7 @@ class SolveGP:
         validation: float = DEFAULT_VALIDATION,
         patience: int = DEFAULT_PATIENCE,
         optimal_q: bool = False,
+        warm_start: bool = True,
         standardise: Standardise = "scale",
         train_inducing: bool = True,
         train_hyperparameters: bool = True,
@@ -210,6 +214,7 @@ class SolveGP:
         self.validation = float(validation)
         self.patience = int(patience)
         self.optimal_q = bool(optimal_q)
+        self.warm_start = bool(warm_start)
         self.standardise: Standardise = standardise
         self.train_inducing = bool(train_inducing)
         self.train_hyperparameters = bool(train_hyperparameters)
@@ -382,6 +387,8 @@ class SolveGP:
             self.seed,
         )
         params = VariationalParameters.at_prior(kernel, Z, Zo, self.variational, self.jitter)
+        if self.warm_start:
+            self._set_optimal_q(kernel, noise, params, X_tr, y_tr)
         n_train = X_tr.shape[0]
         log_scale_total = n_train * math.log(scale)
 
@@ -446,18 +453,7 @@ class SolveGP:
         for p in (*params.parameters(), *kernel.parameters(), *noise.parameters()):
             p.requires_grad_(False)
         if self.optimal_q:
-            factors = prior_factors(kernel, params.Z, params.Zo, self.jitter)
-            q = optimal_q(
-                kernel,
-                noise.variance,
-                params.Z,
-                params.Zo,
-                factors,
-                self.variational,
-                X_tr,
-                y_tr,
-            )
-            params.set_whitened(q, factors, self.variational)
+            self._set_optimal_q(kernel, noise, params, X_tr, y_tr)
         fitted = time.perf_counter()
         final = full_elbo(kernel, noise.variance, params, self.variational, X_tr, y_tr, self.jitter)
         posterior = build_posterior(
@@ -479,7 +475,8 @@ class SolveGP:
         if early:
             reason = f"early stop at epoch {epochs_run}: best validation at epoch {best_epoch}"
         elif self.epochs == 0:
-            reason = "no epochs: q " + ("at its optimum" if self.optimal_q else "at the prior")
+            at_optimum = self.optimal_q or self.warm_start
+            reason = "no epochs: q " + ("at its optimum" if at_optimum else "at the prior")
         else:
             reason = f"{epochs_run} epochs done"
         if best is not None and not early and best_epoch < epochs_run:
@@ -502,6 +499,7 @@ class SolveGP:
             "kl_u": float(final.kl_u),
             "kl_v": float(final.kl_v),
             "optimal_q": self.optimal_q,
+            "warm_start": self.warm_start,
             "scale": scale,
             "shift": shift,
             "jitter_u": posterior.factors.jitter_u.value,
@@ -523,6 +521,20 @@ class SolveGP:
             details=details,
         )
         return _Candidate(new_state, report)
+
+    @torch.no_grad()
+    def _set_optimal_q(
+        self,
+        kernel: Kernel,
+        noise: GaussianNoise,
+        params: VariationalParameters,
+        X: Tensor,
+        y: Tensor,
+    ) -> None:
+        """q ← its Gaussian-likelihood optimum at the current θ, Z, O (``svgp.optimal_q``)."""
+        factors = prior_factors(kernel, params.Z, params.Zo, self.jitter)
+        q = optimal_q(kernel, noise.variance, params.Z, params.Zo, factors, self.variational, X, y)
+        params.set_whitened(q, factors, self.variational)
 
     @torch.no_grad()
     def _validation_log_lik(
@@ -569,6 +581,7 @@ class SolveGP:
             "validation": np.array(self.validation),
             "patience": np.array(self.patience),
             "optimal_q": np.array(self.optimal_q),
+            "warm_start": np.array(self.warm_start),
             "standardise": np.array(self.standardise),
             "train_inducing": np.array(self.train_inducing),
             "train_hyperparameters": np.array(self.train_hyperparameters),
@@ -620,6 +633,7 @@ class SolveGP:
                 validation=float(get("validation")),
                 patience=int(get("patience")),
                 optimal_q=bool(get("optimal_q")),
+                warm_start=bool(get("warm_start")),
                 standardise=str(get("standardise")),  # type: ignore[arg-type]
                 train_inducing=bool(get("train_inducing")),
                 train_hyperparameters=bool(get("train_hyperparameters")),
