@@ -198,3 +198,19 @@ def test_snapshot_wrappers(tmp_path: Path, grids: Grids) -> None:
         np.testing.assert_allclose(data["x"], grids.x, atol=1e-12)
         np.testing.assert_allclose(data["y"], grids.y, atol=1e-12)
         np.testing.assert_array_equal(data["mean"], grids.mean)
+
+
+def test_extra_layers_go_into_the_npz_and_the_png(tmp_path: Path) -> None:
+    x, y = np.arange(4) * 0.5, np.arange(3) * 0.5
+    mean, variance = np.ones((3, 4)), np.full((3, 4), 0.25)
+    layers = {"coarse_mean": np.zeros((3, 4)), "computational_variance": np.full((3, 4), 0.01)}
+    path = write_grids_npz_arrays(tmp_path / "g.npz", x, y, mean, variance, layers=layers)
+    with np.load(path, allow_pickle=False) as npz:
+        assert set(npz.files) == {"x", "y", "mean", "variance", *layers}
+        np.testing.assert_array_equal(
+            npz["computational_variance"], layers["computational_variance"]
+        )
+    with pytest.raises(ExportError, match="clash"):
+        write_grids_npz_arrays(tmp_path / "h.npz", x, y, mean, variance, layers={"mean": mean})
+    png = write_png_arrays(tmp_path / "m.png", x, y, mean, variance, layers=layers)
+    assert png.stat().st_size > 0

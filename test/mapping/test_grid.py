@@ -135,3 +135,23 @@ def test_predict_grid_with_three_dimensional_inputs_uses_z(engine_3d) -> None:
 def test_predict_grid_checks(engine_2d) -> None:
     with pytest.raises(ValueError, match="tile"):
         predict_grid(engine_2d.posterior, GridSpec((0.0, 0.0), 1.0, (2, 2)), tile=0)
+
+
+class _LayeredPosterior:
+    """A posterior with extra layers: x and y themselves, so each cell's value is checkable."""
+
+    support = torch.zeros((1, 2), dtype=torch.float64)
+
+    def layers(self, Xs: torch.Tensor) -> dict[str, torch.Tensor]:
+        return {"coarse_mean": Xs[:, 0], "detail_variance": Xs[:, 1] ** 2}
+
+
+def test_extra_layers_are_predicted_per_cell_across_tiles() -> None:
+    from gp_mapper.mapping.grid import predict_grid_layers
+
+    grid = GridSpec(origin_m=(-1.0, 2.0), resolution_m=0.5, shape=(7, 9))
+    layers = predict_grid_layers(_LayeredPosterior(), grid, tile=4)  # 2 x 2 tiles, ragged edges
+    x, y = grid.cell_centres()
+    np.testing.assert_array_equal(layers["coarse_mean"], np.tile(x, (7, 1)))
+    np.testing.assert_array_equal(layers["detail_variance"], np.tile(y[:, None] ** 2, (1, 9)))
+    assert predict_grid_layers(object(), grid) == {}  # a posterior without layers has none
