@@ -6,6 +6,7 @@ not, and the closed-form optimal q), ``init`` (k-means or greedy placement of Z 
 posterior as the streaming engine's carried posterior) and ``model`` (the batch model).
 """
 
+from .convert import min_carried_precision, to_carried, to_online_sgp, to_streaming_state
 from .init import INIT_METHODS, initial_inducing, kmeans
 from .model import SolveGP, build_posterior, rescaled_kernel
 from .predict import LAYER_NAMES, SolvePosterior
@@ -41,8 +42,12 @@ __all__ = [
     "full_elbo",
     "initial_inducing",
     "kmeans",
+    "min_carried_precision",
     "optimal_q",
     "prior_factors",
     "project",
     "rescaled_kernel",
+    "to_carried",
+    "to_online_sgp",
+    "to_streaming_state",
 ]

@@ -86,6 +86,9 @@ class _State:
     elbo_history: tuple[float, ...]
     validation_history: tuple[float, ...]
     num_updates: int
+    # Count, mean [µT] and sum of squared deviations [µT²] of the training targets: what the
+    # stream's running statistics start from when it continues this fit (convert.py).
+    target_stats: tuple[int, float, float] = (0, 0.0, 0.0)
 
 
 class _Candidate:
@@ -267,6 +270,11 @@ class SolveGP:
     def shift(self) -> float:
         """And had it subtracted first [µT] (0 unless ``standardise="centre"``)."""
         return self._state.shift
+
+    @property
+    def target_stats(self) -> tuple[int, float, float]:
+        """Count, mean [µT] and sum of squared deviations [µT²] of the last fit's targets."""
+        return self._state.target_stats
 
     @property
     def elbo_history(self) -> tuple[float, ...]:
@@ -471,6 +479,7 @@ class SolveGP:
             tuple(elbo_history),
             tuple(val_history),
             state.num_updates + 1,
+            (n_train, float(y_raw.mean()), float(((y_raw - y_raw.mean()) ** 2).sum())),
         )
         if early:
             reason = f"early stop at epoch {epochs_run}: best validation at epoch {best_epoch}"
@@ -599,6 +608,7 @@ class SolveGP:
                 out[f"q.{name}"] = p.detach().cpu().numpy()
             out["summary.elbo_history"] = np.array(s.elbo_history, dtype=np.float64)
             out["summary.validation_history"] = np.array(s.validation_history, dtype=np.float64)
+            out["summary.target_stats"] = np.array(s.target_stats, dtype=np.float64)
         return out
 
     @classmethod
@@ -687,6 +697,7 @@ class SolveGP:
                 "solvegp state: the shapes of Z, O and q disagree: "
                 + ", ".join(f"{k} {tuple(v.shape)}" for k, v in arrays.items())
             )
+        count, mean, m2 = np.asarray(state["summary.target_stats"], dtype=np.float64).tolist()
         params = VariationalParameters(**arrays)
         for p in params.parameters():
             p.requires_grad_(False)
@@ -703,6 +714,7 @@ class SolveGP:
             tuple(float(v) for v in np.asarray(state["summary.elbo_history"]).reshape(-1)),
             tuple(float(v) for v in np.asarray(state["summary.validation_history"]).reshape(-1)),
             num_updates,
+            (int(count), float(mean), float(m2)),
         )
 
     # ------------------------------------------------------------------ validation

@@ -1,0 +1,59 @@
+"""Settings of SOLVE-GP (seed 002): inducing set sizes, the variational family, the SVI run.
+
+Defaults are the paper's UCI recipe (spec seed002 §10.3: minibatch 1024, Adam 0.01, 100
+epochs, k-means placement, no whitening) at M = M2 = 512, which a CPU affords on a map of 10⁵
+samples; ``solvegp/model.py`` holds the same values.
+"""
+
+from __future__ import annotations
+
+from .setting import Setting
+
+SOLVEGP = ("solvegp",)
+
+SOLVEGP_SETTINGS: tuple[Setting, ...] = (
+    Setting("solve_inducing", 512, "int",
+            "M: inducing points Z (the coarse layer; the paper: 1024) [points]",
+            min=1, max=100000, models=SOLVEGP),
+    Setting("solve_orthogonal", 512, "int",
+            "M2: orthogonal inducing points O (the detail layer; with solve_family=full, SVGP "
+            "on M + M2 points) [points]",
+            min=0, max=100000, models=SOLVEGP),
+    Setting("solve_family", "solve", "str",
+            "variational family: solve (q block-diagonal over Z and O, seed002 §3), full "
+            "(SVGP on Z ∪ O), odvgp (S_v frozen to C_vv)",
+            choices=("solve", "full", "odvgp"), models=SOLVEGP),
+    Setting("solve_whiten", False, "bool",
+            "parameterise q in the whitened coordinates (seed002 §6.1; the paper: off)",
+            models=SOLVEGP),
+    Setting("solve_batch_size", 1024, "int", "minibatch size of the SVI steps [samples]",
+            min=1, max=10000000, models=SOLVEGP),
+    Setting("solve_epochs", 100, "int",
+            "passes of Adam over the training split; 0 = q from solve_warm_start or "
+            "solve_optimal_q alone",
+            min=0, max=100000, models=SOLVEGP),
+    Setting("solve_learning_rate", 0.01, "float", "Adam step size",
+            min=1.0e-6, max=1.0, models=SOLVEGP),
+    Setting("solve_init", "kmeans", "str",
+            "placement of Z and O: kmeans (first M centres to Z, the rest to O) or greedy "
+            "(pivoted-Cholesky order)",
+            choices=("kmeans", "greedy"), models=SOLVEGP),
+    Setting("solve_validation", 0.1, "float",
+            "fraction of the log held out for early stopping (never test data); 0 = none",
+            min=0.0, max=0.9, models=SOLVEGP),
+    Setting("solve_patience", 10, "int",
+            "epochs without a better validation log-likelihood before the fit stops [epochs]",
+            min=1, max=100000, models=SOLVEGP),
+    Setting("solve_warm_start", True, "bool",
+            "start q at its closed-form optimum under the initial θ (off: at the prior, the "
+            "paper's start)",
+            models=SOLVEGP),
+    Setting("solve_optimal_q", False, "bool",
+            "after the epochs, set q to its closed-form optimum at the final θ, Z, O",
+            models=SOLVEGP),
+    Setting("solve_standardise", "scale", "str",
+            "target scaling: scale (divide by the std; the same model, continuable by vips), "
+            "centre (also subtract the mean: the UCI protocol, not continuable), none",
+            choices=("scale", "centre", "none"), models=SOLVEGP),
+    Setting("solve_train_inducing", True, "bool", "Adam moves Z and O", models=SOLVEGP),
+)  # fmt: skip
