@@ -138,8 +138,12 @@ def run_convert(args: argparse.Namespace) -> int:
     handler = _HANDLERS[args.convert_source]
     try:
         args.storage = _storage_for(args.out_bag, args.storage)
+    except ValueError as err:
+        print(f"{_PROG}: error: {err}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
         lines = handler(args)
-    except (DatasetError, ValueError) as err:
+    except DatasetError as err:
         print(f"{_PROG}: error: {err}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except BagError as err:
