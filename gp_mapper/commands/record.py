@@ -8,14 +8,18 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
+import shutil
 import signal
 import sys
+import tempfile
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from gp_mapper.io.bag_source import STORAGE_SUFFIXES
 from gp_mapper.ros.errors import BagError
-from gp_mapper.ros.recorder import DEFAULT_NODE, STORAGES, record_bag
+from gp_mapper.ros.recorder import DEFAULT_NODE, STORAGES, RecordResult, record_bag
 
 __all__ = [
     "EXAMPLES",
@@ -33,19 +37,27 @@ EXIT_OK = 0
 EXIT_FAILED = 1  # the bag could not be created (it exists, disk, rosbags)
 EXIT_BAD_INPUT = 2  # bad arguments: argparse's usage-error code
 _PROG = "gp-mapper record"
+DEFAULT_STORAGE = "mcap"
 
 EXAMPLES = """\
 examples:
   gp-mapper record maps.mcap                      until Ctrl-C
   gp-mapper record maps.mcap --duration 60 --inputs
   gp-mapper record maps --node /robot/gp_mapper --topics /odom --use-sim-time
+
+OUT_BAG ending in .mcap or .db3 is written as that one file; any other name as a
+rosbag2 directory (metadata.yaml beside the storage file).
 """
 
 
 def add_record_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the arguments of ``gp-mapper record`` to ``parser`` (and its examples)."""
     parser.epilog = EXAMPLES
-    parser.add_argument("out_bag", type=Path, help="bag directory to create (must not exist)")
+    parser.add_argument(
+        "out_bag",
+        type=Path,
+        help="the bag to create (must not exist): a .mcap or .db3 file, or a rosbag2 directory",
+    )
     parser.add_argument(
         "--node",
         default=DEFAULT_NODE,
@@ -74,8 +86,9 @@ def add_record_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--storage",
         choices=sorted(STORAGES),
-        default="mcap",
-        help="storage format; default %(default)s (opens in Foxglove)",
+        default=None,
+        help=f"storage format (default: from an OUT_BAG ending in .mcap or .db3, else "
+        f"{DEFAULT_STORAGE}, which opens in Foxglove)",
     )
     parser.add_argument(
         "--use-sim-time",
@@ -94,16 +107,22 @@ def run_record(args: argparse.Namespace) -> int:
     if args.duration is not None and not args.duration > 0.0:
         print(f"{_PROG}: error: --duration must be > 0; got {args.duration}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    named = STORAGE_SUFFIXES.get(args.out_bag.suffix)
+    if args.storage is not None and named is not None and args.storage != named:
+        message = f"{args.out_bag} names a {named} file, but --storage is {args.storage}"
+        print(f"{_PROG}: error: {message}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    storage = args.storage or named or DEFAULT_STORAGE
     stop = threading.Event()
     restore = _install_stop_signals(stop)
     try:
-        result = record_bag(
+        result = _record_as_named(
             args.out_bag,
+            storage,
             node_name=args.node,
             inputs=args.inputs,
             topics=args.topics,
             duration_s=args.duration,
-            storage=args.storage,
             use_sim_time=args.use_sim_time,
             stop=stop,
         )
@@ -119,6 +138,32 @@ def run_record(args: argparse.Namespace) -> int:
         result.path,
     )
     return EXIT_OK
+
+
+def _record_as_named(out_bag: Path, storage: str, **kwargs: object) -> RecordResult:
+    """``record_bag`` into exactly ``out_bag``: one storage file when its name has a
+    storage suffix (recorded in a directory beside it, then renamed into place).
+
+    Raises:
+        BagError: ``out_bag`` exists, or the bag cannot be written.
+    """
+    suffix = out_bag.suffix
+    if suffix not in STORAGE_SUFFIXES:
+        return record_bag(out_bag, storage=storage, **kwargs)  # type: ignore[arg-type]
+    if out_bag.exists() or out_bag.is_symlink():
+        raise BagError(f"{out_bag}: already exists; choose a new bag")
+    parent = out_bag.parent if str(out_bag.parent) else Path(".")
+    parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out_bag.name}.", dir=parent))
+    try:
+        result = record_bag(staging / "bag", storage=storage, **kwargs)  # type: ignore[arg-type]
+        (storage_file,) = (staging / "bag").glob(f"*{suffix}")
+        os.replace(storage_file, out_bag)
+    except OSError as err:
+        raise BagError(f"{out_bag}: could not write the bag ({err})") from err
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return RecordResult(out_bag, result.counts, result.missing)
 
 
 def _install_stop_signals(stop: threading.Event) -> Callable[[], None]:

@@ -188,3 +188,22 @@ def test_recorder_process_closes_the_bag_on_sigint(tmp_path: Path) -> None:
     assert proc.returncode == 0, err
     with Reader(out) as reader:  # a complete bag: metadata written, MCAP closed
         assert "/gp_mapper/mean" in {c.topic for c in reader.connections}
+
+
+def test_run_record_writes_the_file_it_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    parser = argparse.ArgumentParser()
+    add_record_arguments(parser)
+    out = tmp_path / "maps.mcap"
+    assert run_record(parser.parse_args([str(out), "--duration", "0.5"])) == 0
+    # one MCAP file named as asked, not a folder maps.mcap/ holding maps.mcap.mcap
+    assert out.is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["maps.mcap"]
+    with Reader(out) as reader:
+        assert "/gp_mapper/mean" in {c.topic for c in reader.connections}
+    assert run_record(parser.parse_args([str(out), "--duration", "0.5"])) == 1
+    assert "already exists" in capsys.readouterr().err
+    bad = [str(tmp_path / "maps.db3"), "--duration", "0.5", "--storage", "mcap"]
+    assert run_record(parser.parse_args(bad)) == 2
+    assert "names a sqlite3 file" in capsys.readouterr().err
