@@ -16,18 +16,26 @@ from .actions import (
 )
 from .elbo import Elbo, cagp_elbo, evaluate_elbo, gram_factor
 from .kernel_actions import kernel_action_product
+from .model import CaGP, CaGPCG
 from .posterior import CaGPPosterior
+from .trainer import EpochRecord, TrainerConfig, TrainResult, train
 
 __all__ = [
     "Actions",
     "BlockSparseActions",
     "CGActions",
+    "CaGP",
+    "CaGPCG",
     "CaGPPosterior",
     "Elbo",
+    "EpochRecord",
+    "TrainResult",
+    "TrainerConfig",
     "block_layout",
     "cagp_elbo",
     "cg_actions",
     "evaluate_elbo",
     "gram_factor",
     "kernel_action_product",
+    "train",
 ]

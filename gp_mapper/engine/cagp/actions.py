@@ -227,7 +227,10 @@ def cg_actions(
             break
         residuals.append(r.clone())
         Ap = matvec(p)
-        alpha = rr / (p @ Ap)
+        curvature = p @ Ap
+        if not bool(torch.isfinite(curvature)) or float(curvature) <= 0.0:
+            break  # breakdown at round-off level: r is still a valid direction, stop here
+        alpha = rr / curvature
         v = v + alpha * p
         r = r - alpha * Ap
         rr_next = r @ r
