@@ -91,3 +91,21 @@ def test_memory_is_chunked_the_full_matrix_is_never_formed(monkeypatch: pytest.M
     )
     KS.sum().backward()
     assert max(largest) <= chunk
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_on_cuda_the_product_and_gradients_equal_the_cpu_ones() -> None:
+    _, kernel = kernels()[0]
+    kernel_cpu, values_cpu, KS_cpu, _ = dense_and_chunked(kernel, True, 203, 17, chunk=37)
+    grads_cpu = torch.autograd.grad(KS_cpu.sum(), [values_cpu, *kernel_cpu.parameters()])
+    X = make_problem(203).X.cuda()
+    kernel_gpu = kernel_cpu.cuda()
+    actions = BlockSparseActions.random(203, 17, torch.Generator().manual_seed(3))
+    index = actions.index.cuda()
+    values = values_cpu.detach().cuda().requires_grad_(True)
+    KS = kernel_action_product(kernel_gpu, X, X[index.reshape(-1)], values, block=True, chunk=37)
+    torch.testing.assert_close(KS.cpu(), KS_cpu.detach(), **TOL)
+    grads = torch.autograd.grad(KS.sum(), [values, *kernel_gpu.parameters()])
+    for g, g_cpu in zip(grads, grads_cpu, strict=True):
+        torch.testing.assert_close(g.cpu(), g_cpu, rtol=1e-9, atol=1e-9)

@@ -197,3 +197,13 @@ def test_bad_input_is_refused(cls: type) -> None:
         m.fit(X, y_bad)
     with pytest.raises(ValueError, match="validation"):
         model(cls, validation=0.5)
+
+
+def test_adam_in_float32_keeps_the_gram_in_float64() -> None:
+    X, y = data()
+    m = model(CaGP, epochs=5, dtype=torch.float32)
+    report = m.fit(X, y)
+    assert report.accepted and m.posterior.X.dtype == torch.float32
+    assert m.posterior.L.dtype == torch.float64
+    mean, var = m.predict(QUERY)
+    assert mean.dtype == torch.float32 and torch.all(var >= 0.0)
