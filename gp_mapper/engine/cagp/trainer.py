@@ -162,7 +162,10 @@ def train(
     kept_epoch, best_nll, checks_since_best = 0, math.inf, 0
     final_loss, reason = math.nan, f"ran all {config.epochs} epochs"
     if validation_nll is not None:
-        best_nll = validation_nll()
+        try:
+            best_nll = validation_nll()
+        except NumericalError:
+            best_nll = math.inf  # the initial values cannot be scored; any epoch that can wins
     for epoch in range(1, config.epochs + 1):
         rate = float(optimizer.param_groups[0]["lr"])
         try:

@@ -207,3 +207,19 @@ def test_adam_in_float32_keeps_the_gram_in_float64() -> None:
     assert m.posterior.L.dtype == torch.float64
     mean, var = m.predict(QUERY)
     assert mean.dtype == torch.float32 and torch.all(var >= 0.0)
+
+
+def test_a_failed_fit_with_validation_changes_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    m = model(CaGP, epochs=3, validation=0.2, validate_every=1)
+    m.fit(*data())
+    before = m.state_dict()
+
+    def not_positive_definite(A: torch.Tensor, **_: object) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.zeros_like(A), torch.ones(A.shape[:-2], dtype=torch.int32)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(torch.linalg, "cholesky_ex", not_positive_definite)
+        report = m.fit(*data(seed=9))
+    assert not report.accepted
+    for key, value in m.state_dict().items():
+        np.testing.assert_array_equal(value, before[key], err_msg=key)
