@@ -380,11 +380,12 @@ class SolveGP:
         # θ back in the data's units, then into this fit's.
         factor = (state.scale / scale) ** 2
         kernel = rescaled_kernel(state.kernel, factor)
-        noise = GaussianNoise(float(state.noise.variance.detach()) * factor).to(
-            device=self.device, dtype=self.dtype
-        )
         if factor == 1.0:
             noise = copy.deepcopy(state.noise)
+        else:
+            noise = GaussianNoise(float(state.noise.variance.detach()) * factor).to(
+                device=self.device, dtype=self.dtype
+            )
         Z, Zo = initial_inducing(
             X_tr,
             self.num_inducing,
@@ -420,7 +421,8 @@ class SolveGP:
             optimiser = Adam(trainable, self.learning_rate)
             for epoch in range(1, self.epochs + 1):
                 order = torch.randperm(n_train, generator=generator).to(self.device)
-                total, steps = 0.0, 0
+                # Summed on the device: one host sync per epoch, not per step.
+                total, steps = torch.zeros((), dtype=PRIOR_DTYPE, device=self.device), 0
                 for s in range(0, n_train, self.batch_size):
                     idx = order[s : s + self.batch_size]
                     optimiser.zero_grad()
@@ -434,14 +436,14 @@ class SolveGP:
                         n_train,
                         self.jitter,
                     )
-                    if not bool(torch.isfinite(terms.value)):
-                        raise NumericalError(f"the ELBO is not finite at epoch {epoch}")
                     (-terms.value / n_train).backward()
                     optimiser.step()
-                    total += float(terms.value.detach())
+                    total += terms.value.detach()
                     steps += 1
                 epochs_run = epoch
-                elbo_history.append(total / steps - log_scale_total)
+                if not bool(torch.isfinite(total)):
+                    raise NumericalError(f"the ELBO is not finite in epoch {epoch}")
+                elbo_history.append(float(total) / steps - log_scale_total)
                 message = f"epoch {epoch}/{self.epochs} ELBO {elbo_history[-1]:.6g}"
                 if X_val.shape[0]:
                     val_ll = self._validation_log_lik(kernel, noise, params, X_val, y_val, scale)

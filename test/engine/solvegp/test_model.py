@@ -187,3 +187,15 @@ def test_initialisation_gives_distinct_points_in_the_data(method: str) -> None:
     assert bool(((W >= 0.0) & (W <= 3.0)).all())
     small_Z, small_O = initial_inducing(X[:9], 7, 5, method, SquaredExponential(), Jitter(), 3)  # type: ignore[arg-type]
     torch.testing.assert_close(torch.cat([small_Z, small_O]), X[:9])
+
+
+def test_frozen_inducing_inputs_and_theta_stay_where_they_started() -> None:
+    frozen = {"train_inducing": False, "train_hyperparameters": False, "validation": 0.0,
+              "standardise": "none", "init": "greedy"}  # fmt: skip
+    start = fitted(**frozen, epochs=0)  # the same seed: the same split and initial Z, O
+    model = fitted(**frozen)
+    torch.testing.assert_close(model.parameters.Z, start.parameters.Z, rtol=0.0, atol=0.0)
+    torch.testing.assert_close(model.parameters.Zo, start.parameters.Zo, rtol=0.0, atol=0.0)
+    assert model.hyperparameters() == start.hyperparameters()
+    assert model.hyperparameters()["kernel_variance"] == pytest.approx(4.0, rel=1e-12)
+    assert not torch.equal(model.parameters.m_u, start.parameters.m_u)  # q itself was trained
