@@ -89,7 +89,10 @@ class FitResult(NamedTuple):
 
 def add_fit_arguments(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.description = __doc__.splitlines()[0].strip("`")
+    parser.description = (
+        "Fit any model (acgp, exact, vips) on a whole bag, write the map products, a report\n"
+        "and theta.yaml: the fitted hyperparameters as a parameter file for the node."
+    )
     parser.epilog = EXAMPLES
     parser.add_argument("bag", type=Path, help="rosbag2 directory (MCAP or sqlite3) or .mcap file")
     parser.add_argument(
