@@ -7,6 +7,7 @@ The problem is shaped as seed 001 §10's check (N = 240, D = 2, Matérn-3/2, I =
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from typing import NamedTuple
 
 import numpy as np
@@ -37,6 +38,17 @@ def make_problem(n: int = N, seed: int = 20240601, ard: bool = True) -> Problem:
     lengthscale = [0.7, 0.9] if ard else 0.8
     kernel = Matern32(1.2, lengthscale, ard_dims=INPUT_DIM if ard else 0).to(DTYPE)
     return Problem(kernel, torch.tensor(NOISE, dtype=DTYPE), X, y)
+
+
+@pytest.fixture(autouse=True)
+def one_cpu_thread() -> Iterator[None]:
+    """One torch thread per test, restored afterwards: at a few hundred points the matrices are
+    too small to share out, and on a busy machine idle OpenMP threads spin-wait against the
+    others (``core.device.set_cpu_threads`` says the same of the node)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
 
 
 @pytest.fixture
