@@ -46,7 +46,7 @@ class EngineSpec:
         dtype: "float64" or "float32".
         selector, delta, eta, rho, fixed_size, max_inducing, hyperprior_scale: vips only.
         acgp_block_size, acgp_initial_block, acgp_rel_tol, acgp_abs_tol, acgp_max_points,
-            seed: acgp only.
+            acgp_refinements, seed: acgp only.
     """
 
     model: str = default("model")
@@ -75,6 +75,7 @@ class EngineSpec:
     acgp_max_points: int = default("acgp_max_points")
     seed: int = default("seed")
 
+    acgp_refinements: int = default("acgp_refinements")
     def __post_init__(self) -> None:
         for f in fields(self):
             # Raises ValueError naming the setting; stores the canonical type (5 -> 5.0).
@@ -164,6 +165,7 @@ def build_acgp(spec: EngineSpec, input_dim: int) -> AdaptiveCholeskyGP:
         seed=spec.seed,
         device=spec.device,
         dtype=DTYPES[spec.dtype],
+        refinements=spec.acgp_refinements,
         jitter=Jitter(spec.jitter, spec.jitter_relative),
     )
 
