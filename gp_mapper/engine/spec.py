@@ -73,9 +73,9 @@ class EngineSpec:
     acgp_rel_tol: float = default("acgp_rel_tol")
     acgp_abs_tol: float = default("acgp_abs_tol")
     acgp_max_points: int = default("acgp_max_points")
+    acgp_refinements: int = default("acgp_refinements")
     seed: int = default("seed")
 
-    acgp_refinements: int = default("acgp_refinements")
     def __post_init__(self) -> None:
         for f in fields(self):
             # Raises ValueError naming the setting; stores the canonical type (5 -> 5.0).
@@ -162,10 +162,10 @@ def build_acgp(spec: EngineSpec, input_dim: int) -> AdaptiveCholeskyGP:
         abs_tol=spec.acgp_abs_tol,
         max_points=spec.acgp_max_points or None,
         fit_iterations=spec.fit_iterations,
+        refinements=spec.acgp_refinements,
         seed=spec.seed,
         device=spec.device,
         dtype=DTYPES[spec.dtype],
-        refinements=spec.acgp_refinements,
         jitter=Jitter(spec.jitter, spec.jitter_relative),
     )
 
