@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 import torch
 from torch import Tensor, nn
@@ -31,6 +31,8 @@ from .kernel_actions import DEFAULT_CHUNK, kernel_action_product
 # A block of all-zero entries has no direction; its norm is floored so that normalising it
 # stays finite (a random initialisation never produces one).
 _NORM_FLOOR = 1e-300
+BlockOrder = Literal["random", "data"]
+BLOCK_ORDERS: tuple[str, ...] = ("random", "data")
 # The reference code's CG tolerance (seed 001 Table S1): stop when ‖r‖ ≤ 1e-4 ‖y‖.
 DEFAULT_CG_TOLERANCE = 1e-4
 
@@ -140,16 +142,26 @@ class BlockSparseActions(nn.Module):
         *,
         dtype: torch.dtype = torch.float64,
         device: torch.device | str = "cpu",
+        order: BlockOrder = "random",
     ) -> BlockSparseActions:
-        """Blocks over a random permutation, entries N(0, 1)/√k (the reference code's
-        ``initialization="random"``, §4).
+        """Blocks with entries N(0, 1)/√k (the reference code's ``initialization="random"``,
+        §4).
 
         Args:
             n: data points N.
             num_actions: I, 1 ≤ I ≤ N.
             generator: a seeded CPU generator (the permutation, then the entries).
+            order: "random": blocks over a random permutation (the reference code's blocks are
+                contiguous in shuffled data, so random subsets); "data": contiguous runs of the
+                data as given, e.g. time-ordered stretches of a log, which are spatially local
+                (seed 001 §9.3 leaves their effect open).
         """
-        permutation = torch.randperm(n, generator=generator)
+        if order not in BLOCK_ORDERS:
+            raise ValueError(f"order must be one of {BLOCK_ORDERS}, got {order!r}")
+        if order == "random":
+            permutation = torch.randperm(n, generator=generator)
+        else:
+            permutation = torch.arange(n)
         index, mask = block_layout(n, num_actions, permutation)
         width = index.shape[1]
         raw = torch.randn(index.shape, generator=generator, dtype=torch.float64) / math.sqrt(width)

@@ -38,7 +38,14 @@ from ..errors import NumericalError, StateError
 from ..model import Hyperparameters, ModelKind, ProgressCallback
 from ..report import FitReport
 from ..state import describe_hyperparameters, load_raw_parameters, raw_parameters
-from .actions import DEFAULT_CG_TOLERANCE, Actions, BlockSparseActions, cg_actions
+from .actions import (
+    BLOCK_ORDERS,
+    DEFAULT_CG_TOLERANCE,
+    Actions,
+    BlockOrder,
+    BlockSparseActions,
+    cg_actions,
+)
 from .elbo import evaluate_elbo
 from .kernel_actions import DEFAULT_CHUNK
 from .posterior import CaGPPosterior
@@ -526,16 +533,33 @@ class _ComputationAwareGP(ABC):
 class CaGP(_ComputationAwareGP):
     """CaGP-Opt (seed 001): learned block-sparse actions, trained jointly with θ on the ELBO.
 
-    See :class:`_ComputationAwareGP` for the arguments. Costs per epoch: N² kernel evaluations
-    (in chunks, never stored) and O(N·I) memory.
+    Takes the arguments of :class:`_ComputationAwareGP` plus ``block_order`` ("random":
+    blocks of a seeded random permutation, the paper's; "data": contiguous runs of the data in
+    the order given, e.g. time). Costs per epoch: N² kernel evaluations (in chunks, never
+    stored) and O(N·I) memory.
     """
 
     name: ClassVar[str] = "cagp"
 
+    def __init__(
+        self,
+        kernel: Kernel,
+        noise_variance: float = 0.1,
+        *,
+        block_order: BlockOrder = "random",
+        **kwargs: Any,
+    ) -> None:
+        if block_order not in BLOCK_ORDERS:
+            raise ValueError(f"block_order must be one of {BLOCK_ORDERS}, got {block_order!r}")
+        super().__init__(kernel, noise_variance, **kwargs)
+        self.block_order: BlockOrder = block_order
+
     def _initial_blocks(
         self, n: int, num_actions: int, generator: torch.Generator, dtype: torch.dtype
     ) -> BlockSparseActions:
-        return BlockSparseActions.random(n, num_actions, generator, dtype=dtype, device=self.device)
+        return BlockSparseActions.random(
+            n, num_actions, generator, dtype=dtype, device=self.device, order=self.block_order
+        )
 
     def _actions(
         self,
@@ -551,7 +575,17 @@ class CaGP(_ComputationAwareGP):
         return blocks()
 
     def _policy_details(self, posterior: CaGPPosterior) -> dict[str, Any]:
-        return {"block_size": int(posterior.actions.values.shape[1])}
+        return {
+            "block_size": int(posterior.actions.values.shape[1]),
+            "block_order": self.block_order,
+        }
+
+    def _settings_state(self) -> dict[str, np.ndarray]:
+        return {"block_order": np.array(self.block_order)}
+
+    @classmethod
+    def _settings_from_state(cls, state: Mapping[str, Any]) -> dict[str, Any]:
+        return {"block_order": str(np.asarray(state["block_order"]))}
 
 
 class CaGPCG(_ComputationAwareGP):

@@ -37,6 +37,10 @@ CAGP_SETTINGS: tuple[Setting, ...] = (
     Setting("cagp_chunk", 256, "int",
             "rows per kernel block of K·S and of prediction; memory ~ 8·chunk·N bytes [rows]",
             min=1, max=1000000, models=CAGP),
+    Setting("cagp_block_order", "random", "str",
+            "cagp: which points share a block: random (a seeded permutation, the paper's) or "
+            "data (contiguous runs of the log in time order: spatially local blocks)",
+            choices=("random", "data"), models=("cagp",)),
     Setting("cagp_cg_tolerance", 1.0e-4, "float",
             "cagp_cg: stop CG once the residual is below this share of ‖y‖ (the paper: 1e-4)",
             min=0.0, max=1.0, models=("cagp_cg",)),

@@ -83,13 +83,14 @@ def test_ragged_blocks_keep_every_point_and_equal_eq11(problem: Problem) -> None
 
 
 def test_gradients_reach_theta_noise_and_action_entries(problem: Problem) -> None:
-    blocks = BlockSparseActions.random(N, NUM_ACTIONS, torch.Generator().manual_seed(8))
+    blocks = BlockSparseActions.random(N, 23, torch.Generator().manual_seed(8))  # ragged
+    assert (~blocks.mask).sum() == 13
     raw_noise = torch.log(problem.noise).clone().requires_grad_(True)
     loss = evaluate_elbo(problem.kernel, torch.exp(raw_noise), problem.X, problem.y, blocks()).loss
     loss.backward()
     for p in (*problem.kernel.parameters(), raw_noise, blocks.raw):
         assert p.grad is not None and torch.isfinite(p.grad).all() and p.grad.abs().sum() > 0
-    # Padding entries never move (there are none here; a ragged layout is checked above).
+    # Padding entries never move.
     assert torch.all(blocks.raw.grad[~blocks.mask] == 0)
 
 

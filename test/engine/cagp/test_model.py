@@ -223,3 +223,17 @@ def test_a_failed_fit_with_validation_changes_nothing(monkeypatch: pytest.Monkey
     assert not report.accepted
     for key, value in m.state_dict().items():
         np.testing.assert_array_equal(value, before[key], err_msg=key)
+
+
+def test_blocks_in_data_order_are_contiguous_runs_and_round_trip() -> None:
+    X, y = data(203)
+    m = model(CaGP, actions=17, epochs=2, block_order="data")
+    assert m.fit(X, y).accepted and m.report.details["block_order"] == "data"
+    index, values = m.posterior.actions.index, m.posterior.actions.values
+    assert index[values != 0].tolist() == list(range(203))
+    again = CaGP.from_state(saved_and_loaded(m.state_dict()), device="cpu")
+    assert again.block_order == "data"
+    for a, b in zip(m.predict(QUERY), again.predict(QUERY), strict=True):
+        torch.testing.assert_close(a, b, rtol=0.0, atol=0.0)
+    with pytest.raises(ValueError, match="block_order"):
+        model(CaGP, block_order="time")
