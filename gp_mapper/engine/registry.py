@@ -35,6 +35,8 @@ class ModelEntry(NamedTuple):
         from_state: the model rebuilt from its ``state_dict()``.
         exact_settings: settings (for N data points) under which the model's posterior is the
             exact GP's on all the data at fixed θ; the contract tests check it.
+        to_streaming: for a batch model whose posterior the streaming model can carry on
+            (SOLVE-GP), the fitted model as a streaming model's state; None otherwise.
     """
 
     name: str
@@ -43,6 +45,7 @@ class ModelEntry(NamedTuple):
     build: Callable[[EngineSpec, int], Model]
     from_state: Callable[[Mapping[str, Any], str | torch.device], Model]
     exact_settings: Callable[[int], dict[str, Any]]
+    to_streaming: Callable[[Any], dict[str, np.ndarray]] | None = None
 
 
 def _vips() -> ModelEntry:
@@ -87,8 +90,37 @@ def _acgp() -> ModelEntry:
     )
 
 
+def _solvegp() -> ModelEntry:
+    from .solvegp import SolveGP, to_streaming_state
+    from .spec import build_solvegp
+
+    return ModelEntry(
+        "solvegp",
+        "batch",
+        "SOLVE-GP: sparse variational GP with orthogonal inducing points, fitted by minibatch "
+        "SVI, continued live by the streaming model (seed 002)",
+        build_solvegp,
+        SolveGP.from_state,
+        lambda n: {
+            "solve_family": "full",  # Z = X with q at its optimum: the exact GP at fixed θ
+            "solve_inducing": n,
+            "solve_orthogonal": 0,
+            "solve_epochs": 0,
+            "solve_optimal_q": True,
+            "solve_validation": 0.0,
+            "fit_iterations": 0,
+        },
+        to_streaming_state,
+    )
+
+
 # Loaders, so that importing the registry does not import every model.
-_LOADERS: dict[str, Callable[[], ModelEntry]] = {"vips": _vips, "exact": _exact, "acgp": _acgp}
+_LOADERS: dict[str, Callable[[], ModelEntry]] = {
+    "vips": _vips,
+    "exact": _exact,
+    "acgp": _acgp,
+    "solvegp": _solvegp,
+}
 
 
 def model_names(kind: ModelKind | None = None) -> tuple[str, ...]:

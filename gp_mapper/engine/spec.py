@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from .acgp import AdaptiveCholeskyGP
     from .exact import ExactGP
     from .model import Model
+    from .solvegp import SolveGP
     from .vips import OnlineSparseGP
 
 DTYPES = {"float64": torch.float64, "float32": torch.float32}
@@ -46,7 +47,9 @@ class EngineSpec:
         dtype: "float64" or "float32".
         selector, delta, eta, rho, fixed_size, max_inducing, hyperprior_scale: vips only.
         acgp_block_size, acgp_initial_block, acgp_rel_tol, acgp_abs_tol, acgp_max_points,
-            acgp_refinements, seed: acgp only.
+            acgp_refinements: acgp only.
+        solve_*: solvegp only (see settings/solvegp.py).
+        seed: acgp and solvegp.
     """
 
     model: str = default("model")
@@ -74,6 +77,20 @@ class EngineSpec:
     acgp_abs_tol: float = default("acgp_abs_tol")
     acgp_max_points: int = default("acgp_max_points")
     acgp_refinements: int = default("acgp_refinements")
+    solve_inducing: int = default("solve_inducing")
+    solve_orthogonal: int = default("solve_orthogonal")
+    solve_family: str = default("solve_family")
+    solve_whiten: bool = default("solve_whiten")
+    solve_batch_size: int = default("solve_batch_size")
+    solve_epochs: int = default("solve_epochs")
+    solve_learning_rate: float = default("solve_learning_rate")
+    solve_init: str = default("solve_init")
+    solve_validation: float = default("solve_validation")
+    solve_patience: int = default("solve_patience")
+    solve_warm_start: bool = default("solve_warm_start")
+    solve_optimal_q: bool = default("solve_optimal_q")
+    solve_standardise: str = default("solve_standardise")
+    solve_train_inducing: bool = default("solve_train_inducing")
     seed: int = default("seed")
 
     def __post_init__(self) -> None:
@@ -163,6 +180,35 @@ def build_acgp(spec: EngineSpec, input_dim: int) -> AdaptiveCholeskyGP:
         max_points=spec.acgp_max_points or None,
         fit_iterations=spec.fit_iterations,
         refinements=spec.acgp_refinements,
+        seed=spec.seed,
+        device=spec.device,
+        dtype=DTYPES[spec.dtype],
+        jitter=Jitter(spec.jitter, spec.jitter_relative),
+    )
+
+
+def build_solvegp(spec: EngineSpec, input_dim: int) -> SolveGP:
+    """SOLVE-GP (seed 002) as the spec describes it."""
+    from .solvegp import SolveGP
+
+    return SolveGP(
+        build_kernel(spec, input_dim),
+        spec.noise_variance,
+        num_inducing=spec.solve_inducing,
+        num_orthogonal=spec.solve_orthogonal,
+        family=spec.solve_family,
+        whiten=spec.solve_whiten,
+        batch_size=spec.solve_batch_size,
+        epochs=spec.solve_epochs,
+        learning_rate=spec.solve_learning_rate,
+        init=spec.solve_init,
+        validation=spec.solve_validation,
+        patience=spec.solve_patience,
+        warm_start=spec.solve_warm_start,
+        optimal_q=spec.solve_optimal_q,
+        standardise=spec.solve_standardise,
+        train_inducing=spec.solve_train_inducing,
+        train_hyperparameters=spec.fit_iterations > 0,
         seed=spec.seed,
         device=spec.device,
         dtype=DTYPES[spec.dtype],

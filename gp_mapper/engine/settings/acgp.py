@@ -29,6 +29,8 @@ ACGP_SETTINGS: tuple[Setting, ...] = (
             "restarts of the L-BFGS refinement schedule (restart k stops the Cholesky at "
             "r = (2/3)^(k+1), floored at acgp_rel_tol); 0 keeps θ",
             min=0, max=1000, models=ACGP),
-    Setting("seed", 0, "int", "seed of the random permutation (acgp) and random draws",
-            min=0, max=2**31 - 1, models=ACGP),
+    Setting("seed", 0, "int",
+            "seed of the random permutation (acgp), of the initialisation, split and "
+            "minibatches (solvegp)",
+            min=0, max=2**31 - 1, models=("acgp", "solvegp")),
 )  # fmt: skip
