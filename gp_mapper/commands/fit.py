@@ -4,7 +4,9 @@ The loop a robotics user wants: record a bag once, fit a model offline (its hype
 and for a batch model its posterior on the whole log), and launch the node with the fitted
 values (``theta.yaml``). The bag is read with the same pairing and thinning as ``replay`` and
 the node. A streaming model (vips) is fitted by streaming the bag (``replay``); a batch model
-(exact, acgp) by one ``fit`` on every sample.
+(exact, acgp, solvegp) by one ``fit`` on every sample. Where the streaming model can carry a
+batch model's posterior on (solvegp), the map file written is the streaming model's, so the
+node's ``~/load_map`` and ``replay --resume`` continue the fitted map live.
 """
 
 from __future__ import annotations
@@ -44,6 +46,9 @@ BYTES_PER_SAMPLE = 2 * 8 * (3 + 1 + 1 + 4)
 # A fit may use at most this share of the machine's memory for its largest matrix (the exact
 # GP's K, ACGP's preallocated factor): the rest is for the process, the grid and the OS.
 MEMORY_SHARE = 0.5
+# The fitted model's own state, beside map_state.npz, when map_state.npz holds the streaming
+# model that continues it.
+FITTED_STATE = "fitted_state.npz"
 # The node's parameters that hold θ, written to theta.yaml.
 THETA_PARAMETERS = ("kernel", "constant_variance", "kernel_variance", "lengthscale",
                     "noise_variance")  # fmt: skip
@@ -51,6 +56,7 @@ THETA_PARAMETERS = ("kernel", "constant_variance", "kernel_variance", "lengthsca
 EXAMPLES = """examples:
   gp-mapper fit run.mcap --model acgp --out out/acgp
   gp-mapper fit run.mcap --model exact --max-samples 5000 --out out/exact
+  gp-mapper fit run.mcap --model solvegp --set solve_inducing=256 --out out/solve
   gp-mapper fit run.mcap --model vips --params config/gp_mapper.yaml --out out/vips
   gp-mapper fit run.mcap --model acgp --set acgp_rel_tol=0.005 --set kernel=matern32 --out out/a
 
@@ -90,8 +96,8 @@ class FitResult(NamedTuple):
 def add_fit_arguments(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.description = (
-        "Fit any model (acgp, exact, vips) on a whole bag, write the map products, a report\n"
-        "and theta.yaml: the fitted hyperparameters as a parameter file for the node."
+        "Fit any model (acgp, exact, solvegp, vips) on a whole bag, write the map products,\n"
+        "a report and theta.yaml: the fitted hyperparameters as a parameter file for the node."
     )
     parser.epilog = EXAMPLES
     parser.add_argument("bag", type=Path, help="rosbag2 directory (MCAP or sqlite3) or .mcap file")
@@ -280,13 +286,19 @@ def fit_bag(
     box = extend_box(None, samples.X[:, :2])
     snapshot = _snapshot(gp, config, box, samples, model)
     stamp_ns = int(samples.stamps_ns.max())
-    node_config = {**config.to_dict(), "model": model}
-    save_map(
-        outputs.state,
-        MapData(
-            gp.state_dict(), node_config, samples.trajectory_m, box, n, stamp_ns, samples.drops
-        ),
-    )
+
+    def map_data(state: dict[str, np.ndarray], name: str) -> MapData:
+        node_config = {**config.to_dict(), "model": name}
+        return MapData(state, node_config, samples.trajectory_m, box, n, stamp_ns, samples.drops)
+
+    to_streaming = model_entry(model).to_streaming
+    if to_streaming is not None:
+        # The posterior carries on in the node: map_state.npz is the streaming model's state
+        # (what ~/load_map and replay --resume take); the fitted model keeps its own file.
+        save_map(outputs.state, map_data(to_streaming(gp), "vips"))
+        save_map(outputs.state.with_name(FITTED_STATE), map_data(gp.state_dict(), model))
+    else:
+        save_map(outputs.state, map_data(gp.state_dict(), model))
     report = _report(model, bag, total, n, read_s, fit_report.as_dict(), gp, samples)
     _write_products(outputs, snapshot, config, report, gp.hyperparameters())
     return FitResult(snapshot, report, outputs)

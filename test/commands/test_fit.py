@@ -172,3 +172,38 @@ def test_fit_on_a_real_slice_predicts_held_out_readings(magnetic_dir: Path, tmp_
     mean, _ = model.predict(torch.as_tensor(X_held))
     rmse = float(np.sqrt(np.mean((mean.numpy() - y_held) ** 2)))
     assert rmse < 0.5 * float(np.std(y_held)), rmse
+
+
+# SOLVE-GP small enough for CI: 16 + 16 inducing points, a few epochs.
+SOLVE_QUICK = {"solve_inducing": 16, "solve_orthogonal": 16, "solve_epochs": 3,
+               "solve_batch_size": 128, "fit_iterations": 1}  # fmt: skip
+
+
+def test_a_solvegp_fit_is_continued_live_by_the_stream(synthetic_bag: Path, tmp_path: Path) -> None:
+    from gp_mapper.commands.fit import FITTED_STATE
+    from gp_mapper.engine import model_from_state
+
+    fitted = fit_bag(
+        synthetic_bag, tmp_path / "solve", model="solvegp", overrides=SOLVE_QUICK,
+        max_samples=600, progress=False,
+    )  # fmt: skip
+    assert fitted.snapshot is not None and fitted.report["M"] == 32
+    assert {"coarse_mean", "detail_mean"} <= set(fitted.snapshot.layers)
+    assert {"coarse_mean", "detail_mean"} <= set(np.load(fitted.outputs.grids).files)
+    # map_state.npz is the streaming model carrying the fit on; the fit keeps its own file.
+    stream = model_from_state(load_map(fitted.outputs.state).engine_state, "cpu")
+    solve = model_from_state(
+        load_map(fitted.outputs.state.with_name(FITTED_STATE)).engine_state, "cpu"
+    )
+    assert (stream.name, solve.name) == ("vips", "solvegp")
+    Xs = torch.tensor([[1.0, 1.0], [4.0, 2.0], [6.5, 0.5]], dtype=torch.float64)
+    (m1, v1), (m2, v2) = stream.predict(Xs), solve.predict(Xs)
+    prior = float(solve.posterior.prior_variance(Xs).max())
+    torch.testing.assert_close(m1, m2, rtol=0.0, atol=1e-6 * prior)
+    torch.testing.assert_close(v1, v2, rtol=0.0, atol=1e-6 * prior)
+    resumed = replay_bag(
+        synthetic_bag, tmp_path / "resumed", resume=fitted.outputs.state, overrides=FAST,
+        progress=False,
+    )  # fmt: skip
+    assert resumed.snapshot is not None
+    assert resumed.diagnostics["updates"] > 0
