@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -111,3 +113,40 @@ def test_refuses_impossible_block_layouts() -> None:
         BlockSparseActions.random(10, 11, torch.Generator().manual_seed(0))
     with pytest.raises(ValueError, match="number of actions"):
         BlockSparseActions.random(10, 0, torch.Generator().manual_seed(0))
+
+
+def test_elbo_gradients_equal_dense_autograd_of_eq11(problem: Problem) -> None:
+    blocks = BlockSparseActions.random(N, 23, torch.Generator().manual_seed(10))
+    raw_noise = torch.log(problem.noise).clone().requires_grad_(True)
+    params = [*problem.kernel.parameters(), raw_noise, blocks.raw]
+
+    def dense_eq11() -> torch.Tensor:
+        # Eq. 11 as printed, on dense K and S (this S has SᵀS = I, so its last term is 0).
+        S = blocks().dense(N)
+        K = problem.kernel.K(problem.X)
+        s2 = torch.exp(raw_noise)
+        StKS = S.mT @ K @ S
+        G = StKS + s2 * torch.eye(S.shape[1], dtype=DTYPE)
+        v = torch.linalg.solve(G, S.mT @ problem.y)
+        KS = K @ S
+        misfit = problem.y - KS @ v
+        trace_Ki = torch.trace(K) - torch.trace(KS @ torch.linalg.solve(G, KS.mT))
+        n, i = S.shape
+        return 0.5 * (
+            (misfit @ misfit + trace_Ki) / s2
+            + (n - i) * torch.log(s2)
+            + n * math.log(2.0 * math.pi)
+            + v @ StKS @ v
+            - torch.trace(torch.linalg.solve(G, StKS))
+            + torch.logdet(G)
+        )
+
+    ours = evaluate_elbo(
+        problem.kernel, torch.exp(raw_noise), problem.X, problem.y, blocks(), jitter=0.0
+    ).loss
+    grads = torch.autograd.grad(ours, params)
+    reference = dense_eq11()
+    grads_ref = torch.autograd.grad(reference, params)
+    assert float(ours.detach()) == pytest.approx(float(reference.detach()), rel=REL)
+    for g, g_ref in zip(grads, grads_ref, strict=True):
+        torch.testing.assert_close(g, g_ref, rtol=1e-7, atol=1e-9)
