@@ -114,12 +114,36 @@ def _solvegp() -> ModelEntry:
     )
 
 
+def _cagp(name: str) -> ModelEntry:
+    from .cagp import CaGP, CaGPCG
+    from .spec import build_cagp, build_cagp_cg
+
+    opt = name == "cagp"
+    return ModelEntry(
+        name,
+        "batch",
+        "computation-aware GP (seed 001): variance that counts the approximation error, "
+        + ("block-sparse learned actions (CaGP-Opt)" if opt else "conjugate-gradient actions"),
+        build_cagp if opt else build_cagp_cg,
+        CaGP.from_state if opt else CaGPCG.from_state,
+        lambda n: {  # n actions span the data: the exact GP at fixed θ
+            "cagp_actions": n,
+            "cagp_epochs": 0,
+            "cagp_validation": 0.0,
+            "cagp_cg_tolerance": 0.0,
+            "fit_iterations": 0,
+        },
+    )
+
+
 # Loaders, so that importing the registry does not import every model.
 _LOADERS: dict[str, Callable[[], ModelEntry]] = {
     "vips": _vips,
     "exact": _exact,
     "acgp": _acgp,
     "solvegp": _solvegp,
+    "cagp": lambda: _cagp("cagp"),
+    "cagp_cg": lambda: _cagp("cagp_cg"),
 }
 
 

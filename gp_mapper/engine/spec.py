@@ -21,6 +21,7 @@ from .vips.selectors import ConditionalVariance, FixedSize, Oips, Selector, Vips
 
 if TYPE_CHECKING:
     from .acgp import AdaptiveCholeskyGP
+    from .cagp import CaGP, CaGPCG
     from .exact import ExactGP
     from .model import Model
     from .solvegp import SolveGP
@@ -45,11 +46,13 @@ class EngineSpec:
         jitter, jitter_relative: the first jitter of every Cholesky, relative or absolute.
         device: "auto", "cpu", "cuda" or "cuda:N".
         dtype: "float64" or "float32".
-        selector, delta, eta, rho, fixed_size, max_inducing, hyperprior_scale: vips only.
+        selector, delta, eta, rho, fixed_size, max_inducing, hyperprior_scale, outlier_z:
+            vips only.
         acgp_block_size, acgp_initial_block, acgp_rel_tol, acgp_abs_tol, acgp_max_points,
             acgp_refinements: acgp only.
         solve_*: solvegp only (see settings/solvegp.py).
-        seed: acgp and solvegp.
+        cagp_*: cagp and cagp_cg only (see settings/cagp.py).
+        seed: acgp, solvegp, cagp, cagp_cg.
     """
 
     model: str = default("model")
@@ -71,6 +74,7 @@ class EngineSpec:
     fixed_size: int = default("fixed_size")
     max_inducing: int = default("max_inducing")
     hyperprior_scale: float = default("hyperprior_scale")
+    outlier_z: float = default("outlier_z")
     acgp_block_size: int = default("acgp_block_size")
     acgp_initial_block: int = default("acgp_initial_block")
     acgp_rel_tol: float = default("acgp_rel_tol")
@@ -91,6 +95,16 @@ class EngineSpec:
     solve_optimal_q: bool = default("solve_optimal_q")
     solve_standardise: str = default("solve_standardise")
     solve_train_inducing: bool = default("solve_train_inducing")
+    cagp_actions: int = default("cagp_actions")
+    cagp_epochs: int = default("cagp_epochs")
+    cagp_learning_rate: float = default("cagp_learning_rate")
+    cagp_lbfgs: bool = default("cagp_lbfgs")
+    cagp_validation: float = default("cagp_validation")
+    cagp_validate_every: int = default("cagp_validate_every")
+    cagp_patience: int = default("cagp_patience")
+    cagp_chunk: int = default("cagp_chunk")
+    cagp_block_order: str = default("cagp_block_order")
+    cagp_cg_tolerance: float = default("cagp_cg_tolerance")
     seed: int = default("seed")
 
     def __post_init__(self) -> None:
@@ -148,6 +162,7 @@ def build_online_sgp(spec: EngineSpec, input_dim: int) -> OnlineSparseGP:
         max_inducing=spec.max_inducing,
         fit_iterations=spec.fit_iterations,
         hyperprior_scale=spec.hyperprior_scale,
+        outlier_z=spec.outlier_z,
         jitter=Jitter(spec.jitter, spec.jitter_relative),
     )
 
@@ -213,6 +228,48 @@ def build_solvegp(spec: EngineSpec, input_dim: int) -> SolveGP:
         device=spec.device,
         dtype=DTYPES[spec.dtype],
         jitter=Jitter(spec.jitter, spec.jitter_relative),
+    )
+
+
+def _cagp_arguments(spec: EngineSpec) -> dict[str, Any]:
+    """The settings CaGP-Opt and CaGP-CG share."""
+    return {
+        "actions": spec.cagp_actions,
+        "epochs": spec.cagp_epochs,
+        "learning_rate": spec.cagp_learning_rate,
+        "optimizer": "lbfgs" if spec.cagp_lbfgs else "adam",
+        "validation": spec.cagp_validation,
+        "validate_every": spec.cagp_validate_every,
+        "patience": spec.cagp_patience,
+        "chunk": spec.cagp_chunk,
+        "seed": spec.seed,
+        "device": spec.device,
+        "dtype": DTYPES[spec.dtype],
+        "jitter": Jitter(spec.jitter, spec.jitter_relative),
+    }
+
+
+def build_cagp(spec: EngineSpec, input_dim: int) -> CaGP:
+    """CaGP-Opt (seed 001) as the spec describes it."""
+    from .cagp import CaGP
+
+    return CaGP(
+        build_kernel(spec, input_dim),
+        spec.noise_variance,
+        block_order=spec.cagp_block_order,
+        **_cagp_arguments(spec),
+    )
+
+
+def build_cagp_cg(spec: EngineSpec, input_dim: int) -> CaGPCG:
+    """CaGP-CG (seed 001) as the spec describes it."""
+    from .cagp import CaGPCG
+
+    return CaGPCG(
+        build_kernel(spec, input_dim),
+        spec.noise_variance,
+        cg_tolerance=spec.cagp_cg_tolerance,
+        **_cagp_arguments(spec),
     )
 
 

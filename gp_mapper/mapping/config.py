@@ -169,6 +169,16 @@ PARAMETERS: tuple[ParameterInfo, ...] = (
                   min=2, max=100000),
     ParameterInfo("expected_frame", "", "str",
                   "drop readings whose frame_id differs; empty = accept any frame"),
+    # The Earth's field is 25-65 µT at the surface; steel indoors bends it to ~10-150 µT. A
+    # reading outside this range is a glitch, a motor passing the sensor or a unit mistake.
+    ParameterInfo("field_min", 10.0, "float",
+                  "readings with |B| below this are implausible and dropped [µT]; 0 = no "
+                  "lower limit",
+                  min=0.0, max=1.0e4),
+    ParameterInfo("field_max", 200.0, "float",
+                  "readings with |B| above this are implausible and dropped [µT]; must exceed "
+                  "field_min",
+                  min=1.0e-3, max=1.0e9),
     ParameterInfo("resolution", 0.1, "float", "grid cell size [m]", min=0.01, max=5.0),
     ParameterInfo("margin", 1.0, "float",
                   "grid margin around the explored box when bounds is empty [m]",
@@ -252,6 +262,8 @@ class MapperConfig:
     pose_wait: float = _default("pose_wait")
     pose_buffer_size: int = _default("pose_buffer_size")
     expected_frame: str = _default("expected_frame")
+    field_min: float = _default("field_min")
+    field_max: float = _default("field_max")
     resolution: float = _default("resolution")
     margin: float = _default("margin")
     bounds: tuple[float, float, float, float] | None = _default("bounds")
@@ -271,6 +283,10 @@ class MapperConfig:
             if not hasattr(self.engine, name):
                 raise ConfigError(f"engine spec has no field {name!r}")
             PARAMETER_BY_NAME[name].validate(getattr(self.engine, name))
+        if not self.field_min < self.field_max:
+            raise ConfigError(
+                f"field_min must be below field_max; got {self.field_min} and {self.field_max}"
+            )
         if self.bounds is not None:
             if len(self.bounds) != BOUNDS_LENGTH:
                 raise ConfigError(

@@ -48,6 +48,7 @@ class InputStage:
             self.drops,
             pose_wait_ns=seconds_to_ns(config.pose_wait),
             expected_frame=config.expected_frame,
+            field_range_ut=(config.field_min, config.field_max),
         )
         self._windower = Windower(
             batch_size=config.batch_size,

@@ -2,7 +2,8 @@
 
 Each reading becomes a `Sample` (map-frame position and field in µT) once two poses bracket
 its stamp. Until then it waits in a capped queue; it is dropped, and counted, when it is
-malformed, out of order, from the wrong frame, or can never be bracketed (ros2.md 3.7).
+malformed, implausible (|B| outside the configured range), out of order, from the wrong frame,
+or can never be bracketed (ros2.md 3.7).
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ MAX_PENDING_READINGS = 4096
 
 # At most one "wrong frame" warning per this many seconds of wall time (the count is exact).
 FRAME_WARNING_PERIOD_S = 10.0
+# At most one "implausible reading" warning per this many seconds of wall time (likewise).
+IMPLAUSIBLE_WARNING_PERIOD_S = 10.0
 
 
 class _Pending(NamedTuple):
@@ -46,6 +49,8 @@ class Pairer:
             either stream) a reading may wait for a pose newer than itself.
         expected_frame: Readings from another frame are dropped; "" accepts any.
         max_pending: Cap on waiting readings; the oldest is dropped (no_pose) beyond it.
+        field_range_ut: (low, high): readings whose magnitude |B| (µT) lies outside it are
+            dropped as implausible; None accepts any magnitude.
     """
 
     def __init__(
@@ -56,6 +61,7 @@ class Pairer:
         pose_wait_ns: int,
         expected_frame: str = "",
         max_pending: int = MAX_PENDING_READINGS,
+        field_range_ut: tuple[float, float] | None = None,
     ) -> None:
         self._poses = poses
         self._drops = drops
@@ -66,6 +72,8 @@ class Pairer:
         self._last_reading_ns: int | None = None
         self._latest_ns: int | None = None
         self._last_frame_warning = -float("inf")
+        self._field_range_ut = field_range_ut
+        self._last_implausible_warning = -float("inf")
 
     @property
     def pending(self) -> int:
@@ -112,6 +120,12 @@ class Pairer:
         if not any(values):
             self._drops.zero_field += 1
             return []
+        if self._field_range_ut is not None:
+            norm_ut = math.hypot(*values) * TESLA_TO_MICROTESLA
+            low, high = self._field_range_ut
+            if not low <= norm_ut <= high:
+                self._drop_implausible(norm_ut)
+                return []
         if self._last_reading_ns is not None and stamp <= self._last_reading_ns:
             self._drops.out_of_order += 1
             return []
@@ -134,6 +148,22 @@ class Pairer:
         self._pending.clear()
         self._last_reading_ns = None
         self._latest_ns = None
+
+    def _drop_implausible(self, norm_ut: float) -> None:
+        self._drops.implausible += 1
+        now = time.monotonic()
+        if now - self._last_implausible_warning >= IMPLAUSIBLE_WARNING_PERIOD_S:
+            self._last_implausible_warning = now
+            assert self._field_range_ut is not None  # only called when the gate is on
+            low, high = self._field_range_ut
+            logger.warning(
+                "dropping a reading of |B| = %.4g µT, outside [%g, %g] µT (field_min, "
+                "field_max); %d so far",
+                norm_ut,
+                low,
+                high,
+                self._drops.implausible,
+            )
 
     def _see(self, stamp_ns: int) -> None:
         if self._latest_ns is None or stamp_ns > self._latest_ns:

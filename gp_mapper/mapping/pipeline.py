@@ -35,7 +35,13 @@ from gp_mapper.mapping.inputs import InputStage
 from gp_mapper.mapping.map_file import MapData, PathLike, save_map
 from gp_mapper.mapping.map_products import MapProducts, map_grid, predict_products
 from gp_mapper.mapping.persistence import load_model_map
-from gp_mapper.mapping.records import DropCounts, FieldReading, Pose
+from gp_mapper.mapping.records import (
+    HEALTH_OK,
+    DropCounts,
+    FieldReading,
+    Pose,
+    update_health,
+)
 from gp_mapper.mapping.snapshot import MapSnapshot
 from gp_mapper.mapping.worker import SingleFlightWorker, WindowJob
 
@@ -236,11 +242,15 @@ class MappingPipeline:
             with self._snapshot_lock:
                 self._stats["failed_updates"] += 1
                 self._stats["last_reason"] = reason
+                self._set_health(f"update rejected, the previous map stands: {reason}")
                 restored = self._withdraw_provisional(job) if first_map_s else None
             if restored is not None:
                 self._notify(restored)
             logger.warning("update on %d samples rejected (%s); the previous map stands", n, reason)
             return
+        if getattr(report, "num_outliers", 0):  # readings the engine refused to fit
+            with self._input_lock:
+                self._inputs.drops.outlier += report.num_outliers
         if products is None:  # the engine took the data but has no posterior to draw
             logger.error("update on %d samples accepted without a posterior; no snapshot", n)
             return
@@ -308,6 +318,7 @@ class MappingPipeline:
                 variance=products.variance,
                 prior_variance=products.prior_variance,
                 support_m=products.support_m,
+                layers=products.layers,
                 model=engine.name,
                 trajectory_m=trajectory,
                 report=report,
@@ -321,8 +332,14 @@ class MappingPipeline:
                 stats["inducing_points"] = snapshot.num_support
                 stats["samples"] = num_samples
                 stats["last_reason"] = str(report.get("reason", ""))
-                layers=products.layers,
                 stats["last_update_s"] = float(report.get("seconds_total", math.nan))
+                refused = report.get("fit_refused")
+                self._set_health(
+                    f"fitted hyperparameters refused, the window was mapped under the previous "
+                    f"ones: {refused}"
+                    if refused
+                    else ""
+                )
                 if job is not None:
                     fitted = time.perf_counter() - job.closed_s
                     stats["last_batch_latency_s"] = fitted if first_map_s is None else first_map_s
@@ -373,7 +390,18 @@ class MappingPipeline:
             "last_update_s": math.nan,
             "last_reason": "",
             "device": str(engine.device),
+            "health": HEALTH_OK,
+            "health_message": "",
+            "unhealthy_in_a_row": 0,
         }
+
+    def _set_health(self, problem: str) -> None:
+        """Record an update's problem ("" if none) in the health statistics; under
+        `_snapshot_lock`."""
+        stats = self._stats
+        stats["unhealthy_in_a_row"], stats["health"], stats["health_message"] = update_health(
+            stats["unhealthy_in_a_row"], problem
+        )
 
     def _start_generation(self, trajectory: np.ndarray | None) -> None:
         """Forget the open window and waiting windows; they belong to the old map."""
@@ -463,9 +491,12 @@ class MappingPipeline:
         Keys: inducing_points, updates, failed_updates, samples, last_batch_latency_s (window
         closed to the first snapshot showing it), last_fitted_latency_s (to the fitted one),
         last_batch_samples, last_update_s (engine time),
-        last_reason, device, seq, pending_windows, worker_busy, open_window_samples,
-        pending_readings, poses_buffered, grid_width, grid_height, grid_resolution_m,
-        drops_total and drop_<reason> for every `DropCounts` field.
+        last_reason, device, health (OK; WARN after an update rejected or whose fitted
+        hyperparameters were refused, ERROR after `UNHEALTHY_FOR_ERROR` in a row),
+        health_message (why), unhealthy_in_a_row, seq,
+        pending_windows, worker_busy, open_window_samples, pending_readings, poses_buffered,
+        grid_width, grid_height, grid_resolution_m, drops_total and drop_<reason> for every
+        `DropCounts` field.
         """
         with self._snapshot_lock:
             out: dict[str, str | int | float] = dict(self._stats)

@@ -86,6 +86,8 @@ class DropCounts:
     Attributes:
         nan: Readings with a NaN or infinite component.
         zero_field: Readings whose vector is exactly zero (a sensor that reports nothing).
+        implausible: Readings whose magnitude |B| lies outside [`field_min`, `field_max`]
+            (a glitch, a motor passing the sensor, a unit mistake).
         out_of_order: Readings whose stamp is not newer than the previous reading's.
         no_pose: Readings never bracketed by two poses (older than the pose buffer, or waited
             longer than `pose_wait`).
@@ -97,12 +99,15 @@ class DropCounts:
         window_overflow: Samples lost because the worker was busy and the pending window was
             already full.
         failed_update: Samples in windows the engine rejected (the previous map stands).
+        outlier: Samples the engine dropped from an accepted window, their value far outside
+            the map's predictive distribution (`outlier_z`).
         late_pose: Poses older than everything in the pose buffer.
         bad_pose: Poses with non-finite values, a zero quaternion or a repeated stamp.
     """
 
     nan: int = 0
     zero_field: int = 0
+    implausible: int = 0
     out_of_order: int = 0
     no_pose: int = 0
     pose_gap: int = 0
@@ -111,6 +116,7 @@ class DropCounts:
     frame: int = 0
     window_overflow: int = 0
     failed_update: int = 0
+    outlier: int = 0
     late_pose: int = 0
     bad_pose: int = 0
 
@@ -125,3 +131,30 @@ class DropCounts:
     def copy(self) -> DropCounts:
         """An independent copy."""
         return DropCounts(**self.as_dict())
+
+
+# The map's health as `/diagnostics` reports it (the node maps these onto DiagnosticStatus).
+HEALTH_OK = "OK"
+HEALTH_WARN = "WARN"
+HEALTH_ERROR = "ERROR"
+# Unhealthy updates in a row (rejected, or fitted θ refused) after which the map's health is
+# ERROR, not WARN: one is a glitch the map survives; three mean it has stopped learning (with
+# 10 s windows, for half a minute).
+UNHEALTHY_FOR_ERROR = 3
+
+
+def update_health(unhealthy_in_a_row: int, problem: str) -> tuple[int, str, str]:
+    """The map's health after an update.
+
+    Args:
+        unhealthy_in_a_row: unhealthy updates before this one, since the last healthy one.
+        problem: what went wrong with this update, one line; "" if nothing did.
+
+    Returns:
+        (unhealthy updates in a row now, HEALTH_OK/WARN/ERROR, the message: "" when OK).
+    """
+    if not problem:
+        return 0, HEALTH_OK, ""
+    count = unhealthy_in_a_row + 1
+    level = HEALTH_ERROR if count >= UNHEALTHY_FOR_ERROR else HEALTH_WARN
+    return count, level, f"{problem} ({count} unhealthy update(s) in a row)"

@@ -69,7 +69,9 @@ from gp_mapper.mapping.config import PARAMETER_BY_NAME, MapperConfig
 from gp_mapper.mapping.errors import ConfigError
 from gp_mapper.mapping.map_file import clean_stale_temporaries
 from gp_mapper.mapping.pipeline import MappingPipeline
+from gp_mapper.mapping.records import HEALTH_ERROR, HEALTH_WARN
 from gp_mapper.ros.convert import (
+    DIAGNOSTIC_ERROR,
     DIAGNOSTIC_OK,
     DIAGNOSTIC_WARN,
     POSE_INPUTS,
@@ -89,6 +91,8 @@ WARN_THROTTLE_S = 5.0
 # Drop reasons that are normal operation, not bad input: a stationary robot repeats its
 # position. They are counted in /diagnostics but raise no warning.
 _QUIET_DROPS = frozenset({"drop_duplicate"})
+# The pipeline's map health (`health` in its diagnostics) -> the DiagnosticStatus level.
+_HEALTH_LEVELS = {HEALTH_WARN: DIAGNOSTIC_WARN, HEALTH_ERROR: DIAGNOSTIC_ERROR}
 
 
 def _frame(name: str) -> str:
@@ -316,6 +320,10 @@ class GpMapperNode(Node):
                 parts.append(f"update rejected ({values['last_reason']})")
             message = "dropped input: " + ", ".join(parts)
             self.get_logger().warning(message, throttle_duration_sec=WARN_THROTTLE_S)
+        health = _HEALTH_LEVELS.get(str(values.get("health", "")))
+        if health is not None:  # the map's health leads the message; the level is the worst
+            extra = "" if level == DIAGNOSTIC_OK else f"; {message}"
+            level, message = max(level, health), f"{values['health_message']}{extra}"
         self._diag_pub.publish(
             diagnostic_array(
                 self.get_clock().now().nanoseconds,

@@ -12,7 +12,7 @@ import json
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -25,17 +25,24 @@ from ..core.kernels import Kernel, kernel_from_spec
 from ..core.linalg import JITTER_LADDER, Jitter, cholesky_with_jitter
 from ..core.noise import GaussianNoise
 from ..errors import NumericalError, StateError
-from ..model import Hyperparameters
+from ..model import Hyperparameters, ModelKind
+from ..settings import check as check_setting
+from ..settings import default as setting_default
 from ..state import describe_hyperparameters
 from .bound import BoundTerms, carry, online_bound
+from .health import fit_problem
 from .posterior import CarriedPosterior, Posterior
 from .report import UpdateReport
+from .robust import screen_outliers
 from .selectors import Selection, SelectionProblem, Selector, Vips, selector_from_spec
 from .stats import RunningStats, noise_model_log_likelihood
 
 STATE_FORMAT_VERSION = 1
 DEFAULT_MAX_INDUCING = 2000
 DEFAULT_FIT_ITERATIONS = 100
+# Robust z beyond which a reading is an outlier (robust.py): the settings table's default, so an
+# engine built from the API is as protected as the node's.
+DEFAULT_OUTLIER_Z = float(setting_default("outlier_z"))
 
 
 def _posterior_at(
@@ -89,6 +96,9 @@ class OnlineSparseGP:
         seed: seed of the selectors that draw random points (OIPS's first batch).
         hyperprior_scale: log-space standard deviation of a weak log-normal hyperprior
             (``hyperprior.py``); 0 fits by maximum likelihood alone, as the paper does.
+        outlier_z: readings more than this many robust standard deviations outside the
+            current predictive distribution are dropped before selection and fit, unless their
+            neighbours agree (a real change of the field; ``robust.py``); 0 keeps every reading.
     """
 
     name: ClassVar[str] = "vips"
@@ -107,6 +117,7 @@ class OnlineSparseGP:
         jitter: float | Jitter = JITTER_LADDER[0],
         seed: int = 0,
         hyperprior_scale: float = 0.0,
+        outlier_z: float = DEFAULT_OUTLIER_Z,
     ) -> None:
         if max_inducing < 1:
             raise ValueError(f"max_inducing must be at least 1, got {max_inducing}")
@@ -122,6 +133,7 @@ class OnlineSparseGP:
         if hyperprior_scale < 0.0:
             raise ValueError(f"hyperprior_scale must be >= 0, got {hyperprior_scale}")
         self.hyperprior_scale = hyperprior_scale
+        self.outlier_z = float(check_setting("outlier_z", outlier_z))
         self._initial = {
             k: float(v.detach().reshape(-1)[0]) for k, v in kernel.hyperparameters().items()
         }
@@ -190,7 +202,13 @@ class OnlineSparseGP:
         y: Tensor | np.ndarray,
         on_selected: Callable[[Posterior], None] | None = None,
     ) -> UpdateReport:
-        """Absorb one batch: select inducing points (θ_o), fit θ by L-BFGS, commit.
+        """Absorb one batch: screen outliers, select inducing points (θ_o), fit θ, commit.
+
+        Readings far outside the current predictive distribution are dropped first
+        (``outlier_z``, ``robust.py``). A fitted θ that fails the health check (``health.py``:
+        a noise variance risen by orders of magnitude, a hyperparameter collapsed onto its
+        floor) is refused: the batch is committed under the previous θ and
+        ``report.fit_refused`` says why.
 
         Args:
             X: inputs [N, D].
@@ -221,6 +239,25 @@ class OnlineSparseGP:
         start = time.perf_counter()
         state = self._state
         m_before = self.num_inducing
+        n_batch = X_t.shape[0]
+        # Outliers reach neither the running statistics, nor the selection, nor the fit.
+        screen = screen_outliers(
+            X_t, y_t, state.kernel, state.noise.variance, state.posterior, self.outlier_z
+        )
+        num_outliers = screen.num_outliers
+        if num_outliers == n_batch:
+            return UpdateReport(
+                False,
+                f"all {n_batch} readings are outliers (robust z from {float(screen.z.min()):.3g})",
+                n_batch,
+                m_before,
+                m_before,
+                num_outliers=num_outliers,
+                hyperparameters=self.hyperparameters(),
+                seconds_total=time.perf_counter() - start,
+            )
+        if num_outliers:
+            X_t, y_t = X_t[screen.keep], y_t[screen.keep]
         stats = state.stats.updated(y_t)
         l_noise = noise_model_log_likelihood(y_t, stats)
         problem = SelectionProblem(
@@ -239,9 +276,10 @@ class OnlineSparseGP:
             return UpdateReport(
                 False,
                 reason,
-                X_t.shape[0],
+                n_batch,
                 m_before,
                 m_before,
+                num_outliers=num_outliers,
                 noise_model=l_noise,
                 hyperparameters=self.hyperparameters(),
                 seconds_total=time.perf_counter() - start,
@@ -281,6 +319,17 @@ class OnlineSparseGP:
         fit = fit_hyperparameters(
             loss, [*kernel.parameters(), *noise.parameters()], self.fit_iterations
         )
+        # A collapsed θ would be the starting point of every later fit: refuse it and commit
+        # the batch under θ_o, the posterior the provisional map showed (health.py).
+        fit_refused = fit_problem(
+            state.kernel,
+            float(state.noise.variance.detach()),
+            kernel,
+            float(noise.variance.detach()),
+            y_t,
+        )
+        if fit_refused:
+            kernel, noise = state.kernel, state.noise  # never modified in place: shared
         try:
             terms, carried, posterior = _posterior_at(kernel, noise, Z, X_t, y_t, old, self.jitter)
         except NumericalError as err:
@@ -293,10 +342,11 @@ class OnlineSparseGP:
         return UpdateReport(
             True,
             selection.stop_reason,
-            n,
+            n_batch,
             m_before,
             carried.num_inducing,
             num_added=selection.num_added,
+            num_outliers=num_outliers,
             reference=selection.reference,
             noise_model=l_noise,
             bound_at_selection=selection.bound,
@@ -305,6 +355,7 @@ class OnlineSparseGP:
             fit_ok=fit.ok,
             fit_iterations=fit.iterations,
             fit_message=fit.reason,
+            fit_refused=fit_refused,
             hyperparameters=self.hyperparameters(),
             seconds_select=selected - start,
             seconds_provisional=fit_start - selected,
@@ -342,6 +393,7 @@ class OnlineSparseGP:
             "jitter_relative": np.array(self.jitter.relative),
             "seed": np.array(self.seed),
             "hyperprior_scale": np.array(self.hyperprior_scale),
+            "outlier_z": np.array(self.outlier_z),
             "initial_hyperparameters": np.array(json.dumps(self._initial)),
             "num_updates": np.array(s.num_updates),
             "stats": np.array([s.stats.count, s.stats.mean, s.stats.m2], dtype=np.float64),
@@ -389,6 +441,8 @@ class OnlineSparseGP:
                 jitter=_jitter_field(state, "jitter"),
                 seed=int(np.asarray(state["seed"])),
                 hyperprior_scale=float(np.asarray(state["hyperprior_scale"])),
+                # States from before the outlier screen: the engine's default screen.
+                outlier_z=float(np.asarray(state.get("outlier_z", DEFAULT_OUTLIER_Z))),
             )
             engine._initial = {
                 k: float(v)

@@ -12,15 +12,18 @@ class UpdateReport:
     Attributes:
         accepted: the batch was committed.
         reason: why it was rejected, or what limited the selection when accepted.
-        n: batch size.
+        n: batch size (outliers included).
         m_before, m_after: inducing points before and after (m_after == m_before if rejected).
         num_added: inducing points taken from this batch.
+        num_outliers: readings dropped as outliers before selection and fit (``robust.py``).
         reference: L* under θ_o (VIPS), nats.
         noise_model: L_noise of the batch under the running statistics, nats.
         bound_at_selection: L̂ of the chosen set under θ_o (VIPS), nats.
         threshold: γ = L* − δ|L* − L_noise| (VIPS), nats.
         bound_after_fit: L̂ at the fitted θ, nats.
         fit_ok, fit_iterations, fit_message: the L-BFGS outcome (θ kept at θ_o if not ok).
+        fit_refused: why the fitted θ failed the health check (``health.py``), the batch then
+            committed under the previous θ; "" when the fitted θ was taken.
         hyperparameters: kernel hyperparameters and noise variance after the update.
         seconds_select, seconds_provisional, seconds_fit, seconds_total: wall time
             (provisional: forming the pre-fit posterior and the caller's ``on_selected``).
@@ -32,6 +35,7 @@ class UpdateReport:
     m_before: int
     m_after: int
     num_added: int = 0
+    num_outliers: int = 0
     reference: float | None = None
     noise_model: float | None = None
     bound_at_selection: float | None = None
@@ -40,6 +44,7 @@ class UpdateReport:
     fit_ok: bool = False
     fit_iterations: int = 0
     fit_message: str = ""
+    fit_refused: str = ""
     hyperparameters: dict[str, float | list[float]] = field(default_factory=dict)
     seconds_select: float = 0.0
     seconds_provisional: float = 0.0

@@ -1,0 +1,123 @@
+"""The health check of a fitted θ: is it a fit of the data, or a collapse to commit never?
+
+A fit driven by data the Gaussian likelihood cannot explain (glitches that got past the screen,
+or the screen turned off) ends in one of two ways: the noise variance swallows everything, orders
+of magnitude above both the previous θ and the batch's own noise level, or a kernel
+hyperparameter runs onto its floor although the data have the structure it describes.
+A map committed at such a θ is lost for good (every later batch is fitted from it), so the
+engine refuses that θ: the batch is committed under the previous θ (the posterior the
+provisional map already showed) and the report says why. Refusing the batch too would lose
+its data, and a batch that disagrees with the map without being glitches (a real change of the
+field, which the online posterior can reconcile with the old map only by raising the noise)
+would then be refused on every visit.
+
+Each test asks for the data's agreement before it refuses, so that a genuine change of θ (a
+noisier sensor, a flat field) is fitted, not refused forever.
+"""
+
+from __future__ import annotations
+
+import math
+
+from torch import Tensor
+
+from ..core.kernels import LENGTHSCALE_FLOOR, VARIANCE_FLOOR, Kernel
+from .robust import MAD_TO_STD
+
+# The noise variance may rise by two orders of magnitude in one batch (a sensor warming up, the
+# first batch correcting a poor initial guess); a rise beyond this is refused when, in addition,
+# the batch's own spread does not support it.
+NOISE_RISE_MAX = 100.0
+# How far above the batch's own noise level (``noise_level``) the noise variance may sit. The
+# robust estimate's relative standard error is near 1.7/sqrt(N) (the MAD's efficiency), so 4x
+# is more than ten standard errors at N = 100; the field's change between neighbouring
+# readings only raises the estimate, which makes the test more lenient, never stricter.
+NOISE_OVER_LEVEL_MAX = 4.0
+# A value within 10 % of its floor is on it: the softplus transform approaches the floor only as
+# the raw parameter runs off to −∞, which L-BFGS does only when the data push without bound.
+FLOOR_MARGIN = 1.1
+# The data show the structure a collapsed parameter denies when its evidence (the batch's robust
+# variance for a kernel variance, its squared median for a constant) exceeds this many noise
+# variances: 10 σ² is far outside what noise alone gives a batch of more than a few readings.
+SIGNAL_OVER_NOISE = 10.0
+# Fewer readings than this say too little about their spread to support a drastic change of θ:
+# a rise or a collapse that a smaller batch asks for is refused on the ratio alone.
+MIN_READINGS = 8
+
+
+def robust_spread(y: Tensor) -> tuple[float, float]:
+    """The median and the robust variance (1.4826 · MAD)² of the targets [N] (µT, µT²)."""
+    median = y.median()
+    return float(median), float((MAD_TO_STD * (y - median).abs().median()) ** 2)
+
+
+def noise_level(y: Tensor) -> float:
+    """The noise variance the batch shows itself [µT²], from differences of neighbours.
+
+    Neighbouring readings along a path see nearly the same field, so ``y[i+1] − y[i]`` is
+    mostly the difference of two noises, of variance 2σ² (Rice's difference estimator, made
+    robust with the MAD). Glitches move the MAD little; the field's own change between
+    neighbours, or a batch in random order, only raises the estimate.
+    """
+    diff = y[1:] - y[:-1]
+    return float((MAD_TO_STD * (diff - diff.median()).abs().median()) ** 2 / 2.0)
+
+
+def fit_problem(
+    before: Kernel,
+    noise_before: float,
+    after: Kernel,
+    noise_after: float,
+    y: Tensor,
+) -> str:
+    """Why the fitted θ must not be committed, or "" if it may.
+
+    Args:
+        before: the kernel at the previous θ.
+        noise_before: the previous noise variance σ² (µT²).
+        after: the kernel at the fitted θ.
+        noise_after: the fitted noise variance (µT²).
+        y: the batch's targets [N] (µT), outliers already removed, in the order given (along
+            the path for the pipeline's windows).
+
+    Returns:
+        A one-line reason naming the parameter and its values, or "".
+    """
+    y = y.detach()
+    if y.shape[0] < MIN_READINGS:  # no evidence: nothing supports a drastic change
+        median, spread, level = math.inf, math.inf, 0.0
+    else:
+        median, spread = robust_spread(y)
+        level = noise_level(y)
+    if noise_after > NOISE_RISE_MAX * noise_before and noise_after > NOISE_OVER_LEVEL_MAX * level:
+        return (
+            f"noise variance rose from {noise_before:.3g} to {noise_after:.3g} µT², far above "
+            f"the batch's own noise level {level:.3g} µT²"
+        )
+    evidence = {"variance": spread, "constant_variance": median * median}
+    for (kind, old), (_, new) in zip(
+        before.hyperparameter_groups(), after.hyperparameter_groups(), strict=True
+    ):
+        for name, value in new.items():
+            floor = {"variance": VARIANCE_FLOOR, "lengthscale": LENGTHSCALE_FLOOR}.get(name)
+            if floor is None or name not in old:
+                continue
+            limit = FLOOR_MARGIN * floor
+            on_floor = bool((value.detach() <= limit).any())
+            was_on_floor = bool((old[name].detach() <= limit).any())
+            if not on_floor or was_on_floor:
+                continue
+            key = "constant_variance" if kind == "constant" else name
+            shown = evidence.get(key)
+            if shown is not None and shown <= SIGNAL_OVER_NOISE * noise_after:
+                continue  # the data show no such structure: the floor is the fit's answer
+            return (
+                f"{kind} {name} fell onto its floor {floor:g} "
+                f"(from {_fmt(old[name])} to {_fmt(value)})"
+            )
+    return ""
+
+
+def _fmt(value: Tensor) -> str:
+    flat = value.detach().reshape(-1)
+    return ", ".join(f"{float(v):.3g}" for v in flat)
