@@ -207,3 +207,18 @@ def test_a_solvegp_fit_is_continued_live_by_the_stream(synthetic_bag: Path, tmp_
     )  # fmt: skip
     assert resumed.snapshot is not None
     assert resumed.diagnostics["updates"] > 0
+
+
+def test_a_cagp_fit_maps_the_computational_share_of_its_variance(
+    synthetic_bag: Path, tmp_path: Path
+) -> None:
+    fitted = fit_bag(
+        synthetic_bag, tmp_path / "cagp", model="cagp",
+        overrides={"cagp_actions": 16, "cagp_epochs": 3}, max_samples=400, progress=False,
+    )  # fmt: skip
+    assert fitted.snapshot is not None and fitted.outputs.theta.is_file()
+    with np.load(fitted.outputs.grids) as grids:
+        share, total = grids["computational_variance"], grids["variance"]
+        assert np.all(share >= 0.0) and np.all(share <= total + 1e-9)
+        # 16 actions for 400 samples: the approximation's own error is a real share.
+        assert float(share.max()) > 0.0

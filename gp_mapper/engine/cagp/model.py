@@ -181,7 +181,7 @@ class _ComputationAwareGP(ABC):
     def layers(self, Xs: Tensor | np.ndarray) -> dict[str, Tensor]:
         """Mean, latent, predictive, mathematical and computational variance [S] at Xs [S, D]
         (see :meth:`CaGPPosterior.layers`; needs an O(N³) exact factorisation)."""
-        return self._fitted().layers(self._inputs(Xs))
+        return self._fitted().variance_parts(self._inputs(Xs))
 
     def _fitted(self) -> CaGPPosterior:
         posterior = self._state.posterior

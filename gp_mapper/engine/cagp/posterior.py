@@ -17,6 +17,7 @@ inducing-point model: a map of a long log is best predicted once on its grid (wh
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import torch
 from torch import Tensor
@@ -150,14 +151,24 @@ class CaGPPosterior:
         c = self.kernel.constant_variance()
         return self.kernel.K_diag(Xs) - c * c * self.ones_solved
 
+    @cached_property
+    def _exact_factor(self) -> Tensor:
+        """chol(K + σ²I) [N, N] of the exact GP at this θ, formed once (O(N³))."""
+        n = self.X.shape[0]
+        with torch.no_grad():
+            K = self.kernel.K(self.X).to(GRAM_DTYPE)
+            eye = torch.eye(n, dtype=GRAM_DTYPE, device=K.device)
+            L_exact, _ = cholesky_with_jitter(K + self.noise_variance * eye, jitter=0.0)
+        return L_exact
+
     @torch.no_grad()
-    def layers(self, Xs: Tensor) -> dict[str, Tensor]:
-        """The map's layers at Xs [S, D], each [S].
+    def variance_parts(self, Xs: Tensor) -> dict[str, Tensor]:
+        """The map's values at Xs [S, D], each [S].
 
         Keys: ``mean``, ``variance`` (latent, combined), ``predictive_variance`` (+ σ²),
         ``mathematical_variance`` (the exact GP's at this θ) and ``computational_variance``
         (the share the approximation adds, ≥ 0). The last two need the exact GP's Cholesky
-        (O(N³)), formed once per call.
+        (O(N³)), formed once per posterior.
 
         Raises:
             ValueError: N > MAX_EXACT_SPLIT (the split is then not affordable).
@@ -170,9 +181,7 @@ class CaGPPosterior:
                 f"(at most {MAX_EXACT_SPLIT}); use predict() for the combined variance"
             )
         mean, var = self.predict(Xs)
-        K = self.kernel.K(self.X).to(GRAM_DTYPE)
-        eye = torch.eye(n, dtype=GRAM_DTYPE, device=K.device)
-        L_exact, _ = cholesky_with_jitter(K + self.noise_variance * eye, jitter=0.0)
+        L_exact = self._exact_factor
         exact = []
         for start in range(0, Xs.shape[0], self.chunk):
             Xc = Xs[start : start + self.chunk]
@@ -186,3 +195,12 @@ class CaGPPosterior:
             "mathematical_variance": mathematical,
             "computational_variance": torch.clamp(var - mathematical, min=VARIANCE_CLAMP),
         }
+
+    def layers(self, Xs: Tensor) -> dict[str, Tensor]:
+        """The map's extra layers at Xs [S, D]: the mathematical and the computational share
+        of the latent variance, each [S] (µT²); none above MAX_EXACT_SPLIT training points,
+        where the exact factor that splits them is not affordable."""
+        if self.X.shape[0] > MAX_EXACT_SPLIT:
+            return {}
+        parts = self.variance_parts(Xs)
+        return {k: parts[k] for k in ("mathematical_variance", "computational_variance")}

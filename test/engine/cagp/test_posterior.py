@@ -95,7 +95,7 @@ def test_layers_split_the_variance_into_exact_and_computational(problem: Problem
     Xs = query_points()
     actions = BlockSparseActions.random(N, 24, torch.Generator().manual_seed(2))()
     post = posterior(problem, actions)
-    layers = post.layers(Xs)
+    layers = post.variance_parts(Xs)
     mean, var = post.predict(Xs)
     torch.testing.assert_close(layers["mean"], mean)
     torch.testing.assert_close(layers["variance"], var)
@@ -105,6 +105,11 @@ def test_layers_split_the_variance_into_exact_and_computational(problem: Problem
         layers["mathematical_variance"] + layers["computational_variance"], var, **TOL
     )
     assert torch.all(layers["computational_variance"] >= 0.0)
+    grid_layers = post.layers(Xs)  # what the map draws: the two shares, no clash with mean
+    assert set(grid_layers) == {"mathematical_variance", "computational_variance"}
+    torch.testing.assert_close(
+        grid_layers["computational_variance"], layers["computational_variance"]
+    )
 
 
 def test_prior_variance_counts_what_the_projections_tell_of_the_offset() -> None:
