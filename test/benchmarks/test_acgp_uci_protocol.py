@@ -92,6 +92,13 @@ def test_initial_kernel_is_the_authors_ard_matern32() -> None:
     assert spec["variance"] == pytest.approx(math.log(2.0), rel=1e-12)
 
 
+def test_sqrt_d_init_puts_lengthscales_at_the_distance_scale() -> None:
+    spec = acgp_uci.matern32_ard(32, "sqrt-d").to_spec()
+    np.testing.assert_allclose(spec["lengthscale"], [math.sqrt(32.0)] * 32, rtol=1e-12)
+    with pytest.raises(ValueError, match="init must be"):
+        acgp_uci.matern32_ard(3, "median")
+
+
 def test_paper_rows_and_units() -> None:
     assert set(acgp_uci.PAPER) == set(acgp_uci.DATASETS)
     assert acgp_uci.PAPER["elevators"]["acgp"]["rmse"] == (34.79, 0.24)
