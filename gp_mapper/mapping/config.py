@@ -197,6 +197,28 @@ PARAMETERS: tuple[ParameterInfo, ...] = (
                   "publish each window's map under the previous hyperparameters as soon as its "
                   "inducing points are chosen, then the fitted map (lower latency; one more "
                   "grid prediction per window; the node only)"),
+    # Scheduling the engine (seed000.md 12.3: the hyperparameter fit is most of an update).
+    ParameterInfo("merge_limit", 4000, "int",
+                  "windows closing while the engine is busy are merged into one waiting window "
+                  "of at most this many samples; past it that window is thinned evenly over "
+                  "its span (counted as window_overflow); 4000 = 20 s of a 200 Hz "
+                  "magnetometer, past which the selection's reference bound (up to 3000 "
+                  "greedy pivots) makes a merged window dearer per sample [samples]",
+                  min=1, max=1000000),
+    ParameterInfo("fit_first_windows", 5, "int",
+                  "re-fit the hyperparameters on each of a map's first windows (the initial "
+                  "values are guesses) [windows]",
+                  min=0, max=1000000),
+    ParameterInfo("fit_every_windows", 20, "int",
+                  "after those, re-fit on every this-many-th window since the last fit (a "
+                  "merged window counts once); the others only join the map under the current "
+                  "hyperparameters; 0 = only when stale, 1 = every window [windows]",
+                  min=0, max=1000000),
+    ParameterInfo("refit_bound_drop", 0.5, "float",
+                  "re-fit on the next window when a window's bound per sample under the "
+                  "current hyperparameters falls this far below that of the first window "
+                  "after the last fit (the map's statistics changed); 0 = off [nats/sample]",
+                  min=0.0, max=1000.0),
 )  # fmt: skip
 
 
@@ -271,6 +293,10 @@ class MapperConfig:
     grid_z: float = _default("grid_z")
     unknown_variance_ratio: float = _default("unknown_variance_ratio")
     provisional_map: bool = _default("provisional_map")
+    merge_limit: int = _default("merge_limit")
+    fit_first_windows: int = _default("fit_first_windows")
+    fit_every_windows: int = _default("fit_every_windows")
+    refit_bound_drop: float = _default("refit_bound_drop")
     engine: EngineSpec = field(default_factory=_default_engine_spec)
 
     def __post_init__(self) -> None:

@@ -19,6 +19,7 @@ update); nothing takes `_engine_lock` while holding another lock.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import logging
 import math
 import threading
@@ -30,6 +31,7 @@ import numpy as np
 
 from gp_mapper.mapping.config import MapperConfig
 from gp_mapper.mapping.errors import ConfigError, MapFileError
+from gp_mapper.mapping.fit_schedule import FitSchedule
 from gp_mapper.mapping.grid import Box, extend_box
 from gp_mapper.mapping.inputs import InputStage
 from gp_mapper.mapping.map_file import MapData, PathLike, save_map
@@ -50,10 +52,13 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-# A window arriving while another waits is merged into it up to this many batches: the engine's
-# reference bound costs O(N^3) in the window size (seed000.md 12.3), so two batches cost at
-# most 8x one, and the map falls behind by at most one extra window.
-MERGE_FACTOR = 2
+
+def _can_skip_fit(engine: StreamingModel) -> bool:
+    """True if ``engine.update`` takes ``fit=False`` (commit without re-fitting θ)."""
+    try:
+        return "fit" in inspect.signature(engine.update).parameters
+    except (TypeError, ValueError):  # a callable without a signature: assume the plain protocol
+        return False
 
 
 class MappingPipeline:
@@ -87,6 +92,7 @@ class MappingPipeline:
         self._snapshot_lock = threading.Lock()
         # The map (under _engine_lock).
         self._engine = engine if engine is not None else self._new_engine()
+        self._schedule = self._new_schedule()
         self._explored_box: Box | None = None
         self._num_samples = 0
         self._stamp_ns = 0
@@ -97,9 +103,9 @@ class MappingPipeline:
         self._stats: dict[str, Any] = self._fresh_stats(self._engine)
         self._resolution_logged = config.resolution
         self._worker = (
-            SingleFlightWorker(self._process, merge_cap=MERGE_FACTOR * config.batch_size)
-            if background
-            else None
+            # Windows closing while the engine is busy merge into one waiting window, so none
+            # is dropped whole; only past merge_limit is it thinned (counted).
+            SingleFlightWorker(self._process, merge_cap=config.merge_limit) if background else None
         )
 
     @property
@@ -161,7 +167,7 @@ class MappingPipeline:
             if dropped:
                 self._inputs.drops.window_overflow += dropped
                 logger.warning(
-                    "engine busy: dropped a waiting window of %d samples (%d so far)",
+                    "engine busy: thinned %d samples out of the waiting window (%d so far)",
                     dropped,
                     self._inputs.drops.window_overflow,
                 )
@@ -180,6 +186,12 @@ class MappingPipeline:
 
     # ----------------------------------------------------------------- the map
 
+    def _new_schedule(self) -> FitSchedule:
+        config = self._config
+        return FitSchedule(
+            config.fit_first_windows, config.fit_every_windows, config.refit_bound_drop
+        )
+
     def _new_engine(self) -> StreamingModel:
         from gp_mapper.engine import build_model, model_entry  # deferred: pulls in torch
 
@@ -196,7 +208,9 @@ class MappingPipeline:
 
         With ``provisional_map`` (background only), a first snapshot shows the window under the
         previous hyperparameters as soon as its inducing points are chosen; the fitted one
-        follows. The committed map is the same either way.
+        follows. The committed map is the same either way. A window that does not re-fit θ
+        (``fit_schedule.FitSchedule``) is committed under the current θ at once, in one
+        snapshot.
         """
         window = job.window
         n = len(window.y)
@@ -211,8 +225,13 @@ class MappingPipeline:
             box = extend_box(self._explored_box, window.X[:, :2])
             # The map's counters if this window is accepted: shown by both snapshots.
             samples, stamp_ns = self._num_samples + n, max(self._stamp_ns, window.end_ns)
+            # Re-fit θ on this window or only join it to the map under the current θ.
+            decision = self._schedule.decide(int(engine.num_updates))
+            skip_fit = not decision.fit and _can_skip_fit(engine)
+            update_options: dict[str, Any] = {"fit": False} if skip_fit else {}
             on_selected = None
-            if self._worker is not None and self._config.provisional_map:
+            # Without a fit the committed map is the provisional one: no need to draw it twice.
+            if self._worker is not None and self._config.provisional_map and not skip_fit:
 
                 def on_selected(posterior: ModelPosterior) -> None:
                     # Runs inside engine.update: a failure here must not reject the window.
@@ -227,7 +246,7 @@ class MappingPipeline:
                         logger.exception("the provisional map failed; the fitted one follows")
 
             try:
-                report = engine.update(window.X, window.y, on_selected)
+                report = engine.update(window.X, window.y, on_selected, **update_options)
                 reason = report.reason
                 accepted = report.accepted
             except Exception as err:  # counted and logged below; the previous map stands
@@ -235,6 +254,14 @@ class MappingPipeline:
                 reason, accepted = f"{type(err).__name__}: {err}", False
             if accepted:
                 self._num_samples, self._stamp_ns, self._explored_box = samples, stamp_ns, box
+                bound = getattr(report, "bound_after_fit", None)
+                self._schedule.record(not skip_fit, bound, int(report.n))
+                fit_stats = {
+                    "fits": self._schedule.fits,
+                    "last_update_fitted": int(not skip_fit),
+                    "last_fit_reason": decision.reason if not skip_fit else "",
+                    "bound_per_sample": bound / report.n if bound is not None else math.nan,
+                }
                 products = self._predict(engine.posterior, box)
         if not accepted:
             with self._input_lock:
@@ -254,6 +281,8 @@ class MappingPipeline:
         if products is None:  # the engine took the data but has no posterior to draw
             logger.error("update on %d samples accepted without a posterior; no snapshot", n)
             return
+        with self._snapshot_lock:
+            self._stats.update(fit_stats)
         report_dict = {
             **report.as_dict(),
             "window_start_ns": int(window.start_ns),
@@ -389,6 +418,10 @@ class MappingPipeline:
             "last_batch_samples": 0,
             "last_update_s": math.nan,
             "last_reason": "",
+            "fits": 0,
+            "last_update_fitted": 0,
+            "last_fit_reason": "",
+            "bound_per_sample": math.nan,
             "device": str(engine.device),
             "health": HEALTH_OK,
             "health_message": "",
@@ -418,6 +451,7 @@ class MappingPipeline:
         self._start_generation(None)
         with self._engine_lock:
             self._engine = engine
+            self._schedule = self._new_schedule()
             self._explored_box = None
             self._num_samples = 0
             self._stamp_ns = 0
@@ -467,6 +501,7 @@ class MappingPipeline:
         self._start_generation(data.trajectory_m)
         with self._engine_lock:
             self._engine = engine
+            self._schedule = self._new_schedule()
             self._explored_box = data.explored_box
             self._num_samples = data.num_samples
             self._stamp_ns = data.stamp_ns
@@ -497,6 +532,8 @@ class MappingPipeline:
         pending_windows, worker_busy, open_window_samples, pending_readings, poses_buffered,
         grid_width, grid_height, grid_resolution_m, drops_total and drop_<reason> for every
         `DropCounts` field.
+        Scheduling: fits (updates that re-fitted θ), last_update_fitted, last_fit_reason
+        (first, schedule, stale), bound_per_sample (nats), merged_windows, pending_samples.
         """
         with self._snapshot_lock:
             out: dict[str, str | int | float] = dict(self._stats)
@@ -507,6 +544,8 @@ class MappingPipeline:
         out["grid_resolution_m"] = latest.grid.resolution_m if latest is not None else math.nan
         out["pending_windows"] = self._worker.pending if self._worker is not None else 0
         out["worker_busy"] = int(self._worker.busy) if self._worker is not None else 0
+        out["merged_windows"] = self._worker.merged if self._worker is not None else 0
+        out["pending_samples"] = self._worker.pending_samples if self._worker is not None else 0
         with self._input_lock:
             out.update(self._inputs.status())
             drops = self._inputs.drops.as_dict()

@@ -1,9 +1,12 @@
 """A single-flight background worker: one window in the engine, at most one waiting.
 
-The producer never blocks on the engine. A window submitted while another waits is merged into
-it (up to a cap on the merged size); past the cap the older waiting window is dropped and its
-samples are reported back for counting. Exceptions in the processing function are logged and
-never end the thread.
+The producer never blocks on the engine. Every window submitted while another waits is merged
+into it, so no window is ever dropped for arriving while the engine is busy: the next update
+absorbs all of them at once (the engine's per-update cost grows with the map more than with
+the window, so a merged window costs little more than one). Only past a cap on the merged
+size is the waiting window thinned, uniformly over its span, and the samples thinned out are
+reported back for counting. Exceptions in the processing function are logged and never end
+the thread.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ import threading
 import time
 from collections.abc import Callable
 from typing import NamedTuple
+
+import numpy as np
 
 from gp_mapper.mapping.records import Window
 from gp_mapper.mapping.windowing import merge_windows
@@ -34,12 +39,42 @@ class WindowJob(NamedTuple):
     closed_s: float
 
 
+def thin_window(window: Window, keep: int) -> Window:
+    """``keep`` samples of ``window`` spread evenly over it, first and last included.
+
+    Even spacing in sample order keeps the whole stretch of path the window covers, only at a
+    lower density: at a magnetometer's rate successive samples lie millimetres apart, well
+    inside the field's lengthscale.
+
+    Args:
+        window: The window to thin (N samples).
+        keep: Samples to keep, 1 <= keep (a window of at most ``keep`` comes back as it is).
+    """
+    n = len(window.y)
+    if n <= keep:
+        return window
+    index = np.unique(np.round(np.linspace(0.0, n - 1.0, keep)).astype(np.intp))
+
+    def taken(a: np.ndarray | None) -> np.ndarray | None:
+        return None if a is None else a[index]
+
+    stamps = taken(window.stamps_ns)
+    return Window(
+        X=window.X[index],
+        y=window.y[index],
+        start_ns=int(stamps[0]) if stamps is not None else window.start_ns,
+        end_ns=int(stamps[-1]) if stamps is not None else window.end_ns,
+        stamps_ns=stamps,
+        orientation_xyzw=taken(window.orientation_xyzw),
+    )
+
+
 class SingleFlightWorker:
     """Runs `process` on submitted jobs in one daemon thread.
 
     Args:
         process: Called with each job in the worker thread.
-        merge_cap: Largest merged window (samples); beyond it the older waiting job is dropped.
+        merge_cap: Largest merged window (samples); a merged window beyond it is thinned to it.
         name: Thread name.
     """
 
@@ -59,6 +94,7 @@ class SingleFlightWorker:
         self._busy = False
         self._stop = False
         self._merged = 0
+        self._thinned = 0
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
@@ -67,6 +103,12 @@ class SingleFlightWorker:
         """Jobs waiting (0 or 1)."""
         with self._cond:
             return int(self._pending is not None)
+
+    @property
+    def pending_samples(self) -> int:
+        """Samples in the waiting job (0 if none)."""
+        with self._cond:
+            return 0 if self._pending is None else len(self._pending.window.y)
 
     @property
     def busy(self) -> bool:
@@ -80,11 +122,20 @@ class SingleFlightWorker:
         with self._cond:
             return self._merged
 
+    @property
+    def thinned(self) -> int:
+        """Samples thinned out of merged windows past the cap so far."""
+        with self._cond:
+            return self._thinned
+
     def submit(self, job: WindowJob) -> int:
-        """Queue a job without blocking; merge it with a waiting one if it fits.
+        """Queue a job without blocking; merge it into a waiting one.
+
+        A waiting job of another generation (an older map) is replaced. A merged window over
+        ``merge_cap`` samples is thinned evenly to ``merge_cap``.
 
         Returns:
-            Samples dropped to make room (0 if nothing was dropped).
+            Samples lost to make room: thinned out, or in a replaced job (0 if none).
 
         Raises:
             RuntimeError: the worker has been closed.
@@ -92,25 +143,27 @@ class SingleFlightWorker:
         with self._cond:
             if self._stop:
                 raise RuntimeError("the worker is closed")
-            dropped = 0
+            lost = 0
             waiting = self._pending
-            if waiting is None:
-                self._pending = job
-            elif (
-                waiting.generation == job.generation
-                and len(waiting.window.y) + len(job.window.y) <= self._merge_cap
-            ):
-                self._pending = WindowJob(
+            if waiting is None or waiting.generation != job.generation:
+                lost = 0 if waiting is None else len(waiting.window.y)
+                merged = job
+            else:
+                merged = WindowJob(
                     merge_windows(waiting.window, job.window),
                     job.generation,
                     min(waiting.closed_s, job.closed_s),
                 )
                 self._merged += 1
-            else:
-                dropped = len(waiting.window.y)
-                self._pending = job
+            size = len(merged.window.y)
+            if size > self._merge_cap:
+                merged = merged._replace(window=thin_window(merged.window, self._merge_cap))
+                thinned = size - len(merged.window.y)
+                self._thinned += thinned
+                lost += thinned
+            self._pending = merged
             self._cond.notify_all()
-            return dropped
+            return lost
 
     def discard_pending(self) -> int:
         """Drop the waiting job, if any; return its number of samples."""

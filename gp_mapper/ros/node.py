@@ -55,6 +55,7 @@ from diagnostic_msgs.msg import DiagnosticArray
 from nav_msgs.msg import OccupancyGrid
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.clock import Clock, ClockType
+from rclpy.event_handler import QoSMessageLostInfo, SubscriptionEventCallbacks
 from rclpy.exceptions import InvalidParameterTypeException, InvalidParameterValueException
 from rclpy.executors import ExternalShutdownException
 from rclpy.experimental import EventsExecutor
@@ -160,8 +161,18 @@ class GpMapperNode(Node):
         inputs = MutuallyExclusiveCallbackGroup()
         self._outputs = MutuallyExclusiveCallbackGroup()
         qos = sensor_qos(config.qos_depth)
+        # Messages the middleware saw go missing between a publisher and this node (gaps in
+        # the writers' sequence numbers), by input. Jazzy's EventsExecutor cannot call a
+        # callback that takes the message info (where publication_sequence_number is), so
+        # the count comes from the DDS message-lost event, which every executor delivers.
+        self._lost_in_transport = {MAG_INPUT: 0, POSE_INPUT: 0}
         mag_sub = self.create_subscription(
-            MagneticField, config.mag_topic, self._on_field, qos, callback_group=inputs
+            MagneticField,
+            config.mag_topic,
+            self._on_field,
+            qos,
+            callback_group=inputs,
+            event_callbacks=self._loss_counter(MAG_INPUT),
         )
         pose_sub = self.create_subscription(
             self._pose_input.msg_type,
@@ -169,6 +180,7 @@ class GpMapperNode(Node):
             self._on_pose,
             qos,
             callback_group=inputs,
+            event_callbacks=self._loss_counter(POSE_INPUT),
         )
         # The names after remapping and namespacing: what the node really listens to.
         self._inputs = InputWatch(
@@ -228,6 +240,14 @@ class GpMapperNode(Node):
             return self._pipeline
 
     # ------------------------------------------------------------------ inputs
+
+    def _loss_counter(self, label: str) -> SubscriptionEventCallbacks:
+        """Event callbacks that add the messages lost on input ``label`` to its count."""
+
+        def lost(info: QoSMessageLostInfo) -> None:
+            self._lost_in_transport[label] += int(info.total_count_change)
+
+        return SubscriptionEventCallbacks(message_lost=lost)
 
     def _on_field(self, msg: MagneticField) -> None:
         self._inputs.heard(MAG_INPUT, time.monotonic())
@@ -294,6 +314,9 @@ class GpMapperNode(Node):
         values["drop_pose_frame"] = self._pose_frame_drops
         values["drops_total"] = int(values["drops_total"]) + self._pose_frame_drops
         values["map_frame"] = self._map_frame
+        values["lost_in_transport"] = sum(self._lost_in_transport.values())
+        values["mag_lost_in_transport"] = self._lost_in_transport[MAG_INPUT]
+        values["pose_lost_in_transport"] = self._lost_in_transport[POSE_INPUT]
         now = time.monotonic()
         for label, key in ((MAG_INPUT, "mag"), (POSE_INPUT, "pose")):
             values[f"{key}_topic"] = self._inputs.topics[label]

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from gp_mapper.mapping import SingleFlightWorker, Window, WindowJob
+from gp_mapper.mapping.worker import thin_window
 
 TIMEOUT_S = 10.0  # generous: only reached if the worker is broken
 
@@ -54,18 +55,46 @@ def test_jobs_are_processed_in_order() -> None:
     worker.close()
 
 
-def test_windows_arriving_while_busy_are_merged_up_to_the_cap() -> None:
+def test_windows_arriving_while_busy_are_merged_then_thinned_past_the_cap() -> None:
     worker, recorder = busy_worker(merge_cap=10)
     assert worker.busy
     assert worker.submit(job(4, 100)) == 0
     assert worker.submit(job(4, 200)) == 0  # merged: 8 <= 10
     assert worker.pending == 1 and worker.merged == 1
-    assert worker.submit(job(4, 300)) == 8  # 12 > 10: the older waiting window goes
+    assert worker.submit(job(4, 300)) == 2  # 12 > 10: no window is dropped, 2 samples thinned
+    assert worker.pending_samples == 10 and worker.thinned == 2 and worker.merged == 2
     recorder.release.set()
     assert worker.wait_idle(TIMEOUT_S)
-    starts = [item.window.start_ns for item in recorder.seen]
-    assert starts == [0, 300]
+    assert len(recorder.seen) == 2
+    merged = recorder.seen[1].window
+    # Every window still has samples in the map; the first and the last sample are kept.
+    assert {100, 200, 300} <= {int(v) // 100 * 100 for v in merged.y}
+    assert merged.y[0] == 100 and merged.y[-1] == 303
     worker.close()
+
+
+def test_a_burst_of_windows_reaches_the_engine_with_nothing_dropped() -> None:
+    worker, recorder = busy_worker(merge_cap=1000)
+    for start in range(100, 2100, 100):  # 20 windows while the engine is busy
+        assert worker.submit(job(10, start)) == 0
+    assert worker.pending == 1 and worker.merged == 19
+    recorder.release.set()
+    assert worker.wait_idle(TIMEOUT_S)
+    assert sum(len(item.window.y) for item in recorder.seen[1:]) == 200
+    assert worker.thinned == 0
+    worker.close()
+
+
+def test_thin_window_keeps_an_even_spread_and_the_ends() -> None:
+    n = 101
+    window = Window(np.arange(2.0 * n).reshape(n, 2), np.arange(n, dtype=float), 1000,
+                    1000 + n - 1, np.arange(1000, 1000 + n), np.zeros((n, 4)))  # fmt: skip
+    thin = thin_window(window, 11)
+    np.testing.assert_array_equal(thin.y, np.arange(0.0, 101.0, 10.0))
+    np.testing.assert_array_equal(thin.X[:, 0], 2.0 * thin.y)
+    np.testing.assert_array_equal(thin.stamps_ns, 1000 + thin.y.astype(int))
+    assert (thin.start_ns, thin.end_ns) == (1000, 1100) and thin.orientation_xyzw.shape == (11, 4)
+    assert thin_window(window, 500) is window
 
 
 def test_merged_window_keeps_order_and_earliest_close_time() -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ import torch
 from torch import Tensor
 
 from ..core.device import resolve_device
-from ..core.fit import fit_hyperparameters
+from ..core.fit import FitResult, fit_hyperparameters
 from ..core.hyperprior import LogNormalHyperprior
 from ..core.kernels import Kernel, kernel_from_spec
 from ..core.linalg import JITTER_LADDER, Jitter, cholesky_with_jitter
@@ -201,6 +202,8 @@ class OnlineSparseGP:
         X: Tensor | np.ndarray,
         y: Tensor | np.ndarray,
         on_selected: Callable[[Posterior], None] | None = None,
+        *,
+        fit: bool = True,
     ) -> UpdateReport:
         """Absorb one batch: screen outliers, select inducing points (θ_o), fit θ, commit.
 
@@ -217,6 +220,8 @@ class OnlineSparseGP:
                 points under the previous θ, before θ is re-fitted: a caller can show the batch
                 at once instead of after the fit. Skipped if that posterior cannot be formed.
                 The committed state does not depend on it.
+            fit: re-fit θ by L-BFGS (False: commit under θ_o; the selection and the posterior
+                update alone cost a fraction of the fit, so a caller may fit on a schedule).
 
         Returns:
             The report (also kept as ``report``); if ``accepted`` is False the state is
@@ -225,7 +230,7 @@ class OnlineSparseGP:
         Raises:
             ValueError: empty batch, wrong shapes, NaN or inf values.
         """
-        self._report = self._update(X, y, on_selected)
+        self._report = self._update(X, y, on_selected, fit)
         return self._report
 
     def _update(
@@ -233,6 +238,7 @@ class OnlineSparseGP:
         X: Tensor | np.ndarray,
         y: Tensor | np.ndarray,
         on_selected: Callable[[Posterior], None] | None = None,
+        fit_theta: bool = True,
     ) -> UpdateReport:
         """The update itself; ``update`` keeps its report."""
         X_t, y_t = self._validate(X, y)
@@ -316,8 +322,12 @@ class OnlineSparseGP:
             objective = terms.value if prior is None else terms.value + prior.log_density(kernel)
             return -objective / n
 
-        fit = fit_hyperparameters(
-            loss, [*kernel.parameters(), *noise.parameters()], self.fit_iterations
+        fit = (
+            fit_hyperparameters(
+                loss, [*kernel.parameters(), *noise.parameters()], self.fit_iterations
+            )
+            if fit_theta
+            else FitResult(True, math.nan, math.nan, 0, "not fitted: θ kept")
         )
         # A collapsed θ would be the starting point of every later fit: refuse it and commit
         # the batch under θ_o, the posterior the provisional map showed (health.py).

@@ -1,0 +1,120 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gp_mapper.engine import EngineSpec
+from gp_mapper.mapping import MapperConfig, MappingPipeline, MapSnapshot
+from gp_mapper.mapping.fit_schedule import FitSchedule
+
+from .synthetic import feed, lawnmower, stream, true_field
+
+N = 100  # samples per window in the unit tests
+STEADY = -0.5  # bound per sample of a window the current θ explains [nats]
+
+
+def run(schedule: FitSchedule, bounds_per_sample: list[float], updates: int = 0) -> list[str]:
+    """Feed windows with these bounds per sample; return each window's decision reason."""
+    reasons = []
+    for k, per_sample in enumerate(bounds_per_sample):
+        decision = schedule.decide(updates + k)
+        reasons.append(decision.reason)
+        schedule.record(decision.fit, per_sample * N, N)
+    return reasons
+
+
+def test_the_first_windows_fit_then_every_nth() -> None:
+    reasons = run(FitSchedule(first=3, every=4, bound_drop=0.0), [STEADY] * 11)
+    assert reasons == ["first"] * 3 + [""] * 3 + ["schedule"] + [""] * 3 + ["schedule"]
+
+
+def test_a_steady_stream_fits_only_at_the_start() -> None:
+    schedule = FitSchedule(first=2, every=0, bound_drop=0.5)
+    rng = np.random.default_rng(5)
+    reasons = run(schedule, list(STEADY + 0.1 * rng.standard_normal(50)))
+    assert reasons[:2] == ["first", "first"] and not any(reasons[2:])
+    assert schedule.fits == 2
+
+
+def test_a_drop_of_the_bound_makes_the_next_window_fit() -> None:
+    schedule = FitSchedule(first=1, every=0, bound_drop=0.5)
+    # Fitted, the reference window, a small dip (kept), a stale window, then the fit.
+    reasons = run(schedule, [STEADY, STEADY, STEADY - 0.4, STEADY - 3.0, STEADY - 3.0])
+    assert reasons == ["first", "", "", "", "stale"]
+    # After the fit the reference is taken again from the next window: no second fit.
+    assert run(schedule, [STEADY - 3.0] * 5, updates=5) == [""] * 5
+    assert schedule.reference == pytest.approx(STEADY - 3.0)
+
+
+def test_zero_drop_never_calls_stale_and_a_loaded_map_does_not_start_over() -> None:
+    schedule = FitSchedule(first=5, every=0, bound_drop=0.0)
+    assert run(schedule, [STEADY, STEADY - 100.0, STEADY], updates=40) == ["", "", ""]
+    assert schedule.decide(0).reason == "first"  # a fresh map fits its first window
+    with pytest.raises(ValueError, match="fit schedule"):
+        FitSchedule(first=-1, every=0, bound_drop=0.0)
+    with pytest.raises(ValueError, match="fit schedule"):
+        FitSchedule(first=0, every=0, bound_drop=float("nan"))
+
+
+# --- through the pipeline and the real engine ------------------------------------------------
+
+# Lanes 0.75 m apart over 8 m x 10 m at 3 m/s, 50 Hz. Past y = SWITCH_Y_M the sensor gets
+# noisier (a new sensor, a vibrating mount): θ fitted on the quiet part is stale there.
+PATH = lawnmower(8.0, 10.0, 0.75, 0.06)
+SWITCH_Y_M = 6.4
+QUIET_NOISE_UT, LOUD_NOISE_UT = 0.3, 1.5
+
+
+def noisy_stream(seed: int = 11) -> tuple[list, np.ndarray]:
+    """The stream and the map-frame y of each reading."""
+    rng = np.random.default_rng(seed)
+    mid = 0.5 * (PATH[1:] + PATH[:-1])
+    sigma = np.where(mid[:, 1] < SWITCH_Y_M, QUIET_NOISE_UT, LOUD_NOISE_UT)
+    b = true_field(mid) + sigma * rng.standard_normal(len(mid))
+    b_map = np.column_stack([b * np.cos(np.pi / 6), b * np.sin(np.pi / 6), np.zeros_like(b)])
+    return stream(PATH, field_map_ut=b_map), mid[:, 1]
+
+
+def test_a_stale_window_triggers_a_fit_and_a_steady_stream_mostly_does_not() -> None:
+    config = MapperConfig(
+        batch_size=100,
+        resolution=0.5,
+        bounds=(0.0, 8.0, 0.0, 10.0),
+        engine=EngineSpec(fit_iterations=20, device="cpu"),
+        fit_first_windows=2,
+        fit_every_windows=0,
+        refit_bound_drop=0.5,
+    )
+    events, reading_y = noisy_stream()
+    rows: list[tuple[int, int, str, float]] = []
+    holder: list[MappingPipeline] = []
+
+    def on_snapshot(snapshot: MapSnapshot) -> None:
+        d = holder[0].diagnostics()
+        rows.append(
+            (
+                int(snapshot.report["window_end_ns"]),
+                int(d["last_update_fitted"]),
+                str(d["last_fit_reason"]),
+                float(d["bound_per_sample"]),
+            )
+        )
+
+    with MappingPipeline(config, background=False, on_snapshot=on_snapshot) as pipeline:
+        holder.append(pipeline)
+        feed(pipeline, events)
+        assert pipeline.diagnostics()["fits"] == sum(r[1] for r in rows)
+    readings = [e for e in events if hasattr(e, "field_t")]
+    switch_ns = readings[int(np.argmax(reading_y >= SWITCH_Y_M))].stamp_ns
+    quiet = [r for r in rows if r[0] <= switch_ns]  # the last one ends at the switch
+    loud = [r for r in rows if r[0] > switch_ns]
+    assert len(quiet) >= 10 and len(loud) >= 4
+    # The quiet stream: fitted on its first two windows only.
+    assert [r[2] for r in quiet[:2]] == ["first", "first"]
+    assert not any(r[1] for r in quiet[2:])
+    # The first noisy window joins under the old θ, its bound per sample falls, and one of
+    # the next two windows re-fits θ because of it.
+    assert loud[0][3] < quiet[-1][3] - config.refit_bound_drop
+    assert "stale" in [r[2] for r in loud[1:3]]
+    # Re-fitted, θ explains the noisy part: it is not re-fitted window after window.
+    assert sum(r[1] for r in loud) <= 2
