@@ -41,8 +41,15 @@ RANDOM_FILES = 40
 VALUE_CASES = 60
 # Engine fields a state may lack: files from before each existed (jitter convention, model
 # name) load with the documented default.
+# Fields that older states lack and are read with their default (model: vips; outlier_z: the
+# setting's default), so a map without them loads.
 OPTIONAL_ENGINE_MEMBERS = frozenset(
-    {"engine.jitter_relative.npy", "engine.carried.jitter_relative.npy", "engine.model.npy"}
+    {
+        "engine.jitter_relative.npy",
+        "engine.carried.jitter_relative.npy",
+        "engine.model.npy",
+        "engine.outlier_z.npy",
+    }
 )
 
 # Headers no map member may have; the data after each is the member's own.
