@@ -10,13 +10,15 @@ number of inducing points M grows with the explored area. Then the node is flush
 ``--drain`` seconds to map what it holds, and its /diagnostics say what happened:
 
 - readings mapped / sent, and every reading not mapped by reason (``drop_*``), plus
-  ``lost_in_transport`` (the node's count of messages DDS saw go missing) and what nothing
-  accounts for (sent - mapped - dropped - still held by the node);
+  ``lost_in_transport`` (the node's count of messages DDS saw go missing), what the node
+  still holds when the drain time is up (in the update under way, the waiting window, the
+  open window, readings waiting for a pose) and what nothing accounts for (sent - mapped -
+  dropped - held);
 - the node's resident memory (RSS) when streaming starts and at the end;
 - latency, per engine update, from the moment its oldest window closed to the first map
   showing it (with ``provisional_map``, or the committed map for windows that do not re-fit
   θ) and to the committed map (p50, p95);
-- M over time.
+- M (and the node's RSS) over time.
 
     python benchmarks/node_soak.py [--minutes 10] [--json out.json]
 
@@ -238,6 +240,7 @@ def soak(args: argparse.Namespace, work: Path) -> dict:
     )
 
     m_series: list[list[float]] = []
+    rss_series: list[list[float]] = []
     with SoakNode(work / "map.npz", work / "node.log", {}) as live:
         watch = DiagnosticsWatch()
         pub_node = rclpy.create_node("soak_publisher")
@@ -274,6 +277,7 @@ def soak(args: argparse.Namespace, work: Path) -> dict:
                 elapsed = time.perf_counter() - start
                 if elapsed >= next_m:
                     m_series.append([round(elapsed, 1), int(watch.value("inducing_points"))])
+                    rss_series.append([round(elapsed, 1), round(rss_mb(live.pid), 1)])
                     next_m += args.m_period
                 ahead = t_s[i] + 1.0 / MAG_RATE_HZ - elapsed
                 if ahead > 0:
@@ -309,9 +313,8 @@ def soak(args: argparse.Namespace, work: Path) -> dict:
         k.removeprefix("drop_"): int(v) for k, v in last.items() if k.startswith("drop_") and int(v)
     }
     mapped = int(last.get("samples", 0))
-    held = sum(
-        int(last.get(k, 0)) for k in ("pending_samples", "open_window_samples", "pending_readings")
-    )
+    held_keys = ("processing_samples", "pending_samples", "open_window_samples", "pending_readings")
+    held = sum(int(last.get(k, 0)) for k in held_keys)
     first = np.array([v[0] for v in per_update.values()]) * 1e3
     fitted = np.array([v[1] for v in per_update.values()]) * 1e3
 
@@ -329,6 +332,9 @@ def soak(args: argparse.Namespace, work: Path) -> dict:
         "latency_first_ms": pct(first),
         "latency_fitted_ms": pct(fitted),
         "M": m_series,
+        "rss_series_mb": rss_series,
+        # updates -> [first-map latency (s), committed latency (s), re-fitted, samples]
+        "per_update": {str(k): list(v) for k, v in sorted(per_update.items())},
         "updates": int(last.get("updates", 0)),
         "updates_seen": len(per_update),
         "fits": int(last.get("fits", 0)),

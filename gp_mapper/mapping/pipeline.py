@@ -533,7 +533,8 @@ class MappingPipeline:
         grid_width, grid_height, grid_resolution_m, drops_total and drop_<reason> for every
         `DropCounts` field.
         Scheduling: fits (updates that re-fitted θ), last_update_fitted, last_fit_reason
-        (first, schedule, stale), bound_per_sample (nats), merged_windows, pending_samples.
+        (first, schedule, stale), bound_per_sample (nats), merged_windows, pending_samples,
+        processing_samples (in the update under way).
         """
         with self._snapshot_lock:
             out: dict[str, str | int | float] = dict(self._stats)
@@ -546,6 +547,9 @@ class MappingPipeline:
         out["worker_busy"] = int(self._worker.busy) if self._worker is not None else 0
         out["merged_windows"] = self._worker.merged if self._worker is not None else 0
         out["pending_samples"] = self._worker.pending_samples if self._worker is not None else 0
+        out["processing_samples"] = (
+            self._worker.processing_samples if self._worker is not None else 0
+        )
         with self._input_lock:
             out.update(self._inputs.status())
             drops = self._inputs.drops.as_dict()

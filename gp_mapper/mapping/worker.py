@@ -95,6 +95,7 @@ class SingleFlightWorker:
         self._stop = False
         self._merged = 0
         self._thinned = 0
+        self._running = 0  # samples of the job being processed
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
@@ -109,6 +110,12 @@ class SingleFlightWorker:
         """Samples in the waiting job (0 if none)."""
         with self._cond:
             return 0 if self._pending is None else len(self._pending.window.y)
+
+    @property
+    def processing_samples(self) -> int:
+        """Samples in the job being processed (0 if none)."""
+        with self._cond:
+            return self._running
 
     @property
     def busy(self) -> bool:
@@ -206,6 +213,7 @@ class SingleFlightWorker:
                     return
                 job, self._pending = self._pending, None
                 self._busy = True
+                self._running = len(job.window.y)
             try:
                 self._process(job)
             except Exception:  # the thread must outlive any failure; the map stands
@@ -216,4 +224,5 @@ class SingleFlightWorker:
             finally:
                 with self._cond:
                     self._busy = False
+                    self._running = 0
                     self._cond.notify_all()

@@ -57,7 +57,7 @@ def test_jobs_are_processed_in_order() -> None:
 
 def test_windows_arriving_while_busy_are_merged_then_thinned_past_the_cap() -> None:
     worker, recorder = busy_worker(merge_cap=10)
-    assert worker.busy
+    assert worker.busy and worker.processing_samples == 3
     assert worker.submit(job(4, 100)) == 0
     assert worker.submit(job(4, 200)) == 0  # merged: 8 <= 10
     assert worker.pending == 1 and worker.merged == 1
@@ -70,6 +70,7 @@ def test_windows_arriving_while_busy_are_merged_then_thinned_past_the_cap() -> N
     # Every window still has samples in the map; the first and the last sample are kept.
     assert {100, 200, 300} <= {int(v) // 100 * 100 for v in merged.y}
     assert merged.y[0] == 100 and merged.y[-1] == 303
+    assert worker.processing_samples == 0
     worker.close()
 
 
