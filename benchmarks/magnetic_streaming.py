@@ -213,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     print("\nfinal hyperparameters:")
     for name, r in results.items():
         hp = ", ".join(
-            f"{k}={v:.3g}" if not isinstance(v, list) else f"{k}={v}"
+            f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
             for k, v in r["hyperparameters"].items()
         )
         print(f"  {name}: {hp}")
