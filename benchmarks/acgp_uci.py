@@ -318,13 +318,20 @@ def print_tables(results: dict[str, dict[str, Any]], settings: dict[str, Any]) -
             detail,
         )
     )  # fmt: skip
-    print(
-        f"\nsettings: m = m0 = {settings['block_size']}, r floor {settings['rel_tol']:g}, "
+    merged = [n for n, r in results.items() if "settings" in r]
+    for name in merged:  # tables merged from several --json files: each set's own settings
+        print(f"\n{name}: {_settings_line(results[name]['settings'])}", end="")
+    print("" if merged else f"\nsettings: {_settings_line(settings)}")
+    return verdicts
+
+
+def _settings_line(settings: dict[str, Any]) -> str:
+    return (
+        f"m = m0 = {settings['block_size']}, r floor {settings['rel_tol']:g}, "
         f"initial lengthscales {settings.get('init', 'authors')}, "
         f"L-BFGS ≤ {settings['iterations']} iterations over ≤ "
         f"{settings.get('refinements', REFINEMENTS)} restarts"
     )
-    return verdicts
 
 
 def print_report(results: dict[str, dict[str, Any]], settings: dict[str, Any]) -> None:
@@ -485,7 +492,7 @@ def results_from_json(paths: list[str]) -> tuple[dict[str, dict[str, Any]], dict
         for name, d in payload["datasets"].items():
             results[name] = {
                 "acgp": d["acgp"], "exact_at_theta": d["exact"], "N": d["N"],
-                "n_test": d["n_test"], "seeds": d["seeds"],
+                "n_test": d["n_test"], "seeds": d["seeds"], "settings": payload["settings"],
                 **({"exact_fit": d["exact_fit"]} if "exact_fit" in d else {}),
             }  # fmt: skip
     return results, settings
