@@ -17,12 +17,20 @@ import logging
 import math
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from gp_mapper.engine import EngineSpec, build_model, model_entry, model_names, set_cpu_threads
+from gp_mapper.engine import (
+    EngineSpec,
+    NumericalError,
+    build_model,
+    model_entry,
+    model_names,
+    set_cpu_threads,
+)
 from gp_mapper.engine.settings import SETTING_BY_NAME
 from gp_mapper.io import bag_info, read_bag, write_grids_npz, write_nav2_map, write_png
 from gp_mapper.io.errors import IoLayerError
@@ -291,17 +299,37 @@ def fit_bag(
         node_config = {**config.to_dict(), "model": name}
         return MapData(state, node_config, samples.trajectory_m, box, n, stamp_ns, samples.drops)
 
-    to_streaming = model_entry(model).to_streaming
-    if to_streaming is not None:
-        # The posterior carries on in the node: map_state.npz is the streaming model's state
-        # (what ~/load_map and replay --resume take); the fitted model keeps its own file.
-        save_map(outputs.state, map_data(to_streaming(gp), "vips"))
-        save_map(outputs.state.with_name(FITTED_STATE), map_data(gp.state_dict(), model))
-    else:
-        save_map(outputs.state, map_data(gp.state_dict(), model))
+    continuation = _save_states(model, gp, outputs, map_data)
     report = _report(model, bag, total, n, read_s, fit_report.as_dict(), gp, samples)
+    if continuation is not None:
+        report["streaming_continuation"] = continuation
     _write_products(outputs, snapshot, config, report, gp.hyperparameters())
     return FitResult(snapshot, report, outputs)
+
+
+def _save_states(
+    model: str, gp: Any, outputs: FitOutputs, map_data: Callable[[dict, str], MapData]
+) -> str | None:
+    """Write the map file(s); for a model the stream can continue, say whether it could.
+
+    Where the streaming model can carry the posterior on (solvegp), map_state.npz is the
+    streaming model's state (what ~/load_map and replay --resume take) and the fit keeps its
+    own file. If that conversion fails numerically, map_state.npz holds the fit itself (it is
+    still a map; it just cannot be streamed on) and the report says why.
+    """
+    to_streaming = model_entry(model).to_streaming
+    if to_streaming is None:
+        save_map(outputs.state, map_data(gp.state_dict(), model))
+        return None
+    save_map(outputs.state.with_name(FITTED_STATE), map_data(gp.state_dict(), model))
+    try:
+        streaming = to_streaming(gp)
+    except (NumericalError, ValueError) as err:
+        _LOG.warning("the fit cannot be continued by the stream (%s); map_state.npz holds it", err)
+        save_map(outputs.state, map_data(gp.state_dict(), model))
+        return f"failed: {err}"
+    save_map(outputs.state, map_data(streaming, "vips"))
+    return "vips"
 
 
 def _fit_streaming(

@@ -222,3 +222,25 @@ def test_a_cagp_fit_maps_the_computational_share_of_its_variance(
         assert np.all(share >= 0.0) and np.all(share <= total + 1e-9)
         # 16 actions for 400 samples: the approximation's own error is a real share.
         assert float(share.max()) > 0.0
+
+
+def test_a_fit_the_stream_cannot_continue_still_saves_its_map(
+    synthetic_bag: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gp_mapper.engine import NumericalError, registry
+
+    entry = registry.model_entry("solvegp")
+
+    def fails(model: object) -> dict:
+        raise NumericalError("precision of size 16 is not positive definite")
+
+    monkeypatch.setattr(registry, "model_entry", lambda name: entry._replace(to_streaming=fails))
+    from gp_mapper.commands import fit as fit_module
+
+    monkeypatch.setattr(fit_module, "model_entry", registry.model_entry)
+    fitted = fit_bag(
+        synthetic_bag, tmp_path / "solve", model="solvegp", overrides=SOLVE_QUICK,
+        max_samples=300, progress=False,
+    )  # fmt: skip
+    assert fitted.report["streaming_continuation"].startswith("failed: precision")
+    assert load_map(fitted.outputs.state).engine_state["model"] == "solvegp"
