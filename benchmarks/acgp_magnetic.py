@@ -100,8 +100,8 @@ def run_model(
         "lower": report.get("lower"),
         "upper": report.get("upper"),
         "log_evidence": report.get("log_evidence"),
-        "stopped": report["fit"].get("stopped"),
-        "relative_gap": report["fit"].get("relative_gap"),
+        "stopped": report.get("fit", {}).get("stopped"),
+        "relative_gap": report.get("fit", {}).get("relative_gap"),
         "hyperparameters": report["hyperparameters"],
     }
 
