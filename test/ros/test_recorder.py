@@ -27,7 +27,7 @@ from gp_mapper.commands.record import add_record_arguments, run_record
 from gp_mapper.ros import convert
 from gp_mapper.ros.errors import BagError
 from gp_mapper.ros.qos import DIAGNOSTICS_QOS, MAP_QOS, SENSOR_QOS
-from gp_mapper.ros.recorder import RecordResult, record_bag
+from gp_mapper.ros.recorder import NODE_NAME, RecordResult, record_bag
 
 from .helpers import Spinner, wait_for
 
@@ -52,6 +52,28 @@ def _recorder_subscribed(publisher: object) -> bool:
     return publisher.get_subscription_count() >= 1  # type: ignore[attr-defined]
 
 
+def _recorder_on(node: object, topic: str) -> bool:
+    """The recorder's own node subscribes to ``topic`` (other tests' probes may too)."""
+    infos = node.get_subscriptions_info_by_topic(topic)  # type: ignore[attr-defined]
+    return any(info.node_name == NODE_NAME for info in infos)
+
+
+def _record_mag_and_diagnostics(node: object, mag_pub: object, diag_pub: object) -> None:
+    wait_for(lambda: _recorder_subscribed(mag_pub), what="recorder on /rec_test/imu/mag")
+    wait_for(lambda: _recorder_on(node, "/diagnostics"), what="recorder on /diagnostics")
+    for k in range(N_MAG):
+        msg = MagneticField()
+        msg.header.stamp = convert.ns_to_stamp(k)
+        msg.magnetic_field.x = float(k)
+        mag_pub.publish(msg)  # type: ignore[attr-defined]
+    diag_pub.publish(  # type: ignore[attr-defined]
+        convert.diagnostic_array(5, "gp_mapper: engine", "cpu", b"\x00", "ok", {})
+    )
+    # reliable: acknowledged means it reached the recorder, which writes it even when
+    # stopped right after; the best-effort magnetometer is only required mostly
+    assert diag_pub.wait_for_all_acked(Duration(seconds=10))  # type: ignore[attr-defined]
+
+
 def test_recorder_writes_latched_maps_diagnostics_and_extra_topics(
     tmp_path: Path, spinner: Spinner
 ) -> None:
@@ -65,26 +87,14 @@ def test_recorder_writes_latched_maps_diagnostics_and_extra_topics(
 
     out = tmp_path / "out_bag"
     stop = threading.Event()
-    # /diagnostics may have other subscribers (a probe of an earlier test): count from here
-    diag_before = diag_pub.get_subscription_count()
     box = _record_in_thread(
         out, stop, node_name="/rec_test/fake_mapper", topics=["/rec_test/imu/mag"]
     )
-    wait_for(lambda: _recorder_subscribed(mag_pub), what="recorder on /rec_test/imu/mag")
-    wait_for(
-        lambda: diag_pub.get_subscription_count() > diag_before, what="recorder on /diagnostics"
-    )
-    for k in range(N_MAG):
-        msg = MagneticField()
-        msg.header.stamp = convert.ns_to_stamp(k)
-        msg.magnetic_field.x = float(k)
-        mag_pub.publish(msg)
-    diag_pub.publish(convert.diagnostic_array(5, "gp_mapper: engine", "cpu", b"\x00", "ok", {}))
-    # reliable: acknowledged means it reached the recorder, which writes it even when
-    # stopped right after; the best-effort magnetometer is only required mostly
-    assert diag_pub.wait_for_all_acked(Duration(seconds=10))
-    stop.set()
-    box["thread"].join(timeout=30.0)
+    try:
+        _record_mag_and_diagnostics(node, mag_pub, diag_pub)
+    finally:  # a failed wait must not leave the recorder's executor running at exit
+        stop.set()
+        box["thread"].join(timeout=30.0)
     result: RecordResult = box["result"]
 
     assert result.missing == []
