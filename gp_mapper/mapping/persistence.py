@@ -21,9 +21,7 @@ def load_model_map(path: PathLike, config: MapperConfig) -> tuple[Model, MapData
             model refuses its saved state. The message names the path and the fault.
     """
     wanted = config.engine.model
-    data = load_map(
-        path, input_dims=config.input_dims, target=config.target, expected_model=wanted
-    )
+    data = load_map(path, input_dims=config.input_dims, target=config.target, expected_model=wanted)
     model = model_from_map(data, path, device=config.engine.device, expected_model=wanted)
     posterior = model.posterior
     if posterior is not None and int(posterior.support.shape[1]) != config.input_dims:
