@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch import nn
+from torch import Tensor, nn
 
 from .core.hyperparameters import node_hyperparameters
 from .core.kernels import Kernel
@@ -48,6 +48,36 @@ def load_raw_parameters(
             param.copy_(value)
     for p in module.parameters():
         p.requires_grad_(False)
+
+
+def freeze_parameters(*modules: nn.Module) -> None:
+    """Stop gradients to every parameter of the modules (a committed θ is never trained)."""
+    for module in modules:
+        for p in module.parameters():
+            p.requires_grad_(False)
+
+
+def validate_data(
+    X: Tensor | np.ndarray, y: Tensor | np.ndarray, dtype: torch.dtype, device: torch.device
+) -> tuple[Tensor, Tensor]:
+    """X [N, D] and y [N] as tensors of the model's dtype and device, checked.
+
+    Raises:
+        ValueError: wrong shapes, no rows, or NaN/inf values (the message says which).
+    """
+    X_t = torch.as_tensor(X, dtype=dtype, device=device)
+    y_t = torch.as_tensor(y, dtype=dtype, device=device)
+    if X_t.ndim != 2 or y_t.shape != (X_t.shape[0],):
+        raise ValueError(
+            f"expected X [N, D] and y [N]; got {tuple(X_t.shape)} and {tuple(y_t.shape)}"
+        )
+    if X_t.shape[0] == 0:
+        raise ValueError("no data: X and y have no rows")
+    if not torch.isfinite(X_t).all():
+        raise ValueError(f"X has {int((~torch.isfinite(X_t)).any(1).sum())} rows with NaN/inf")
+    if not torch.isfinite(y_t).all():
+        raise ValueError(f"y has {int((~torch.isfinite(y_t)).sum())} NaN/inf values")
+    return X_t, y_t
 
 
 def describe_hyperparameters(kernel: Kernel, noise_variance: float) -> Hyperparameters:

@@ -28,7 +28,13 @@ from ..errors import NumericalError, StateError
 from ..exact.posterior import ExactPosterior
 from ..model import Hyperparameters, ModelKind
 from ..report import FitReport
-from ..state import describe_hyperparameters, load_raw_parameters, raw_parameters
+from ..state import (
+    describe_hyperparameters,
+    freeze_parameters,
+    load_raw_parameters,
+    raw_parameters,
+    validate_data,
+)
 from .bounds import MIN_BLOCK_FOR_BOUNDS, BlockBounds
 from .cholesky import StoppedCholesky, stopped_cholesky
 from .objective import acgp_objective, extrapolated_log_evidence, subset_data_fit, subset_matrix
@@ -141,7 +147,7 @@ class AdaptiveCholeskyGP:
         self.jitter = Jitter.coerce(jitter)
         kernel = copy.deepcopy(kernel).to(device=self.device, dtype=dtype)
         noise = GaussianNoise(noise_variance).to(device=self.device, dtype=dtype)
-        _freeze(kernel, noise)
+        freeze_parameters(kernel, noise)
         self._state = _State(kernel, noise, None, None, None, None, 0, math.nan, False, (), 0)
         self._report: FitReport | None = None
 
@@ -246,7 +252,7 @@ class AdaptiveCholeskyGP:
                 tolerance_floor=self.rel_tol,
                 progress=progress,
             )
-            _freeze(kernel, noise)
+            freeze_parameters(kernel, noise)
         fitted = time.perf_counter()
 
         def rejected(reason: str) -> FitReport:
@@ -512,24 +518,7 @@ class AdaptiveCholeskyGP:
 
     # ------------------------------------------------------------------ validation
     def _validate(self, X: Tensor | np.ndarray, y: Tensor | np.ndarray) -> tuple[Tensor, Tensor]:
-        X_t = torch.as_tensor(X, dtype=self.dtype, device=self.device)
-        y_t = torch.as_tensor(y, dtype=self.dtype, device=self.device)
-        if X_t.ndim != 2 or y_t.shape != (X_t.shape[0],):
-            raise ValueError(
-                f"expected X [N, D] and y [N]; got {tuple(X_t.shape)} and {tuple(y_t.shape)}"
-            )
-        if X_t.shape[0] == 0:
-            raise ValueError("no data: X and y have no rows")
-        if not torch.isfinite(X_t).all():
-            raise ValueError(f"X has {int((~torch.isfinite(X_t)).any(1).sum())} rows with NaN/inf")
-        if not torch.isfinite(y_t).all():
-            raise ValueError(f"y has {int((~torch.isfinite(y_t)).sum())} NaN/inf values")
-        return X_t, y_t
-
-
-def _freeze(kernel: Kernel, noise: GaussianNoise) -> None:
-    for p in (*kernel.parameters(), *noise.parameters()):
-        p.requires_grad_(False)
+        return validate_data(X, y, self.dtype, self.device)
 
 
 def _refinement_details(refinement: RefinementResult | None, seconds_fit: float) -> dict[str, Any]:

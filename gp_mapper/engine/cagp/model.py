@@ -37,7 +37,13 @@ from ..core.noise import GaussianNoise
 from ..errors import NumericalError, StateError
 from ..model import Hyperparameters, ModelKind, ProgressCallback
 from ..report import FitReport
-from ..state import describe_hyperparameters, load_raw_parameters, raw_parameters
+from ..state import (
+    describe_hyperparameters,
+    freeze_parameters,
+    load_raw_parameters,
+    raw_parameters,
+    validate_data,
+)
 from .actions import (
     BLOCK_ORDERS,
     DEFAULT_CG_TOLERANCE,
@@ -143,7 +149,7 @@ class _ComputationAwareGP(ABC):
         self.jitter = Jitter.coerce(jitter)
         kernel = copy.deepcopy(kernel).to(device=self.device, dtype=dtype)
         noise = GaussianNoise(noise_variance).to(device=self.device, dtype=dtype)
-        _freeze(kernel, noise)
+        freeze_parameters(kernel, noise)
         self._state = _State(kernel, noise, None, None, None, None, 0, 0)
         self._report: FitReport | None = None
 
@@ -262,7 +268,7 @@ class _ComputationAwareGP(ABC):
         noise = noise.to(dtype=self.dtype)
         if blocks is not None:
             blocks = blocks.to(dtype=self.dtype)
-        _freeze(kernel, noise)
+        freeze_parameters(kernel, noise)
         if blocks is not None:
             blocks.raw.requires_grad_(False)
         trained = time.perf_counter()
@@ -515,19 +521,7 @@ class _ComputationAwareGP(ABC):
 
     # ------------------------------------------------------------------ validation
     def _validate(self, X: Tensor | np.ndarray, y: Tensor | np.ndarray) -> tuple[Tensor, Tensor]:
-        X_t = torch.as_tensor(X, dtype=self.dtype, device=self.device)
-        y_t = torch.as_tensor(y, dtype=self.dtype, device=self.device)
-        if X_t.ndim != 2 or y_t.shape != (X_t.shape[0],):
-            raise ValueError(
-                f"expected X [N, D] and y [N]; got {tuple(X_t.shape)} and {tuple(y_t.shape)}"
-            )
-        if X_t.shape[0] == 0:
-            raise ValueError("no data: X and y have no rows")
-        if not torch.isfinite(X_t).all():
-            raise ValueError(f"X has {int((~torch.isfinite(X_t)).any(1).sum())} rows with NaN/inf")
-        if not torch.isfinite(y_t).all():
-            raise ValueError(f"y has {int((~torch.isfinite(y_t)).sum())} NaN/inf values")
-        return X_t, y_t
+        return validate_data(X, y, self.dtype, self.device)
 
 
 class CaGP(_ComputationAwareGP):
@@ -651,11 +645,6 @@ def _mean_nll(posterior: CaGPPosterior, X: Tensor, y: Tensor) -> float:
     mean, var = posterior.predict(X)
     total = var + posterior.noise_variance
     return float(0.5 * (LOG_2PI + torch.log(total) + (y - mean) ** 2 / total).mean())
-
-
-def _freeze(kernel: Kernel, noise: GaussianNoise) -> None:
-    for p in (*kernel.parameters(), *noise.parameters()):
-        p.requires_grad_(False)
 
 
 def _training_details(result: TrainResult) -> dict[str, Any]:

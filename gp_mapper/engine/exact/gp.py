@@ -20,7 +20,12 @@ from ..core.noise import GaussianNoise
 from ..errors import NumericalError, StateError
 from ..model import Hyperparameters, ModelKind, ProgressCallback
 from ..report import FitReport
-from ..state import describe_hyperparameters, load_raw_parameters, raw_parameters
+from ..state import (
+    describe_hyperparameters,
+    load_raw_parameters,
+    raw_parameters,
+    validate_data,
+)
 from .posterior import ExactPosterior
 
 STATE_FORMAT_VERSION = 1
@@ -267,15 +272,7 @@ class ExactGP:
         return self.X, self.y
 
     def _validate(self, X: Any, y: Any) -> tuple[Tensor, Tensor]:
-        X_t, y_t = self._as(X), self._as(y)
-        if X_t.ndim != 2 or y_t.shape != (X_t.shape[0],) or X_t.shape[0] == 0:
-            raise ValueError(
-                f"expected X [N, D] and y [N] with N > 0; got {tuple(X_t.shape)}, "
-                f"{tuple(y_t.shape)}"
-            )
-        if not (torch.isfinite(X_t).all() and torch.isfinite(y_t).all()):
-            raise ValueError("X and y must be finite")
-        return X_t, y_t
+        return validate_data(X, y, self.dtype, self.device)
 
 
 def _device_of(X: Tensor | None) -> str | torch.device:

@@ -34,7 +34,13 @@ from ..core.noise import GaussianNoise
 from ..errors import NumericalError, StateError
 from ..model import Hyperparameters, ModelKind, ProgressCallback
 from ..report import FitReport
-from ..state import describe_hyperparameters, load_raw_parameters, raw_parameters
+from ..state import (
+    describe_hyperparameters,
+    freeze_parameters,
+    load_raw_parameters,
+    raw_parameters,
+    validate_data,
+)
 from .adam import Adam
 from .init import INIT_METHODS, InitMethod, initial_inducing
 from .predict import PREDICT_CHUNK, SolvePosterior
@@ -225,7 +231,7 @@ class SolveGP:
         self.jitter = Jitter.coerce(jitter)
         kernel = copy.deepcopy(kernel).to(device=self.device, dtype=dtype)
         noise = GaussianNoise(noise_variance).to(device=self.device, dtype=dtype)
-        _freeze(kernel, noise)
+        freeze_parameters(kernel, noise)
         self._state = _State(kernel, noise, 1.0, 0.0, None, None, (), (), 0)
         self._report: FitReport | None = None
 
@@ -728,19 +734,7 @@ class SolveGP:
         return X_t
 
     def _validate(self, X: Tensor | np.ndarray, y: Tensor | np.ndarray) -> tuple[Tensor, Tensor]:
-        X_t = torch.as_tensor(X, dtype=self.dtype, device=self.device)
-        y_t = torch.as_tensor(y, dtype=self.dtype, device=self.device)
-        if X_t.ndim != 2 or y_t.shape != (X_t.shape[0],):
-            raise ValueError(
-                f"expected X [N, D] and y [N]; got {tuple(X_t.shape)} and {tuple(y_t.shape)}"
-            )
-        if X_t.shape[0] == 0:
-            raise ValueError("no data: X and y have no rows")
-        if not torch.isfinite(X_t).all():
-            raise ValueError(f"X has {int((~torch.isfinite(X_t)).any(1).sum())} rows with NaN/inf")
-        if not torch.isfinite(y_t).all():
-            raise ValueError(f"y has {int((~torch.isfinite(y_t)).sum())} NaN/inf values")
-        return X_t, y_t
+        return validate_data(X, y, self.dtype, self.device)
 
 
 @torch.no_grad()
@@ -791,8 +785,3 @@ def _restore(modules: Mapping[str, torch.nn.Module], saved: dict[str, dict[str, 
         for key, m in modules.items():
             for n, p in m.named_parameters():
                 p.copy_(saved[key][n])
-
-
-def _freeze(kernel: Kernel, noise: GaussianNoise) -> None:
-    for p in (*kernel.parameters(), *noise.parameters()):
-        p.requires_grad_(False)

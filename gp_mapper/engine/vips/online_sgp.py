@@ -29,7 +29,7 @@ from ..errors import NumericalError, StateError
 from ..model import Hyperparameters, ModelKind
 from ..settings import check as check_setting
 from ..settings import default as setting_default
-from ..state import describe_hyperparameters
+from ..state import describe_hyperparameters, raw_parameters
 from .bound import BoundTerms, carry, online_bound
 from .health import fit_problem
 from .posterior import CarriedPosterior, Posterior
@@ -409,7 +409,7 @@ class OnlineSparseGP:
             "stats": np.array([s.stats.count, s.stats.mean, s.stats.m2], dtype=np.float64),
             "input_dim": np.array(-1 if self._input_dim is None else self._input_dim),
         }
-        for name, raw in _raw_parameters(s.kernel).items():
+        for name, raw in raw_parameters(s.kernel).items():
             out[f"kernel.{name}"] = raw
         out["noise.raw_variance"] = s.noise.raw_variance.detach().cpu().numpy()
         if s.carried is not None:
@@ -545,10 +545,6 @@ class OnlineSparseGP:
         if not torch.isfinite(y_t).all():
             raise ValueError(f"y has {int((~torch.isfinite(y_t)).sum())} NaN/inf values")
         return X_t, y_t
-
-
-def _raw_parameters(kernel: Kernel) -> dict[str, np.ndarray]:
-    return {name: p.detach().cpu().numpy() for name, p in kernel.named_parameters()}
 
 
 def _check_cholesky_factor(name: str, factor: Tensor) -> None:
