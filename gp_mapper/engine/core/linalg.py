@@ -81,13 +81,16 @@ def jitter_scale(diag: Tensor) -> Tensor:
 
 
 def cholesky_with_jitter(
-    K: Tensor, jitter: float | Jitter = JITTER_LADDER[0]
+    K: Tensor, jitter: float | Jitter = JITTER_LADDER[0], *, scale: Tensor | None = None
 ) -> tuple[Tensor, Jitter]:
     """Lower Cholesky factor of ``K + ε·I``, climbing the ladder from ``jitter``.
 
     Args:
         K: symmetric matrix [M, M].
         jitter: the first jitter to try (a float is relative); larger rungs follow on failure.
+        scale: what a relative jitter multiplies; default the mean of K's own diagonal. A
+            Schur complement (SOLVE-GP's C_vv) passes the kernel's variance instead: its own
+            diagonal shrinks to zero as O approaches Z, and the jitter with it.
 
     Returns:
         (L, the jitter used), L [M, M] lower triangular.
@@ -102,7 +105,9 @@ def cholesky_with_jitter(
     if not torch.isfinite(K).all():
         raise NumericalError(f"matrix of size {M} has non-finite entries")
     # The scale is detached: the jitter is a constant of each factorisation, not a parameter.
-    scale = jitter_scale(torch.diagonal(K, dim1=-2, dim2=-1)).detach()
+    if scale is None:
+        scale = jitter_scale(torch.diagonal(K, dim1=-2, dim2=-1))
+    scale = scale.detach()
     eye = torch.eye(M, dtype=K.dtype, device=K.device)
     rungs = first.rungs()
     for rung in rungs:

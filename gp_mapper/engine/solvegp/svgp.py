@@ -31,7 +31,7 @@ import torch
 from torch import Tensor, nn
 
 from ..core.kernels import Kernel
-from ..core.linalg import LOG_2PI, Jitter, jitter_scale, solve_lower
+from ..core.linalg import LOG_2PI, Jitter, cholesky_with_jitter, jitter_scale, solve_lower
 from ..errors import NumericalError
 
 Family = Literal["full", "solve", "odvgp"]
@@ -138,36 +138,6 @@ class ElboTerms(NamedTuple):
     kl_v: Tensor
 
 
-def cholesky_at_scale(K: Tensor, scale: Tensor, jitter: Jitter) -> tuple[Tensor, Jitter]:
-    """Lower Cholesky of ``K + ε I`` with ε = ``jitter.amount(scale)``, climbing the ladder.
-
-    Unlike ``core.linalg.cholesky_with_jitter`` the relative jitter multiplies a given scale,
-    not K's own diagonal: for the Schur complement C_vv that diagonal shrinks to zero when O
-    approaches Z (spec §8.2), and a jitter relative to it would then vanish too. Here it stays
-    relative to the kernel variance, which is the notebook's "jitter on K_vv before forming C_vv".
-
-    Args:
-        K: symmetric [n, n].
-        scale: the scale a relative jitter multiplies (mean prior variance), detached.
-        jitter: the first rung.
-
-    Raises:
-        NumericalError: non-finite entries, or not positive definite at any rung.
-    """
-    n = K.shape[-1]
-    if n == 0:
-        return K.clone(), jitter
-    if not torch.isfinite(K).all():
-        raise NumericalError(f"matrix of size {n} has non-finite entries")
-    eye = torch.eye(n, dtype=K.dtype, device=K.device)
-    rungs = jitter.rungs()
-    for rung in rungs:
-        L, info = torch.linalg.cholesky_ex(K + rung.amount(scale) * eye)
-        if int(info) == 0:
-            return L, rung
-    raise NumericalError(f"matrix of size {n} is not positive definite even with {rungs[-1]}")
-
-
 def prior_factors(kernel: Kernel, Z: Tensor, Zo: Tensor, jitter: Jitter) -> PriorFactors:
     """Factor the prior over [Z; O] in blocks: two Choleskys of sizes M and M2 (Algorithm 1).
 
@@ -182,14 +152,14 @@ def prior_factors(kernel: Kernel, Z: Tensor, Zo: Tensor, jitter: Jitter) -> Prio
     """
     W = torch.cat([Z, Zo]) if Zo.shape[0] else Z
     scale = jitter_scale(kernel.K_diag(W).to(PRIOR_DTYPE)).detach()
-    L_u, jitter_u = cholesky_at_scale(kernel.K(Z).to(PRIOR_DTYPE), scale, jitter)
+    L_u, jitter_u = cholesky_with_jitter(kernel.K(Z).to(PRIOR_DTYPE), jitter, scale=scale)
     M, M2 = Z.shape[0], Zo.shape[0]
     if M2 == 0:
         empty = L_u.new_zeros((M, 0))
         return PriorFactors(L_u, empty, L_u.new_zeros((0, 0)), jitter_u, jitter_u)
     A = solve_lower(L_u, kernel.K(Z, Zo).to(PRIOR_DTYPE))
     C_vv = kernel.K(Zo).to(PRIOR_DTYPE) - A.mT @ A
-    L_v, jitter_v = cholesky_at_scale(0.5 * (C_vv + C_vv.mT), scale, jitter_u)
+    L_v, jitter_v = cholesky_with_jitter(0.5 * (C_vv + C_vv.mT), jitter_u, scale=scale)
     return PriorFactors(L_u, A, L_v, jitter_u, jitter_v)
 
 
