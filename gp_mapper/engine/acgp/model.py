@@ -48,8 +48,9 @@ DEFAULT_BLOCK_SIZE = 1000
 DEFAULT_REL_TOL = 0.01
 DEFAULT_FIT_ITERATIONS = 100
 # Restarts of the schedule ftol_k = (2/3)^{k+1}; r_k is floored at rel_tol (from the 11th restart
-# on at r = 0.01), where the 20th restart's ftol is 3e-4: enough to converge at the map's subset.
-DEFAULT_REFINEMENTS = 20
+# on at r = 0.01). More than the ~48 restarts after which ftol passes SciPy's default and the
+# schedule ends as converged: the iteration budget is what bounds a fit.
+DEFAULT_REFINEMENTS = 100
 # Columns of the saved bound history, one row per checked block.
 HISTORY_FIELDS = BlockBounds._fields
 
@@ -86,10 +87,12 @@ class AdaptiveCholeskyGP:
         max_points: N_max, at most this many points are factorised (8 N_max² bytes at most);
             None: all. Without a stop before it, the report says the tolerance was not reached.
         fit_iterations: L-BFGS iteration budget over all restarts (0 keeps θ).
-        refinements: restarts of the refinement schedule (0 keeps θ). Restart k runs L-BFGS
-            with ftol = (2/3)^{k+1} and the stopped Cholesky at r = max((2/3)^{k+1}, rel_tol):
-            the paper's schedule (spec §6.1) until r reaches the map's tolerance, which it then
-            keeps [ours]; the authors' own runs go on towards the exact GP.
+        refinements: at most this many restarts of the refinement schedule (0 keeps θ).
+            Restart k runs L-BFGS with ftol = (2/3)^{k+1} and the stopped Cholesky at
+            r = max((2/3)^{k+1}, rel_tol): the paper's schedule (spec §6.1) until r reaches the
+            map's tolerance, which it then keeps [ours]; the authors' own runs go on towards the
+            exact GP. The schedule also ends at the iteration budget, after two failed restarts,
+            or once converged (see ``refinement.py``).
         seed: seed of the random permutation.
         device: "auto", "cpu", "cuda" or "cuda:N".
         dtype: floating-point type (float64 by default).

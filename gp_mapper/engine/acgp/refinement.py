@@ -5,7 +5,15 @@ r = (2/3)^{k+1}, with the same value as the relative tolerance on the loss chang
 Each restart warm-starts from the last accepted point; a failed restart (non-finite values, a
 failed factorisation, or a worse loss than its start) restores that point and counts as a
 failure without advancing k, as in the authors' code (k = attempts − failures). The schedule
-ends after ``refinements`` accepted restarts, two failures, or the iteration budget.
+ends after ``refinements`` accepted restarts, two failures, the iteration budget, once ftol is
+below SciPy's default (the loss has converged at the floored r), or when a restart at the same r
+as the last one makes no progress.
+
+Two departures from the authors' SciPy loop, both [ours]: the L-BFGS curvature history carries
+over from one accepted restart to the next (each SciPy restart starts without it, so its early
+restarts, which end after one iteration, are steepest-descent steps), and the gradient tolerance
+is 0 as in the authors' runs (gtol = 0): from gpytorch's initial lengthscales in 32 dimensions
+the gradient is below 1e-7 and a gradient test would stop at "all noise".
 
 This is its own loop rather than ``core.fit.fit_hyperparameters`` because the change tolerance
 differs per restart; the L-BFGS settings are otherwise the same.
@@ -20,7 +28,7 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor, nn
 
-from ..core.fit import GRADIENT_TOLERANCE, HISTORY_SIZE
+from ..core.fit import single_step_lbfgs
 from ..errors import NumericalError
 
 # r_k = ftol_k = REFINEMENT_BASE^(k+1) (spec §6.1, the authors' iterative refinement).
@@ -30,6 +38,9 @@ REFINEMENT_BASE = 2.0 / 3.0
 _FTOL_SCALE_FLOOR = 1e-300
 # The authors' code aborts after two failed attempts (the paper says three; spec §6.1).
 MAX_FAILED_ATTEMPTS = 2
+# SciPy's default ftol (factr 1e7 × machine epsilon): below it a restart cannot stop earlier than
+# L-BFGS-B's own convergence test, so the schedule has converged (k ≈ 48).
+CONVERGED_FTOL = 1e7 * 2.220446049250313e-16
 
 
 def refinement_tolerance(k: int) -> float:
@@ -62,27 +73,23 @@ class RefinementResult(NamedTuple):
 
 
 def _lbfgs(
-    loss_fn: Callable[[], Tensor], params: Sequence[nn.Parameter], max_iterations: int, ftol: float
+    optimiser: torch.optim.LBFGS,
+    loss_fn: Callable[[], Tensor],
+    params: Sequence[nn.Parameter],
+    max_iterations: int,
+    ftol: float,
 ) -> tuple[float, float, int]:
-    """One L-BFGS run (strong Wolfe) that stops on SciPy's ftol rule; (loss before, after, its).
+    """Run ``optimiser`` until SciPy's ftol rule holds; (loss before, after, iterations).
 
     SciPy's L-BFGS-B stops when ``(f_k − f_{k+1}) / max(|f_k|, |f_{k+1}|, 1) ≤ ftol``. Torch's
     ``tolerance_change`` is absolute and also applies to the step, so the run takes one iteration
-    per ``step`` and tests the rule itself; the history carries over between steps. The loss at a
-    point is cached, so the evaluation that starts each step is not paid twice.
+    per ``step`` and tests the rule itself; the optimiser's history carries over between steps
+    (and between calls). The loss at a point is cached, so the evaluation that starts each step
+    is not paid twice. A zero gradient ends the run (torch's step returns without moving).
 
     Raises:
         NumericalError: a loss or gradient was non-finite, or a factorisation failed.
     """
-    optimiser = torch.optim.LBFGS(
-        params,
-        lr=1.0,
-        max_iter=1,
-        tolerance_grad=GRADIENT_TOLERANCE,
-        tolerance_change=0.0,
-        history_size=HISTORY_SIZE,
-        line_search_fn="strong_wolfe",
-    )
     cached: dict[str, Any] = {}
 
     def closure() -> Tensor:
@@ -103,15 +110,44 @@ def _lbfgs(
     before = previous = float(closure())
     iterations = 0
     while iterations < max_iterations:
+        _scale_first_step(optimiser, cached["grad"])
         optimiser.step(closure)
+        optimiser.param_groups[0]["lr"] = 1.0
         iterations += 1
         current = float(closure())
         if not all(bool(torch.isfinite(p).all()) for p in params):
             raise NumericalError("parameters became non-finite")
+        if current == previous and _has_history(optimiser):
+            # A history from another r (M moved, the objective is piecewise) can point where the
+            # line search finds nothing; start over from steepest descent, once.
+            optimiser.state.clear()
+            continue
         if (previous - current) / max(abs(previous), abs(current), _FTOL_SCALE_FLOOR) <= ftol:
             break
         previous = current
     return before, float(closure()), iterations
+
+
+def _iterations_done(optimiser: torch.optim.LBFGS) -> int:
+    return int(optimiser.state[optimiser.param_groups[0]["params"][0]].get("n_iter", 0))
+
+
+def _has_history(optimiser: torch.optim.LBFGS) -> bool:
+    return _iterations_done(optimiser) > 1
+
+
+def _scale_first_step(optimiser: torch.optim.LBFGS, grads: Sequence[Tensor]) -> None:
+    """Give a fresh optimiser's first step unit length, as SciPy's L-BFGS-B does.
+
+    Torch's first step is min(1, 1/‖g‖₁)·lr·g, so a gradient of 1e-8 (a plateau) moves θ by 1e-8
+    and the curvature pair it yields is below torch's acceptance threshold: L-BFGS crawls.
+    """
+    if _iterations_done(optimiser) > 0:
+        return
+    g1 = float(sum(g.abs().sum() for g in grads))
+    g2 = math.sqrt(float(sum((g * g).sum() for g in grads)))
+    if g2 > 0.0 and math.isfinite(g2):
+        optimiser.param_groups[0]["lr"] = 1.0 / (min(1.0, 1.0 / g1) * g2)
 
 
 def refine_hyperparameters(
@@ -121,6 +157,7 @@ def refine_hyperparameters(
     refinements: int,
     max_iterations: int,
     tolerance_floor: float = 0.0,
+    keep_history: bool = False,
     progress: Callable[[float, str], None] | None = None,
 ) -> RefinementResult:
     """Minimise ``loss_at(r_k)()`` over ``params`` for r_k = (2/3)^{k+1}, k = 0, 1, ...
@@ -148,6 +185,7 @@ def refine_hyperparameters(
     restarts = failures = iterations = 0
     loss_before = loss_after = tolerance = math.nan
     reason = "no fit requested"
+    optimiser = single_step_lbfgs(params)
     while restarts < refinements:
         if failures >= MAX_FAILED_ATTEMPTS:
             reason = f"{failures} failed restarts"
@@ -156,11 +194,19 @@ def refine_hyperparameters(
             reason = f"iteration budget {max_iterations} spent"
             break
         ftol = refinement_tolerance(restarts)
+        if ftol < CONVERGED_FTOL:
+            reason = f"converged: {restarts} restarts, last at r={tolerance:.3g}"
+            break
         r = max(ftol, tolerance_floor)
+        if not keep_history:
+            optimiser.state.clear()
         try:
-            before, after, its = _lbfgs(loss_at(r), params, max_iterations - iterations, ftol)
+            before, after, its = _lbfgs(
+                optimiser, loss_at(r), params, max_iterations - iterations, ftol
+            )
         except NumericalError as err:
             restore()
+            optimiser.state.clear()  # its history led to the failure
             failures += 1
             reason = f"restart at r={r:.3g} failed: {err}"
             continue
@@ -169,15 +215,21 @@ def refine_hyperparameters(
             loss_before = before
         if not after <= before:
             restore()
+            optimiser.state.clear()
             failures += 1
             reason = f"restart at r={r:.3g} made the loss worse"
             continue
         last = [p.detach().clone() for p in params]
         restarts += 1
+        stalled = after == before and r == tolerance
         loss_after, tolerance = after, r
         reason = f"{restarts} restarts, last at r={r:.3g}"
         if progress is not None:
-            progress(restarts / refinements, f"restart {restarts} at r={r:.3g}: loss {after:.6g}")
+            done = max(restarts / refinements, iterations / max(max_iterations, 1))
+            progress(min(done, 1.0), f"restart {restarts} at r={r:.3g}: loss {after:.6g}")
+        if stalled:  # the same objective as the last restart, and no step improved it
+            reason = f"converged: no progress at r={r:.3g} after {restarts} restarts"
+            break
     return RefinementResult(
         restarts > 0 or refinements == 0,
         restarts,

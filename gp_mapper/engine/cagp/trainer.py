@@ -25,6 +25,7 @@ from typing import Literal, NamedTuple
 import torch
 from torch import Tensor
 
+from ..core.fit import single_step_lbfgs
 from ..errors import NumericalError
 from ..model import ProgressCallback
 
@@ -144,9 +145,7 @@ def train(
             optimizer, start_factor=1.0, end_factor=LR_END_FACTOR, total_iters=config.epochs
         )
     else:
-        optimizer = torch.optim.LBFGS(
-            params, lr=config.learning_rate, max_iter=1, line_search_fn="strong_wolfe"
-        )
+        optimizer = single_step_lbfgs(params, lr=config.learning_rate)
         schedule = None
 
     def closure() -> Tensor:

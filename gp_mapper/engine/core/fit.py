@@ -17,6 +17,8 @@ GRADIENT_TOLERANCE = 1e-5
 # Stop when the loss per datum changes by less than this between iterations.
 CHANGE_TOLERANCE = 1e-8
 HISTORY_SIZE = 20
+# Trial points of one strong-Wolfe line search (torch's own max_ls).
+LINE_SEARCH_EVALUATIONS = 25
 
 
 class FitResult(NamedTuple):
@@ -95,3 +97,23 @@ def fit_hyperparameters(
         return FitResult(False, loss_before, loss_before, evaluations, "fit made the bound worse")
     iterations = int(optimiser.state[optimiser._params[0]].get("n_iter", 0))
     return FitResult(True, loss_before, loss_after, iterations, "converged")
+
+
+def single_step_lbfgs(params: Sequence[Tensor], lr: float = 1.0) -> torch.optim.LBFGS:
+    """L-BFGS that takes one iteration per ``step`` (strong Wolfe), for loops that test their own
+    stopping rule between iterations; no built-in stop.
+
+    Torch caps a step's evaluations at ``max_eval`` (default 1.25 · ``max_iter``), so with
+    ``max_iter=1`` the line search would get no trial beyond its first point and could never
+    shorten a step that overshoots. The cap here leaves it its full 25 trials.
+    """
+    return torch.optim.LBFGS(
+        params,
+        lr=lr,
+        max_iter=1,
+        max_eval=1 + LINE_SEARCH_EVALUATIONS,
+        tolerance_grad=0.0,
+        tolerance_change=0.0,
+        history_size=HISTORY_SIZE,
+        line_search_fn="strong_wolfe",
+    )

@@ -25,9 +25,10 @@ ACGP_SETTINGS: tuple[Setting, ...] = (
     Setting("acgp_max_points", 0, "int",
             "N_max: at most this many points are factored (memory: 8 N_max² bytes); 0 = all",
             min=0, max=10000000, models=ACGP),
-    Setting("acgp_refinements", 20, "int",
-            "restarts of the L-BFGS refinement schedule (restart k stops the Cholesky at "
-            "r = (2/3)^(k+1), floored at acgp_rel_tol); 0 keeps θ",
+    Setting("acgp_refinements", 100, "int",
+            "at most this many restarts of the L-BFGS refinement schedule (restart k stops the "
+            "Cholesky at r = (2/3)^(k+1), floored at acgp_rel_tol, and ends at a relative loss "
+            "change of (2/3)^(k+1)); fit_iterations bounds the fit; 0 keeps θ",
             min=0, max=1000, models=ACGP),
     Setting("seed", 0, "int",
             "seed of the random permutation (acgp), of the initialisation, split and "

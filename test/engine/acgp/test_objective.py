@@ -153,3 +153,41 @@ def test_fit_objective_gradient_through_the_kernel(sample: GpSample) -> None:
         raw += h
     assert float(grad) == pytest.approx((up - down) / (2 * h), rel=1e-5)
     assert math.isfinite(float(grad))
+
+
+def test_refinement_ends_as_converged_before_the_restart_cap() -> None:
+    calls: list[float] = []
+    p, loss_at = _quadratic_loss(1.0, calls)
+    result = refine_hyperparameters(
+        loss_at, [p], refinements=1000, max_iterations=10000, tolerance_floor=0.1
+    )
+    assert result.ok and "converged" in result.reason
+    assert result.restarts < 60 and result.iterations < 200
+    assert float(p.detach()) == pytest.approx(1.0, abs=1e-6)
+
+
+def test_refinement_moves_on_a_vanishing_gradient() -> None:
+    # From gpytorch's start in 32 dimensions the gradient is ~1e-8: the schedule must not stop
+    # on a gradient tolerance (the authors' gtol = 0).
+    p = torch.nn.Parameter(torch.tensor([3.0], dtype=DTYPE))
+
+    def loss_at(r: float):
+        return lambda: 1e-9 * (((p - 1.0) ** 2).sum() + 1.0)
+
+    result = refine_hyperparameters(loss_at, [p], refinements=100, max_iterations=200)
+    assert result.ok
+    assert float(p.detach()) == pytest.approx(1.0, abs=1e-3)
+
+
+def test_refinement_recovers_from_a_history_that_stalls() -> None:
+    # The loss jumps between restarts (M moves with θ): a kept history must not freeze θ.
+    p = torch.nn.Parameter(torch.tensor([4.0, -3.0], dtype=DTYPE))
+    scales = iter([1.0, 30.0, 0.05, 5.0] + [1.0] * 200)
+
+    def loss_at(r: float):
+        s = next(scales)
+        return lambda: s * (p[0] - 1.0) ** 2 + (p[1] + 0.5) ** 2 / s + 1.0
+
+    result = refine_hyperparameters(loss_at, [p], refinements=100, max_iterations=300)
+    assert result.ok and result.failures == 0
+    assert p.detach().tolist() == pytest.approx([1.0, -0.5], abs=1e-4)
