@@ -9,11 +9,11 @@ ends after ``refinements`` accepted restarts, two failures, the iteration budget
 below SciPy's default (the loss has converged at the floored r), or when a restart at the same r
 as the last one makes no progress.
 
-Two departures from the authors' SciPy loop, both [ours]: the L-BFGS curvature history carries
-over from one accepted restart to the next (each SciPy restart starts without it, so its early
-restarts, which end after one iteration, are steepest-descent steps), and the gradient tolerance
-is 0 as in the authors' runs (gtol = 0): from gpytorch's initial lengthscales in 32 dimensions
-the gradient is below 1e-7 and a gradient test would stop at "all noise".
+As SciPy, each restart starts without curvature history and its first step has unit length;
+``keep_history`` [ours] carries the history over instead (a history from another r can stall
+the line search on the piecewise objective; a stalled step then starts over). The gradient
+tolerance is 0, as in the authors' runs (gtol = 0): from gpytorch's initial lengthscales in 32
+dimensions the gradient is below 1e-7 and a gradient test would stop at "all noise".
 
 This is its own loop rather than ``core.fit.fit_hyperparameters`` because the change tolerance
 differs per restart; the L-BFGS settings are otherwise the same.
@@ -170,6 +170,7 @@ def refine_hyperparameters(
         max_iterations: L-BFGS iteration budget over all restarts.
         tolerance_floor: r_k = max((2/3)^{k+1}, tolerance_floor) while ftol keeps shrinking
             [ours]; 0 (default) is the authors' schedule r = ftol, which ends in the exact GP.
+        keep_history: carry the L-BFGS history from one accepted restart to the next [ours].
         progress: called with (fraction of the restarts done, status) after each restart.
 
     Returns:
