@@ -32,6 +32,7 @@ from magnetic_streaming import load
 
 from gp_mapper.commands.fit import fit_bag
 from gp_mapper.engine import model_from_state
+from gp_mapper.engine.acgp.model import DEFAULT_REFINEMENTS
 from gp_mapper.engine.core.device import resolve_device, set_cpu_threads
 from gp_mapper.io import convert_aalto
 from gp_mapper.mapping.map_file import load_map
@@ -43,9 +44,9 @@ EXACT_POINTS = 5000
 # this machine's time: 6000 points is a 0.3 GB factor and a few seconds per objective on a core.
 # Where the cap bites, the report says "not stopped" and M/N is the cap's.
 ACGP_MAX_POINTS = 6000
-# Restarts of ACGP's refinement schedule: a compute budget on this CPU (the model's default is
-# 20); restart k stops the Cholesky at r = (2/3)^(k+1), so 8 restarts reach r ≈ 0.04.
-ACGP_REFINEMENTS = 8
+# Restarts of ACGP's refinement schedule: the model's default, so that the node's fit_iterations
+# (100 L-BFGS iterations) bounds the fit, as in `gp-mapper fit`.
+ACGP_REFINEMENTS = DEFAULT_REFINEMENTS
 MODELS = ("acgp", "exact", "vips")
 
 
