@@ -32,6 +32,9 @@ from .model import SolveGP
 from .predict import SolvePosterior
 from .svgp import lower_factor_of_inverse
 
+# The whitened prior is N(0, I): a relative jitter on S̃ multiplies 1.
+WHITENED_PRIOR_SCALE = 1.0
+
 
 class CarriedBlocks(NamedTuple):
     """One block's share of the carried posterior: D = L_D L_Dᵀ = S̃⁻¹, P = D − I, v = D m̃."""
@@ -42,15 +45,22 @@ class CarriedBlocks(NamedTuple):
 
 
 def _block(m: Tensor, L: Tensor | None) -> CarriedBlocks:
+    """The carried share of one block of q, N(m̃, L̃ L̃ᵀ), without forming S̃ or S̃⁻¹ by a product.
+
+    L_D comes from a QR of L̃ (``lower_factor_of_inverse``), as well conditioned as L̃ itself;
+    a Cholesky of L̃ L̃ᵀ would square its condition number and fail for a q that SGD has made
+    nearly singular (a 256 + 256 magnetometer fit). Where L̃ is singular to working precision
+    the jitter ladder widens S̃ by εI before its inverse is taken, ε relative to the whitened
+    prior's covariance I (so the variance grows by at most ε of the prior's). v = L_D L_Dᵀ m̃ is
+    formed from L_D, so that the stream's solves against L_D give m̃ back to working precision.
+    """
     n = m.shape[0]
     eye = torch.eye(n, dtype=m.dtype, device=m.device)
     if L is None:  # S̃ = I: the block carries no data precision
         return CarriedBlocks(eye, torch.zeros_like(eye), m.clone())
-    L_D = lower_factor_of_inverse(L)
-    w = torch.linalg.solve_triangular(L, m[:, None], upper=False)  # L̃⁻¹ m̃
-    v = torch.linalg.solve_triangular(L.mT, w, upper=True)[:, 0]  # S̃⁻¹ m̃ = L̃⁻ᵀ L̃⁻¹ m̃
-    D = L_D @ L_D.mT
-    return CarriedBlocks(L_D, 0.5 * (D + D.mT) - eye, v)
+    L_D, _ = lower_factor_of_inverse(L, scale=WHITENED_PRIOR_SCALE)
+    v = L_D @ (L_D.mT @ m)
+    return CarriedBlocks(L_D, L_D @ L_D.mT - eye, v)
 
 
 @torch.no_grad()

@@ -24,6 +24,7 @@ L̃ = L_0⁻¹ L, which is exactly Algorithm 1 (its E, F, G, H and KL(m, L, L_0)
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
@@ -44,6 +45,9 @@ PRIOR_DTYPE = torch.float64
 # Rows of data per chunk of the full-data passes (final ELBO, optimal q, validation): bounds
 # the [M, chunk] projections at 8·M·chunk bytes.
 DATA_CHUNK = 4096
+# A triangular factor whose diagonal spans more than 1/√eps (~7e7 in float64) makes the matrix
+# it factors, or its inverse, singular to working precision (condition number past 1/eps).
+INVERSE_CONDITION_FLOOR = math.sqrt(torch.finfo(PRIOR_DTYPE).eps)
 
 
 @dataclass(frozen=True)
@@ -379,23 +383,50 @@ def full_elbo(
     return ElboTerms(ell - kl_u - kl_v, ell, kl_u, kl_v)
 
 
-def lower_factor_of_inverse(L: Tensor) -> Tensor:
-    """The lower Cholesky factor G of (L Lᵀ)⁻¹, from a lower factor L [n, n] of a PD matrix Λ.
+def lower_factor_of_inverse(
+    L: Tensor, jitter: float | Jitter = 0.0, *, scale: float | Tensor | None = None
+) -> tuple[Tensor, Jitter]:
+    """The lower Cholesky factor G of (L Lᵀ + εI)⁻¹, from a lower factor L [n, n].
 
-    ``Λ⁻¹ = L⁻ᵀ L⁻¹`` is upper times lower, not a Cholesky form. With the reversal J and
-    ``J Λ J = R Rᵀ``, ``Λ⁻¹ = G Gᵀ`` with ``G = J R⁻ᵀ J`` lower triangular. The triangular
-    inverse is the covariance factor q needs explicitly; no general inverse is formed.
+    ``(L Lᵀ)⁻¹ = L⁻ᵀ L⁻¹`` is upper times lower, not a Cholesky form. With the reversal J and
+    the QR decomposition ``[Lᵀ J; √ε I] = Q T`` (T upper), ``J (L Lᵀ + εI) J = Tᵀ T``, so
+    ``L Lᵀ + εI = Uᵀ U`` with ``U = J T J`` lower and ``G = U⁻¹``. The product L Lᵀ is never
+    formed: T is as well conditioned as L, where a Cholesky of L Lᵀ would square its condition
+    number (a q after SGD, spec §12.4, can have cond(L̃) ~ 1e9). The triangular inverse is the
+    covariance factor the caller needs explicitly; no general inverse is formed.
+
+    Args:
+        L: [n, n] lower triangular, nonsingular up to the jitter.
+        jitter: the first rung added to L Lᵀ (a float is relative); the ladder climbs while T
+            is singular to working precision.
+        scale: what a relative jitter multiplies; default mean(diag L Lᵀ).
+
+    Returns:
+        (G [n, n] lower triangular with a positive diagonal, the jitter used).
+
+    Raises:
+        NumericalError: non-finite entries, or T singular at every rung.
     """
     n = L.shape[-1]
+    first = Jitter.coerce(jitter)
     if n == 0:
-        return L.clone()
-    Lam = L @ L.mT
-    R, info = torch.linalg.cholesky_ex(torch.flip(Lam, (0, 1)))
-    if int(info) != 0:
-        raise NumericalError(f"precision of size {n} is not positive definite")
+        return L.clone(), first
+    if not torch.isfinite(L).all():
+        raise NumericalError(f"factor of size {n} has non-finite entries")
+    if scale is None:
+        scale = jitter_scale((L * L).sum(-1)).detach()  # mean(diag L Lᵀ)
     eye = torch.eye(n, dtype=L.dtype, device=L.device)
-    R_inv_t = torch.linalg.solve_triangular(R.mT, eye, upper=True)
-    return torch.flip(R_inv_t, (0, 1))
+    Lt_J = torch.flip(L.mT, (-1,))
+    for rung in first.rungs():
+        amount = rung.amount(scale)
+        stacked = Lt_J if amount == 0.0 else torch.cat([Lt_J, math.sqrt(float(amount)) * eye])
+        T = torch.linalg.qr(stacked, mode="r").R
+        t = torch.abs(torch.diagonal(T))
+        if not bool(t.min() > INVERSE_CONDITION_FLOOR * t.max()):
+            continue
+        U = torch.flip(T * torch.sign(torch.diagonal(T))[:, None], (-2, -1))  # J T J, diag > 0
+        return torch.linalg.solve_triangular(U, eye, upper=False), rung
+    raise NumericalError(f"factor of size {n} is singular even with {first.rungs()[-1]}")
 
 
 @torch.no_grad()
@@ -463,7 +494,8 @@ def optimal_q(
             R_v, info = torch.linalg.cholesky_ex(eye_v + DDt / s2)
             if int(info) != 0:
                 raise NumericalError(f"the precision of q(v) (size {M2}) is not positive definite")
-            L_v = lower_factor_of_inverse(R_v)
+            L_v, _ = lower_factor_of_inverse(R_v)
         residual_By = By - DBt.mT @ m_v
     m_u = torch.cholesky_solve((residual_By / s2)[:, None], R)[:, 0]
-    return WhitenedQ(m_u, lower_factor_of_inverse(R), m_v, L_v)
+    L_u, _ = lower_factor_of_inverse(R)
+    return WhitenedQ(m_u, L_u, m_v, L_v)
