@@ -244,3 +244,57 @@ def test_a_fit_the_stream_cannot_continue_still_saves_its_map(
     )  # fmt: skip
     assert fitted.report["streaming_continuation"].startswith("failed: precision")
     assert load_map(fitted.outputs.state).engine_state["model"] == "solvegp"
+
+
+# Two epochs of Adam on 32 + 32 points: the unwhitened q leaves some whitened directions
+# wider than the prior (S̃ above I), which the stream cannot take as pseudo-data.
+SOLVE_TWO_EPOCHS = {"solve_inducing": 32, "solve_orthogonal": 32, "solve_epochs": 2}
+
+
+def _wider_than_prior(fitted_state: Path) -> float:
+    """The largest eigenvalue of the fit's whitened q covariance S̃ (1 is the prior's)."""
+    from gp_mapper.engine import model_from_state
+
+    q = model_from_state(load_map(fitted_state).engine_state, "cpu").posterior.q
+    S = torch.block_diag(q.L_u @ q.L_u.mT, q.L_v @ q.L_v.mT)
+    return float(torch.linalg.eigvalsh(S).max())
+
+
+def test_a_short_solvegp_fit_hands_the_stream_valid_pseudo_data(
+    synthetic_bag: Path, tmp_path: Path
+) -> None:
+    """The carried precision P (the Bui pseudo-observations') is positive semi-definite even
+    where SGD left q wider than the prior; an indefinite P made the online bound unbounded in θ."""
+    from gp_mapper.commands.fit import FITTED_STATE
+
+    fitted = fit_bag(
+        synthetic_bag, tmp_path / "solve", model="solvegp", overrides=SOLVE_TWO_EPOCHS,
+        progress=False,
+    )  # fmt: skip
+    assert fitted.report["streaming_continuation"] == "vips"
+    assert _wider_than_prior(fitted.outputs.state.with_name(FITTED_STATE)) > 1.0
+    P = torch.as_tensor(load_map(fitted.outputs.state).engine_state["carried.P"])
+    assert float(torch.linalg.eigvalsh(P).min()) > -1e-8
+
+
+def test_replay_resume_of_a_short_solvegp_fit_on_a_real_slice(
+    magnetic_dir: Path, tmp_path: Path
+) -> None:
+    """``replay --resume`` continues a two-epoch SOLVE-GP map of a real slice: every update is
+    accepted and the map still predicts the held-out readings (it ran to 10⁶ µT before)."""
+    from gp_mapper.engine import model_from_state
+
+    bag, X_held, y_held = aalto_slice_bag(magnetic_dir, tmp_path)
+    fitted = fit_bag(
+        bag, tmp_path / "solve", model="solvegp", overrides=SOLVE_TWO_EPOCHS, progress=False
+    )
+    assert fitted.report["streaming_continuation"] == "vips"
+    resumed = replay_bag(
+        bag, tmp_path / "resumed", resume=fitted.outputs.state, overrides=FAST, progress=False
+    )
+    assert resumed.diagnostics["failed_updates"] == 0
+    assert resumed.diagnostics["health"] == "OK"
+    model = model_from_state(load_map(resumed.outputs.state).engine_state, "cpu")
+    mean, _ = model.predict(torch.as_tensor(X_held))
+    rmse = float(np.sqrt(np.mean((mean.numpy() - y_held) ** 2)))
+    assert rmse < 0.5 * float(np.std(y_held)), rmse

@@ -14,7 +14,13 @@ units have L = s·L_W and the same P, v, L_D (the whitened form is unit-free).
 
 P = S̃⁻¹ − I is positive semi-definite when q is at its optimum for the Gaussian likelihood
 (S̃⁻¹ = I + σ⁻² B Bᵀ); after SGD a direction may have S̃ above the prior, i.e. P indefinite
-(§12.4). D = S̃⁻¹ is positive definite either way, which is what prediction needs.
+(§12.4). Prediction would not mind (D = S̃⁻¹ is positive definite either way), but the stream
+does: P is the precision of the Bui pseudo-observations, and with a negative eigenvalue the
+online bound's ``−½ tr(P (K_aa − Q_aa))`` grows without limit as θ moves, so the first
+L-BFGS fit after a resume runs θ away (a 32 + 32 fit of two epochs: eigenvalues of P down to
+−0.999, i.e. S̃ 2000 times the prior's variance, and a resumed map off by 10⁶ µT). The
+conversion therefore clips P's negative eigenvalues to 0: in those directions q falls back to
+the prior, which the data had not narrowed, and the mean m̃ is kept.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ..core.linalg import cholesky_with_jitter
 from ..vips.online_sgp import DEFAULT_FIT_ITERATIONS, DEFAULT_MAX_INDUCING, OnlineSparseGP
 from ..vips.posterior import CarriedPosterior
 from ..vips.selectors import Selector
@@ -37,7 +44,8 @@ WHITENED_PRIOR_SCALE = 1.0
 
 
 class CarriedBlocks(NamedTuple):
-    """One block's share of the carried posterior: D = L_D L_Dᵀ = S̃⁻¹, P = D − I, v = D m̃."""
+    """One block's share of the carried posterior: D = L_D L_Dᵀ = S̃⁻¹ (P's negative eigenvalues
+    clipped to 0), P = D − I, v = D m̃."""
 
     L_D: Tensor
     P: Tensor
@@ -59,8 +67,14 @@ def _block(m: Tensor, L: Tensor | None) -> CarriedBlocks:
     if L is None:  # S̃ = I: the block carries no data precision
         return CarriedBlocks(eye, torch.zeros_like(eye), m.clone())
     L_D, _ = lower_factor_of_inverse(L, scale=WHITENED_PRIOR_SCALE)
-    v = L_D @ (L_D.mT @ m)
-    return CarriedBlocks(L_D, L_D @ L_D.mT - eye, v)
+    D = L_D @ L_D.mT
+    P = 0.5 * (D + D.mT) - eye
+    eigenvalues, vectors = torch.linalg.eigh(P)
+    if bool(eigenvalues.min() < 0.0):  # q wider than the prior somewhere: no valid pseudo-data
+        P = (vectors * eigenvalues.clamp(min=0.0)) @ vectors.mT
+        P = 0.5 * (P + P.mT)
+        L_D, _ = cholesky_with_jitter(eye + P, jitter=0.0)
+    return CarriedBlocks(L_D, P, L_D @ (L_D.mT @ m))
 
 
 @torch.no_grad()
