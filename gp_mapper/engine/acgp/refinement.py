@@ -78,8 +78,11 @@ def _lbfgs(
     params: Sequence[nn.Parameter],
     max_iterations: int,
     ftol: float,
+    on_iteration: Callable[[int, float], None] | None = None,
 ) -> tuple[float, float, int]:
     """Run ``optimiser`` until SciPy's ftol rule holds; (loss before, after, iterations).
+
+    ``on_iteration`` is called with (iterations so far, loss) after each iteration.
 
     SciPy's L-BFGS-B stops when ``(f_k − f_{k+1}) / max(|f_k|, |f_{k+1}|, 1) ≤ ftol``. Torch's
     ``tolerance_change`` is absolute and also applies to the step, so the run takes one iteration
@@ -117,6 +120,8 @@ def _lbfgs(
         current = float(closure())
         if not all(bool(torch.isfinite(p).all()) for p in params):
             raise NumericalError("parameters became non-finite")
+        if on_iteration is not None:
+            on_iteration(iterations, current)
         if current == previous and _has_history(optimiser):
             # A history from another r (M moved, the objective is piecewise) can point where the
             # line search finds nothing; start over from steepest descent, once.
@@ -171,7 +176,8 @@ def refine_hyperparameters(
         tolerance_floor: r_k = max((2/3)^{k+1}, tolerance_floor) while ftol keeps shrinking
             [ours]; 0 (default) is the authors' schedule r = ftol, which ends in the exact GP.
         keep_history: carry the L-BFGS history from one accepted restart to the next [ours].
-        progress: called with (fraction of the restarts done, status) after each restart.
+        progress: called with (fraction of the budget spent, status) after each iteration and
+            each restart.
 
     Returns:
         :class:`RefinementResult`.
@@ -201,9 +207,15 @@ def refine_hyperparameters(
         r = max(ftol, tolerance_floor)
         if not keep_history:
             optimiser.state.clear()
+
+        def report(its: int, loss: float, done: int = iterations, r: float = r) -> None:
+            if progress is not None:
+                spent = (done + its) / max(max_iterations, 1)
+                progress(min(spent, 1.0), f"  iteration {done + its} at r={r:.3g}: loss {loss:.6g}")
+
         try:
             before, after, its = _lbfgs(
-                optimiser, loss_at(r), params, max_iterations - iterations, ftol
+                optimiser, loss_at(r), params, max_iterations - iterations, ftol, report
             )
         except NumericalError as err:
             restore()
