@@ -1,0 +1,496 @@
+"""The additive sparse variational GP (seed 003) as a batch model: ``gp-mapper fit --model gam``.
+
+``y_n = Σ_c f_c(x_n^(c)) + ε_n``, each f_c a GP on its own columns with its own inducing set,
+and q(U) over all inducing values in one of three forms (spec seed003 §8 "Selectable modes"):
+
+- ``coupled_precision`` (the paper): ``Σ_U⁻¹ = K_UU⁻¹ + BBᵀ``, B of rank R. With the Gaussian
+  likelihood α has a closed form (§6 "Caveat α"); B, θ and σ² are fitted by L-BFGS from a B
+  away from 0 (P3: B = 0 is a stationary point).
+- ``full_coupled``: a full Gaussian over all M_tot values (whitened); its optimum is closed
+  form and the ELBO there is Titsias' collapsed bound, so L-BFGS fits θ and σ² only.
+- ``mean_field``: independent Gaussians per component; also closed form at its optimum.
+
+In every form the closed-form part is recomputed at each θ and held fixed while
+differentiating: it is the optimum, so the ELBO's gradient in it is zero and the partial
+derivative in θ is the total one.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from ..core.device import resolve_device
+from ..core.fit import CHANGE_TOLERANCE, GRADIENT_TOLERANCE, single_step_lbfgs
+from ..core.hyperparameters import node_hyperparameters
+from ..core.kernels import Kernel, Sum
+from ..core.linalg import Jitter, cholesky_with_jitter
+from ..core.noise import GaussianNoise
+from ..errors import NumericalError, StateError
+from ..model import Hyperparameters, ModelKind, ProgressCallback
+from ..report import FitReport
+from ..state import freeze_parameters, load_raw_parameters, raw_parameters, validate_data
+from .blocks import Blocks, kernel_blocks
+from .component import Component, check_components, component_kernel_from_spec
+from .posterior import AdditivePosterior, PrecisionPosterior, WhitenedPosterior
+from .precision import default_rank, optimal_alpha, precision_core, precision_elbo
+from .whitened import optimal_whitened_q, whitened_elbo, whitened_features
+
+PosteriorForm = Literal["coupled_precision", "full_coupled", "mean_field"]
+POSTERIOR_FORMS: tuple[str, ...] = ("coupled_precision", "full_coupled", "mean_field")
+STATE_FORMAT_VERSION = 1
+DEFAULT_ITERATIONS = 500
+# B starts at this scale times N(0, 1) (spec §8): never 0, where the gradient in B vanishes (P3).
+B_INIT_SCALE = 0.1
+
+
+class AdditiveGP:
+    """Additive sparse variational GP with declared components; a batch model (``"gam"``).
+
+    Args:
+        components: the additive terms (copied), each with its kernel and inducing inputs.
+        noise_variance: initial σ².
+        posterior: "coupled_precision", "full_coupled" or "mean_field".
+        rank: R of the precision form; 0 = min(M_tot, 2 · max M_c) (spec §6 "Caveat R").
+        iterations: L-BFGS iterations of a fit (B of the precision form, and θ, σ² if learnt).
+        learn_hyperparameters: fit the kernels' parameters (else only q is fitted).
+        learn_noise: fit σ² (with the hyperparameters).
+        seed: seed of B's initial value and of inducing inputs drawn from the data.
+        device, dtype: where the model lives (float64 by default).
+        jitter: first rung of the Cholesky of each K_c (the whitened forms only).
+    """
+
+    name: ClassVar[str] = "gam"
+    kind: ClassVar[ModelKind] = "batch"
+
+    def __init__(
+        self,
+        components: Sequence[Component],
+        noise_variance: float = 0.1,
+        *,
+        posterior: PosteriorForm = "coupled_precision",
+        rank: int = 0,
+        iterations: int = DEFAULT_ITERATIONS,
+        learn_hyperparameters: bool = True,
+        learn_noise: bool = True,
+        seed: int = 0,
+        device: str | torch.device = "auto",
+        dtype: torch.dtype = torch.float64,
+        jitter: Jitter | None = None,
+    ) -> None:
+        check_components(components)
+        if posterior not in POSTERIOR_FORMS:
+            raise ValueError(f"posterior must be one of {POSTERIOR_FORMS}, got {posterior!r}")
+        if rank < 0 or iterations < 0:
+            raise ValueError(f"rank and iterations must be non-negative, got {rank}, {iterations}")
+        self.device = resolve_device(device)
+        self.dtype = dtype
+        self.posterior_form: str = posterior
+        self.rank = rank
+        self.iterations = iterations
+        self.learn_hyperparameters = learn_hyperparameters
+        self.learn_noise = learn_noise
+        self.seed = seed
+        self.jitter = jitter if jitter is not None else Jitter()
+        self.components = nn.ModuleList(copy.deepcopy(list(components))).to(
+            dtype=dtype, device=self.device
+        )
+        self.noise = GaussianNoise(noise_variance).to(dtype=dtype, device=self.device)
+        freeze_parameters(self.components, self.noise)
+        self._variational: dict[str, Tensor] = {}
+        self._posterior: AdditivePosterior | None = None
+        self._report: FitReport | None = None
+        self._fitted = 0
+
+    # ------------------------------------------------------------------ the model interface
+    @property
+    def posterior(self) -> AdditivePosterior | None:
+        return self._posterior
+
+    @property
+    def report(self) -> FitReport | None:
+        return self._report
+
+    @property
+    def num_updates(self) -> int:
+        return self._fitted
+
+    @property
+    def noise_variance(self) -> float:
+        return float(self.noise.variance.detach())
+
+    @property
+    def component_names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.components)
+
+    def effective_rank(self) -> int:
+        """R of the precision form (the default resolved)."""
+        sizes = [c.num_inducing for c in self.components]
+        return self.rank or default_rank(sizes)
+
+    def kernel(self) -> Kernel:
+        """The sum of the component kernels (shares their parameters)."""
+        total: Kernel = self.components[0].kernel
+        for c in self.components[1:]:
+            total = Sum(total, c.kernel)
+        return total
+
+    def hyperparameters(self) -> Hyperparameters:
+        """θ in the node's names where the sum has that form (offset + map), else per component."""
+        try:
+            return dict(node_hyperparameters(self.kernel(), self.noise_variance))
+        except ValueError:
+            out: Hyperparameters = {}
+            for c in self.components:
+                out.update({f"{c.name}_{k}": v for k, v in c.kernel.describe().items()})
+            out["noise_variance"] = self.noise_variance
+            return out
+
+    def predict(self, Xs: Tensor | np.ndarray) -> tuple[Tensor, Tensor]:
+        """Latent mean and variance [S] of the whole predictor at Xs [S, D]."""
+        return self._fitted_posterior().predict(self._as(Xs))
+
+    def predict_subset(
+        self, Xs: Tensor | np.ndarray, names: Sequence[str]
+    ) -> tuple[Tensor, Tensor]:
+        """Latent mean and variance [S] of the sum of the named components (e.g. offset + map)."""
+        return self._fitted_posterior().predict_subset(self._as(Xs), names)
+
+    def predict_components(self, Xs: Tensor | np.ndarray) -> dict[str, tuple[Tensor, Tensor]]:
+        """Each component's latent mean and variance [S] at Xs [S, D], by name."""
+        return self._fitted_posterior().predict_components(self._as(Xs))
+
+    # ------------------------------------------------------------------ fitting
+    def elbo(self, X: Tensor | np.ndarray, y: Tensor | np.ndarray) -> float:
+        """The ELBO [nats] of the committed q and θ on data X [N, D], y [N]."""
+        X_t, y_t = validate_data(X, y, self.dtype, self.device)
+        self._fitted_posterior()
+        with torch.no_grad():
+            return float(self._elbo(self.components, self.noise, X_t, y_t, self._variational))
+
+    def fit(
+        self,
+        X: Tensor | np.ndarray,
+        y: Tensor | np.ndarray,
+        *,
+        progress: ProgressCallback | None = None,
+    ) -> FitReport:
+        """Fit q, θ and σ² on X [N, D], y [N] by L-BFGS on the ELBO; atomic.
+
+        Returns:
+            The report; if not ``accepted`` the model is exactly as before.
+
+        Raises:
+            ValueError: wrong shapes or non-finite values.
+        """
+        start = time.perf_counter()
+        X_t, y_t = validate_data(X, y, self.dtype, self.device)
+        n = X_t.shape[0]
+        m_before = 0 if self._posterior is None else sum(c.num_inducing for c in self.components)
+        components = copy.deepcopy(self.components)
+        noise = copy.deepcopy(self.noise)
+        self._draw_inducing(components, X_t)
+        try:
+            iterations, reason, variational = self._optimise(components, noise, X_t, y_t, progress)
+            with torch.no_grad():
+                elbo = float(self._elbo(components, noise, X_t, y_t, variational))
+                posterior = self._posterior_of(components, noise, variational)
+        except NumericalError as err:
+            return self._reject(f"fit failed: {err}", n, m_before, start)
+        if not math.isfinite(elbo) or not all(
+            bool(torch.isfinite(v).all()) for v in variational.values()
+        ):
+            return self._reject("fit gave non-finite values", n, m_before, start)
+        freeze_parameters(components, noise)
+        self.components, self.noise = components, noise
+        self._variational, self._posterior = variational, posterior
+        self._fitted += 1
+        self._report = FitReport(
+            True,
+            reason,
+            n,
+            m_before,
+            sum(c.num_inducing for c in components),
+            self.hyperparameters(),
+            time.perf_counter() - start,
+            lower=elbo,
+            details={
+                "posterior": self.posterior_form,
+                "rank": self.effective_rank() if self.posterior_form == "coupled_precision" else 0,
+                "fit_iterations": iterations,
+                "elbo": elbo,
+                "components": ",".join(self.component_names),
+            },
+        )
+        if progress is not None:
+            progress(1.0, f"ELBO {elbo:.1f}")
+        return self._report
+
+    def _draw_inducing(self, components: nn.ModuleList, X: Tensor) -> None:
+        generator = torch.Generator().manual_seed(self.seed)
+        for c in components:
+            if c.inducing is None:
+                rows = torch.randperm(X.shape[0], generator=generator)[: c.from_data]
+                c.inducing = X[rows.to(X.device)].clone()
+            elif c.inducing.shape[1] != X.shape[1]:
+                raise ValueError(
+                    f"component {c.name}: inducing inputs have {c.inducing.shape[1]} columns, "
+                    f"the data {X.shape[1]}"
+                )
+
+    def _initial_variational(self, components: nn.ModuleList) -> dict[str, Tensor]:
+        if self.posterior_form != "coupled_precision":
+            return {}
+        R = self.effective_rank()
+        generator = torch.Generator().manual_seed(self.seed)
+        out = {}
+        for c in components:
+            B = B_INIT_SCALE * torch.randn(c.num_inducing, R, generator=generator, dtype=self.dtype)
+            out[f"B.{c.name}"] = B.to(self.device)
+        return out
+
+    def _closed_form(
+        self, components: nn.ModuleList, blocks: Blocks, W: Tensor | None, y: Tensor, noise: Tensor
+    ) -> dict[str, Tensor]:
+        """The optimal part of q at the current θ, as detached tensors."""
+        with torch.no_grad():
+            if self.posterior_form == "coupled_precision":
+                detached = Blocks(*(tuple(t.detach() for t in part) for part in blocks))
+                alpha = optimal_alpha(detached, y, noise.detach())
+                return {f"alpha.{c.name}": a for c, a in zip(components, alpha, strict=True)}
+            sizes = [c.num_inducing for c in components]
+            mean, L_P = optimal_whitened_q(
+                W.detach(), sizes, y, noise.detach(), self.posterior_form == "mean_field"
+            )
+            return {"mean": mean, "L_P": L_P}
+
+    def _elbo(
+        self,
+        components: nn.ModuleList,
+        noise: GaussianNoise,
+        X: Tensor,
+        y: Tensor,
+        variational: Mapping[str, Tensor],
+    ) -> Tensor:
+        blocks = kernel_blocks(components, X)
+        if self.posterior_form == "coupled_precision":
+            alpha = [variational[f"alpha.{c.name}"] for c in components]
+            B = [variational[f"B.{c.name}"] for c in components]
+            return precision_elbo(blocks, alpha, B, y, noise.variance)
+        _, W = whitened_features(blocks, self.jitter)
+        return whitened_elbo(
+            W, blocks.kdiag, variational["mean"], variational["L_P"], y, noise.variance
+        )
+
+    def _optimise(
+        self,
+        components: nn.ModuleList,
+        noise: GaussianNoise,
+        X: Tensor,
+        y: Tensor,
+        progress: ProgressCallback | None,
+    ) -> tuple[int, str, dict[str, Tensor]]:
+        """L-BFGS on −ELBO/N; returns (iterations, how it ended, the fitted q)."""
+        n = X.shape[0]
+        free = {k: v.clone().requires_grad_(True) for k, v in self._initial_variational(
+            components).items()}  # fmt: skip
+        params: list[Tensor] = list(free.values())
+        if self.learn_hyperparameters:
+            params += list(components.parameters())
+            if self.learn_noise:
+                params += list(noise.parameters())
+        for p in params:
+            p.requires_grad_(True)
+        closed: dict[str, Tensor] = {}
+
+        def loss() -> Tensor:
+            blocks = kernel_blocks(components, X)
+            W = None
+            if self.posterior_form != "coupled_precision":
+                _, W = whitened_features(blocks, self.jitter)
+            closed.update(self._closed_form(components, blocks, W, y, noise.variance))
+            if self.posterior_form == "coupled_precision":
+                alpha = [closed[f"alpha.{c.name}"] for c in components]
+                B = [free[f"B.{c.name}"] for c in components]
+                value = precision_elbo(blocks, alpha, B, y, noise.variance)
+            else:
+                value = whitened_elbo(
+                    W, blocks.kdiag, closed["mean"], closed["L_P"], y, noise.variance
+                )
+            return -value / n
+
+        iterations, reason = 0, "no free parameters"
+        if params and self.iterations > 0:
+            iterations, reason = self._lbfgs(loss, params, progress)
+        for p in params:
+            p.requires_grad_(False)
+        with torch.no_grad():
+            loss()  # the closed-form part at the final θ
+        variational = {k: v.detach().clone() for k, v in {**free, **closed}.items()}
+        return iterations, reason, variational
+
+    def _lbfgs(
+        self, loss_fn: Any, params: list[Tensor], progress: ProgressCallback | None
+    ) -> tuple[int, str]:
+        """One L-BFGS iteration at a time with our own stop; a failed step keeps the last good
+        parameters (the line search can probe a θ where a factorisation fails)."""
+        optimiser = single_step_lbfgs(params)
+
+        def closure() -> Tensor:
+            optimiser.zero_grad()
+            value = loss_fn()
+            if not torch.isfinite(value):
+                raise NumericalError("the ELBO became non-finite")
+            value.backward()
+            return value
+
+        good = [p.detach().clone() for p in params]
+        previous = math.inf
+        for it in range(1, self.iterations + 1):
+            try:
+                value = float(optimiser.step(closure).detach())
+            except NumericalError as err:
+                with torch.no_grad():
+                    for p, g in zip(params, good, strict=True):
+                        p.copy_(g)
+                if it == 1:
+                    raise
+                return it - 1, f"stopped at a failed step: {err}"
+            good = [p.detach().clone() for p in params]
+            if progress is not None:
+                progress(it / self.iterations, f"iteration {it}: −ELBO/N {value:.6f}")
+            grad = max(float(p.grad.abs().max()) for p in params if p.grad is not None)
+            if grad < GRADIENT_TOLERANCE:
+                return it, "converged (gradient)"
+            if abs(previous - value) < CHANGE_TOLERANCE:
+                return it, "converged (change)"
+            previous = value
+        return self.iterations, "iteration budget"
+
+    def _posterior_of(
+        self, components: nn.ModuleList, noise: GaussianNoise, variational: Mapping[str, Tensor]
+    ) -> AdditivePosterior:
+        comps = tuple(components)
+        if self.posterior_form == "coupled_precision":
+            B = tuple(variational[f"B.{c.name}"] for c in comps)
+            L_A = precision_core([c.kernel.K(c.inducing) for c in comps], B)
+            alpha = tuple(variational[f"alpha.{c.name}"] for c in comps)
+            return PrecisionPosterior(comps, float(noise.variance), alpha, B, L_A)
+        L = tuple(cholesky_with_jitter(c.kernel.K(c.inducing), self.jitter)[0] for c in comps)
+        return WhitenedPosterior(
+            comps, float(noise.variance), L, variational["mean"], variational["L_P"]
+        )
+
+    def _reject(self, reason: str, n: int, m_before: int, start: float) -> FitReport:
+        self._report = FitReport(
+            False, reason, n, m_before, m_before, self.hyperparameters(),
+            time.perf_counter() - start,
+        )  # fmt: skip
+        return self._report
+
+    def _fitted_posterior(self) -> AdditivePosterior:
+        if self._posterior is None:
+            raise RuntimeError("the additive model is not fitted: call fit(X, y) first")
+        return self._posterior
+
+    def _as(self, a: Tensor | np.ndarray) -> Tensor:
+        return torch.as_tensor(a, dtype=self.dtype, device=self.device)
+
+    # ------------------------------------------------------------------ persistence
+    def state_dict(self) -> dict[str, np.ndarray]:
+        """Components, θ, σ² and q (α and B, or the whitened mean and precision factor)."""
+        out: dict[str, np.ndarray] = {
+            "model": np.array(self.name),
+            "format_version": np.array(STATE_FORMAT_VERSION),
+            "dtype": np.array(str(self.dtype).removeprefix("torch.")),
+            "posterior": np.array(self.posterior_form),
+            "rank": np.array(self.rank),
+            "iterations": np.array(self.iterations),
+            "learn_hyperparameters": np.array(self.learn_hyperparameters),
+            "learn_noise": np.array(self.learn_noise),
+            "seed": np.array(self.seed),
+            "jitter": np.array(self.jitter.value),
+            "jitter_relative": np.array(self.jitter.relative),
+            "num_updates": np.array(self._fitted),
+            "components": np.array(json.dumps([c.to_spec() for c in self.components])),
+            "noise.raw_variance": self.noise.raw_variance.detach().cpu().numpy(),
+        }
+        for c in self.components:
+            if c.inducing is not None:
+                out[f"component.{c.name}.inducing"] = c.inducing.detach().cpu().numpy()
+            out.update({f"component.{c.name}.{k}": v for k, v in raw_parameters(c.kernel).items()})
+        out.update({f"q.{k}": v.detach().cpu().numpy() for k, v in self._variational.items()})
+        return out
+
+    @classmethod
+    def from_state(
+        cls, state: Mapping[str, Any], device: str | torch.device = "auto"
+    ) -> AdditiveGP:
+        """Rebuild from :meth:`state_dict` output; the posterior's factors are recomputed.
+
+        Raises:
+            StateError: a field is missing, malformed or not finite, or another model's state.
+        """
+        try:
+            if str(np.asarray(state["model"])) != cls.name:
+                raise StateError(f"the state holds a {np.asarray(state['model'])} model")
+            version = int(np.asarray(state["format_version"]))
+            if version != STATE_FORMAT_VERSION:
+                raise StateError(f"gam state format {version}, expected {STATE_FORMAT_VERSION}")
+            dtype = getattr(torch, str(np.asarray(state["dtype"])))
+            components = []
+            for spec in json.loads(str(np.asarray(state["components"]))):
+                key = f"component.{spec['name']}.inducing"
+                inducing = (
+                    torch.as_tensor(np.asarray(state[key]), dtype=dtype) if key in state else None
+                )
+                kernel = component_kernel_from_spec(spec["kernel"])
+                components.append(Component(spec["name"], kernel, inducing, spec["from_data"]))
+            model = cls(
+                components,
+                posterior=str(np.asarray(state["posterior"])),
+                rank=int(np.asarray(state["rank"])),
+                iterations=int(np.asarray(state["iterations"])),
+                learn_hyperparameters=bool(np.asarray(state["learn_hyperparameters"])),
+                learn_noise=bool(np.asarray(state["learn_noise"])),
+                seed=int(np.asarray(state["seed"])),
+                device=device,
+                dtype=dtype,
+                jitter=Jitter(
+                    float(np.asarray(state["jitter"])), bool(np.asarray(state["jitter_relative"]))
+                ),
+            )
+            for c in model.components:
+                load_raw_parameters(
+                    c.kernel, state, f"component.{c.name}.", model.dtype, model.device
+                )
+            load_raw_parameters(model.noise, state, "noise.", model.dtype, model.device)
+            model._fitted = int(np.asarray(state["num_updates"]))
+            variational = {
+                k.removeprefix("q."): torch.as_tensor(np.asarray(v), dtype=dtype).to(model.device)
+                for k, v in state.items()
+                if k.startswith("q.")
+            }
+            if variational:
+                if not all(bool(torch.isfinite(v).all()) for v in variational.values()):
+                    raise StateError("the state's posterior has non-finite values")
+                model._variational = variational
+                with torch.no_grad():
+                    model._posterior = model._posterior_of(
+                        model.components, model.noise, variational
+                    )
+        except StateError:
+            raise
+        except (KeyError, ValueError, TypeError, AttributeError, RuntimeError) as err:
+            raise StateError(f"gam state is malformed: {err}") from err
+        except NumericalError as err:
+            raise StateError(f"gam state does not factor: {err}") from err
+        return model
