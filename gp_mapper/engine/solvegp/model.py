@@ -58,7 +58,9 @@ from .svgp import (
     prior_factors,
 )
 
-STATE_FORMAT_VERSION = 1
+# 2: unwhitened odvgp stores its mean as the dual weights a (svgp.VariationalParameters); the
+# other families read format 1 unchanged.
+STATE_FORMAT_VERSION = 2
 Standardise = Literal["none", "scale", "centre"]
 STANDARDISE: tuple[str, ...] = ("none", "scale", "centre")
 # Defaults: the paper's UCI recipe (spec seed002 §10.3) at half its M, which a CPU affords on a
@@ -632,8 +634,14 @@ class SolveGP:
             if found != cls.name:
                 raise StateError(f"the state holds a {found!r} model, not {cls.name!r}")
             version = int(np.asarray(state["format_version"]))
-            if version != STATE_FORMAT_VERSION:
-                raise StateError(f"solvegp state format {version}, expected {STATE_FORMAT_VERSION}")
+            dual_mean = str(np.asarray(state["family"])) == "odvgp" and not bool(
+                np.asarray(state["whiten"])
+            )
+            if version != STATE_FORMAT_VERSION and (version != 1 or dual_mean):
+                raise StateError(
+                    f"solvegp state format {version}, expected {STATE_FORMAT_VERSION}"
+                    + (" (an unwhitened odvgp fit: fit it again)" if version == 1 else "")
+                )
 
             def get(name: str) -> Any:
                 return np.asarray(state[name]).item()

@@ -32,7 +32,14 @@ import torch
 from torch import Tensor, nn
 
 from ..core.kernels import Kernel
-from ..core.linalg import LOG_2PI, Jitter, cholesky_with_jitter, jitter_scale, solve_lower
+from ..core.linalg import (
+    LOG_2PI,
+    Jitter,
+    cholesky_with_jitter,
+    jitter_scale,
+    solve_lower,
+    solve_upper_t,
+)
 from ..errors import NumericalError
 
 Family = Literal["full", "solve", "odvgp"]
@@ -226,6 +233,12 @@ class VariationalParameters(nn.Module):
         Z: [M, D]; Zo: O [M2, D] (M2 = 0 for ``full``).
         m_u: [M]; L_u: [M, M] (its lower triangle is used).
         m_v: [M2]; L_v: [M2, M2] ([0, 0] for ``odvgp``, whose S_v is C_vv).
+
+    Unwhitened ``odvgp`` holds the mean as Salimbeni et al.'s (2018) dual weights a, with
+    m_v = C_vv a and m̃_v = L_vᵀ a (the mean is C_xv a). The primal m_v = L_v m̃_v would give
+    m̃_v = L_v⁻¹ m_v, whose gradient steps L_v⁻¹ amplifies by 1/√(smallest eigenvalue of C_vv):
+    with many O points among the data (the paper's 5 + 100 on 100 points) Adam's first step
+    already threw m̃_v to ~100 and the fit never recovered (docs/solvegp_snelson.png).
     """
 
     def __init__(
@@ -284,21 +297,27 @@ class VariationalParameters(nn.Module):
         if variational.whiten:
             return WhitenedQ(self.m_u, L_u, self.m_v, L_v)
         m_v, L_v_w = self.m_v, L_v
-        if self.num_orthogonal:
+        if self.num_orthogonal and L_v is None:  # odvgp: dual weights, m̃_v = L_vᵀ a
+            m_v = factors.L_v.mT @ self.m_v
+        elif self.num_orthogonal:
             m_v = solve_lower(factors.L_v, self.m_v)
-            L_v_w = None if L_v is None else solve_lower(factors.L_v, L_v)
+            L_v_w = solve_lower(factors.L_v, L_v)
         return WhitenedQ(
             solve_lower(factors.L_u, self.m_u), solve_lower(factors.L_u, L_u), m_v, L_v_w
         )
 
     def set_whitened(self, q: WhitenedQ, factors: PriorFactors, variational: Variational) -> None:
-        """Write a whitened q into this parameterisation (m = L_0 m̃, L = L_0 L̃ unwhitened)."""
+        """Write a whitened q into this parameterisation (m = L_0 m̃, L = L_0 L̃ unwhitened; the
+        dual a = L_v⁻ᵀ m̃_v for unwhitened ``odvgp``)."""
         with torch.no_grad():
             if variational.whiten:
                 m_u, L_u, m_v, L_v = q.m_u, q.L_u, q.m_v, q.L_v
             else:
                 m_u, L_u = factors.L_u @ q.m_u, factors.L_u @ q.L_u
-                m_v = factors.L_v @ q.m_v
+                if variational.frozen_v:
+                    m_v = solve_upper_t(factors.L_v, q.m_v) if q.m_v.numel() else q.m_v
+                else:
+                    m_v = factors.L_v @ q.m_v
                 L_v = None if q.L_v is None else factors.L_v @ q.L_v
             self.m_u.copy_(m_u)
             self.L_u.copy_(L_u)

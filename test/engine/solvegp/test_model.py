@@ -74,6 +74,20 @@ def test_state_round_trips_bit_for_bit(family: str, whiten: bool) -> None:
         SolveGP.from_state(state, device="cpu")
 
 
+@pytest.mark.parametrize(
+    ("family", "whiten"), [("odvgp", False), ("odvgp", True), ("solve", False)]
+)
+def test_a_format_1_state_loads_unless_its_mean_changed_meaning(family: str, whiten: bool) -> None:
+    """Format 2 holds unwhitened ODVGP's mean as dual weights; format 1 held m_v itself."""
+    state = fitted(family=family, whiten=whiten, epochs=0).state_dict()
+    state["format_version"] = np.array(1)
+    if family == "odvgp" and not whiten:
+        with pytest.raises(StateError, match="fit it again"):
+            SolveGP.from_state(state, device="cpu")
+    else:
+        assert SolveGP.from_state(state, device="cpu").posterior is not None
+
+
 def test_a_failed_fit_changes_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     model = fitted()
     before = model.state_dict()

@@ -31,6 +31,8 @@ def dense_predictive(model: SolveGP, Xs: torch.Tensor) -> tuple[np.ndarray, np.n
         L_v = np.tril(p.L_v.numpy()) if p.L_v.numel() else None
     Cvv = Kvv - Kuv.T @ np.linalg.solve(Kuu, Kuv)
     Cvs = Kvs - Kuv.T @ np.linalg.solve(Kuu, Kus)
+    if L_v is None and not model.variational.whiten:  # ODVGP's dual weights a: m_v = C_vv a
+        m_v = Cvv @ m_v
     if model.variational.whiten:  # q over ũ = L_uu⁻¹ u and ṽ = L_vv⁻¹ v⊥
         R_u, R_v = np.linalg.cholesky(Kuu), np.linalg.cholesky(Cvv)
         m_u, L_u, m_v = R_u @ m_u, R_u @ L_u, R_v @ m_v
