@@ -136,6 +136,25 @@ def _cagp(name: str) -> ModelEntry:
     )
 
 
+def _gam() -> ModelEntry:
+    from .gam import AdditiveGP
+    from .spec import build_gam
+
+    return ModelEntry(
+        "gam",
+        "batch",
+        "additive sparse variational GP (seed 003): declared components (offset + map) with "
+        "a coupled posterior, per-component and subset predictions",
+        build_gam,
+        AdditiveGP.from_state,
+        lambda n: {  # the map's inducing points are all n data, q at Titsias' optimum
+            "gam_posterior": "full_coupled",
+            "gam_map_inducing": n,
+            "fit_iterations": 0,
+        },
+    )
+
+
 # Loaders, so that importing the registry does not import every model.
 _LOADERS: dict[str, Callable[[], ModelEntry]] = {
     "vips": _vips,
@@ -144,6 +163,7 @@ _LOADERS: dict[str, Callable[[], ModelEntry]] = {
     "solvegp": _solvegp,
     "cagp": lambda: _cagp("cagp"),
     "cagp_cg": lambda: _cagp("cagp_cg"),
+    "gam": _gam,
 }
 
 

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from .acgp import AdaptiveCholeskyGP
     from .cagp import CaGP, CaGPCG
     from .exact import ExactGP
+    from .gam import AdditiveGP
     from .model import Model
     from .solvegp import SolveGP
     from .vips import OnlineSparseGP
@@ -52,7 +53,8 @@ class EngineSpec:
             acgp_refinements: acgp only.
         solve_*: solvegp only (see settings/solvegp.py).
         cagp_*: cagp and cagp_cg only (see settings/cagp.py).
-        seed: acgp, solvegp, cagp, cagp_cg.
+        gam_*: gam only (see settings/gam.py).
+        seed: acgp, solvegp, cagp, cagp_cg, gam.
     """
 
     model: str = default("model")
@@ -105,6 +107,11 @@ class EngineSpec:
     cagp_chunk: int = default("cagp_chunk")
     cagp_block_order: str = default("cagp_block_order")
     cagp_cg_tolerance: float = default("cagp_cg_tolerance")
+    gam_components: str = default("gam_components")
+    gam_posterior: str = default("gam_posterior")
+    gam_rank: int = default("gam_rank")
+    gam_map_inducing: int = default("gam_map_inducing")
+    gam_iterations: int = default("gam_iterations")
     seed: int = default("seed")
 
     def __post_init__(self) -> None:
@@ -270,6 +277,43 @@ def build_cagp_cg(spec: EngineSpec, input_dim: int) -> CaGPCG:
         spec.noise_variance,
         cg_tolerance=spec.cagp_cg_tolerance,
         **_cagp_arguments(spec),
+    )
+
+
+def build_gam(spec: EngineSpec, input_dim: int) -> AdditiveGP:
+    """The additive GP (seed 003) with the spec's components: offset + map on (x, y).
+
+    The map reads the first two input columns (all of them for 2-D inputs, so its θ has the
+    node's flat names); its inducing points are drawn from the log at the fit.
+    """
+    from .gam import AdditiveGP, Component
+
+    map_columns = None if input_dim <= 2 else [0, 1]
+    map_kernel = kernel_from_spec(
+        {
+            "type": spec.kernel,
+            "variance": spec.kernel_variance,
+            "lengthscale": [spec.lengthscale],
+            "ard_dims": min(input_dim, 2) if spec.ard else 0,
+            **({} if map_columns is None else {"active_dims": map_columns}),
+        }
+    )
+    components = []
+    if spec.gam_components == "offset+map" and spec.constant_variance > 0.0:
+        offset = torch.zeros(1, input_dim, dtype=DTYPES[spec.dtype])
+        components.append(Component("offset", Constant(spec.constant_variance), offset))
+    components.append(Component("map", map_kernel, from_data=spec.gam_map_inducing))
+    return AdditiveGP(
+        components,
+        spec.noise_variance,
+        posterior=spec.gam_posterior,
+        rank=spec.gam_rank,
+        iterations=spec.gam_iterations,
+        learn_hyperparameters=spec.fit_iterations > 0,
+        seed=spec.seed,
+        device=spec.device,
+        dtype=DTYPES[spec.dtype],
+        jitter=Jitter(spec.jitter, spec.jitter_relative),
     )
 
 

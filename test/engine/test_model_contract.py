@@ -32,6 +32,7 @@ N = 60
 INPUT_DIM = 2
 # Quick settings every model takes: few L-BFGS iterations, small ACGP blocks.
 QUICK = {"fit_iterations": 3, "acgp_block_size": 20, "solve_epochs": 3, "cagp_epochs": 3,
+         "gam_iterations": 3,
          "kernel": "se", "lengthscale": 0.4, "constant_variance": 4.0, "device": "cpu"}  # fmt: skip
 
 

@@ -32,6 +32,7 @@ ACGP_SETTINGS: tuple[Setting, ...] = (
             min=0, max=1000, models=ACGP),
     Setting("seed", 0, "int",
             "seed of the random permutation (acgp), of the initialisation, split and "
-            "minibatches (solvegp), of the actions and the validation split (cagp)",
-            min=0, max=2**31 - 1, models=("acgp", "solvegp", "cagp", "cagp_cg")),
+            "minibatches (solvegp), of the actions and the validation split (cagp), of B's "
+            "start and the map's inducing points (gam)",
+            min=0, max=2**31 - 1, models=("acgp", "solvegp", "cagp", "cagp_cg", "gam")),
 )  # fmt: skip
