@@ -47,8 +47,8 @@ class EngineSpec:
         jitter, jitter_relative: the first jitter of every Cholesky, relative or absolute.
         device: "auto", "cpu", "cuda" or "cuda:N".
         dtype: "float64" or "float32".
-        selector, delta, eta, rho, fixed_size, max_inducing, hyperprior_scale, outlier_z:
-            vips only.
+        selector, delta, eta, rho, fixed_size, max_inducing, hyperprior_scale, outlier_z,
+            pass_noise_variance: vips only.
         acgp_block_size, acgp_initial_block, acgp_rel_tol, acgp_abs_tol, acgp_max_points,
             acgp_refinements: acgp only.
         solve_*: solvegp only (see settings/solvegp.py).
@@ -77,6 +77,7 @@ class EngineSpec:
     max_inducing: int = default("max_inducing")
     hyperprior_scale: float = default("hyperprior_scale")
     outlier_z: float = default("outlier_z")
+    pass_noise_variance: float = default("pass_noise_variance")
     acgp_block_size: int = default("acgp_block_size")
     acgp_initial_block: int = default("acgp_initial_block")
     acgp_rel_tol: float = default("acgp_rel_tol")
@@ -170,6 +171,7 @@ def build_online_sgp(spec: EngineSpec, input_dim: int) -> OnlineSparseGP:
         fit_iterations=spec.fit_iterations,
         hyperprior_scale=spec.hyperprior_scale,
         outlier_z=spec.outlier_z,
+        pass_noise_variance=spec.pass_noise_variance,
         jitter=Jitter(spec.jitter, spec.jitter_relative),
     )
 

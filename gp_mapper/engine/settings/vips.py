@@ -37,4 +37,10 @@ VIPS_SETTINGS: tuple[Setting, ...] = (
             "first map) is dropped before the fit, unless its neighbours agree (a real change "
             "of the field); 0 = off, below ~4 good readings go too",
             min=0.0, max=1.0e3, models=VIPS),
+    Setting("pass_noise_variance", 0.0, "float",
+            "noise variance added to the fitted one: the part of a reading's error that stays "
+            "the same along a pass (heading-dependent calibration residue, pose offset), which "
+            "a window cannot tell from the field, so the fit leaves it out; 0 = white noise "
+            "only, as in the paper [µT²]",
+            min=0.0, max=1.0e4, models=VIPS),
 )  # fmt: skip

@@ -24,7 +24,7 @@ from ..core.fit import FitResult, fit_hyperparameters
 from ..core.hyperprior import LogNormalHyperprior
 from ..core.kernels import Kernel, kernel_from_spec
 from ..core.linalg import JITTER_LADDER, Jitter, cholesky_with_jitter
-from ..core.noise import GaussianNoise
+from ..core.noise import NOISE_FLOOR, GaussianNoise
 from ..errors import NumericalError, StateError
 from ..model import Hyperparameters, ModelKind
 from ..settings import check as check_setting
@@ -44,6 +44,9 @@ DEFAULT_FIT_ITERATIONS = 100
 # Robust z beyond which a reading is an outlier (robust.py): the settings table's default, so an
 # engine built from the API is as protected as the node's.
 DEFAULT_OUTLIER_Z = float(setting_default("outlier_z"))
+# The API's engine adds no pass noise (the paper's white noise); the node's default is in the
+# settings table, in µT² for the magnetometer.
+DEFAULT_PASS_NOISE_VARIANCE = 0.0
 
 
 def _posterior_at(
@@ -86,7 +89,7 @@ class OnlineSparseGP:
 
     Args:
         kernel: the prior covariance (its current values are the initial θ).
-        noise_variance: initial Gaussian noise variance σ².
+        noise_variance: initial fitted Gaussian noise variance σ².
         selector: inducing-point strategy (VIPS with the paper's δ = 0.035 by default).
         device: "auto", "cpu", "cuda" or "cuda:N".
         dtype: floating-point type of every tensor (float64 by default).
@@ -100,6 +103,9 @@ class OnlineSparseGP:
         outlier_z: readings more than this many robust standard deviations outside the
             current predictive distribution are dropped before selection and fit, unless their
             neighbours agree (a real change of the field; ``robust.py``); 0 keeps every reading.
+        pass_noise_variance: a fixed noise variance added to the fitted one (``noise.py``):
+            the part of a reading's error that a window cannot tell from the field because it
+            stays the same along a pass. ``noise_variance`` reports the sum.
     """
 
     name: ClassVar[str] = "vips"
@@ -119,6 +125,7 @@ class OnlineSparseGP:
         seed: int = 0,
         hyperprior_scale: float = 0.0,
         outlier_z: float = DEFAULT_OUTLIER_Z,
+        pass_noise_variance: float = DEFAULT_PASS_NOISE_VARIANCE,
     ) -> None:
         if max_inducing < 1:
             raise ValueError(f"max_inducing must be at least 1, got {max_inducing}")
@@ -135,11 +142,14 @@ class OnlineSparseGP:
             raise ValueError(f"hyperprior_scale must be >= 0, got {hyperprior_scale}")
         self.hyperprior_scale = hyperprior_scale
         self.outlier_z = float(check_setting("outlier_z", outlier_z))
+        self.pass_noise_variance = float(check_setting("pass_noise_variance", pass_noise_variance))
         self._initial = {
             k: float(v.detach().reshape(-1)[0]) for k, v in kernel.hyperparameters().items()
         }
         kernel = copy.deepcopy(kernel).to(device=self.device, dtype=dtype)
-        noise = GaussianNoise(noise_variance).to(device=self.device, dtype=dtype)
+        noise = GaussianNoise(noise_variance, self.pass_noise_variance).to(
+            device=self.device, dtype=dtype
+        )
         self._state = _State(kernel, noise, None, RunningStats.empty(), 0, None)
         self._input_dim: int | None = None
         self._report: UpdateReport | None = None
@@ -157,6 +167,7 @@ class OnlineSparseGP:
 
     @property
     def noise_variance(self) -> float:
+        """The noise variance a reading's predictive adds: fitted plus pass noise [µT²]."""
         return float(self._state.noise.variance.detach())
 
     @property
@@ -404,6 +415,7 @@ class OnlineSparseGP:
             "seed": np.array(self.seed),
             "hyperprior_scale": np.array(self.hyperprior_scale),
             "outlier_z": np.array(self.outlier_z),
+            "pass_noise_variance": np.array(self.pass_noise_variance),
             "initial_hyperparameters": np.array(json.dumps(self._initial)),
             "num_updates": np.array(s.num_updates),
             "stats": np.array([s.stats.count, s.stats.mean, s.stats.m2], dtype=np.float64),
@@ -440,9 +452,15 @@ class OnlineSparseGP:
             dtype = getattr(torch, str(np.asarray(state["dtype"])))
             kernel = kernel_from_spec(json.loads(str(np.asarray(state["kernel_spec"]))))
             selector = selector_from_spec(json.loads(str(np.asarray(state["selector_spec"]))))
+            # States from before the pass noise: none.
+            pass_noise = float(
+                np.asarray(state.get("pass_noise_variance", DEFAULT_PASS_NOISE_VARIANCE))
+            )
+            # The fitted part's initial value only; its raw value is loaded below.
+            fitted_noise = max(float(np.asarray(state["noise_variance"])) - pass_noise, NOISE_FLOOR)
             engine = cls(
                 kernel,
-                float(np.asarray(state["noise_variance"])),
+                fitted_noise,
                 selector,
                 device=device,
                 dtype=dtype,
@@ -453,6 +471,7 @@ class OnlineSparseGP:
                 hyperprior_scale=float(np.asarray(state["hyperprior_scale"])),
                 # States from before the outlier screen: the engine's default screen.
                 outlier_z=float(np.asarray(state.get("outlier_z", DEFAULT_OUTLIER_Z))),
+                pass_noise_variance=pass_noise,
             )
             engine._initial = {
                 k: float(v)
