@@ -98,6 +98,7 @@ class EngineSpec:
     solve_optimal_q: bool = default("solve_optimal_q")
     solve_standardise: str = default("solve_standardise")
     solve_train_inducing: bool = default("solve_train_inducing")
+    solve_prefit_points: int = default("solve_prefit_points")
     cagp_actions: int = default("cagp_actions")
     cagp_epochs: int = default("cagp_epochs")
     cagp_learning_rate: float = default("cagp_learning_rate")
@@ -233,6 +234,7 @@ def build_solvegp(spec: EngineSpec, input_dim: int) -> SolveGP:
         standardise=spec.solve_standardise,
         train_inducing=spec.solve_train_inducing,
         train_hyperparameters=spec.fit_iterations > 0,
+        prefit_points=spec.solve_prefit_points,
         seed=spec.seed,
         device=spec.device,
         dtype=DTYPES[spec.dtype],

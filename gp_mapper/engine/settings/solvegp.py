@@ -56,4 +56,9 @@ SOLVEGP_SETTINGS: tuple[Setting, ...] = (
             "centre (also subtract the mean: the UCI protocol, not continuable), none",
             choices=("scale", "centre", "none"), models=SOLVEGP),
     Setting("solve_train_inducing", True, "bool", "Adam moves Z and O", models=SOLVEGP),
+    Setting("solve_prefit_points", 1000, "int",
+            "before SVI, fit the hyperparameters by L-BFGS on an exact GP over this many random "
+            "samples (Adam's few steps per epoch move them slowly from the initial guesses); "
+            "0 = off, the paper's start [samples]",
+            min=0, max=20000, models=SOLVEGP),
 )  # fmt: skip

@@ -213,3 +213,26 @@ def test_frozen_inducing_inputs_and_theta_stay_where_they_started() -> None:
     assert model.hyperparameters() == start.hyperparameters()
     assert model.hyperparameters()["kernel_variance"] == pytest.approx(4.0, rel=1e-12)
     assert not torch.equal(model.parameters.m_u, start.parameters.m_u)  # q itself was trained
+
+
+def test_prefit_starts_svi_from_the_exact_gps_theta_on_a_subset() -> None:
+    """From a kernel variance 100x too small, a few Adam steps barely move θ; the pre-fit does."""
+    X, y = data()
+    y = 48.0 + 10.0 * (y - 48.0)  # field variance ~ 100 x 4.5 µT²
+    start = Constant(500.0) + SquaredExponential(1.0, 0.6)
+    settings = {**QUICK, "epochs": 2}
+    plain = SolveGP(start, 0.05, **settings)  # type: ignore[arg-type]
+    prefit = SolveGP(start, 0.05, prefit_points=60, **settings)  # type: ignore[arg-type]
+    assert plain.fit(X, y).accepted and prefit.fit(X, y).accepted
+    reference = ExactGP(start, 0.05, device="cpu")
+    assert reference.fit(X, y).accepted
+    target = reference.hyperparameters()["kernel_variance"]
+    assert plain.hyperparameters()["kernel_variance"] < 0.1 * target
+    assert prefit.hyperparameters()["kernel_variance"] > 0.3 * target
+    details = prefit.report.details["prefit"]
+    assert details["points"] == 60 and details["accepted"]
+    assert plain.report.details["prefit"] is None
+    # The setting is part of the state.
+    assert SolveGP.from_state(saved_and_loaded(prefit.state_dict())).prefit_points == 60
+    with pytest.raises(ValueError, match="prefit_points"):
+        SolveGP(start, 0.05, prefit_points=-1)
