@@ -8,10 +8,14 @@ Fits `gp-mapper fit` models on bags made by `gp-mapper convert aalto` (invensens
   test on runs 1, 2, 4 and 5 (``magnetic_streaming.py`` streams it in 20 batches).
 
 Rows: ACGP (the whole log; it keeps the subset its evidence bounds say suffices), the exact GP
-on 5000 random samples, and the VIPS stream (``replay``). Columns: samples used, M (kept
-points or inducing points), M/N, RMSE and NLPD of ‖B‖ in µT, and the model's wall time.
+on 5000 random samples, and the VIPS stream (``replay``); any other registered model with
+``--models`` (CaGP's and SOLVE-GP's calibration rows of issue 13: ``--models
+cagp,solvegp,exact,vips``; CaGP on ``--cagp-points`` random samples, each of its epochs costing
+N² kernel evaluations). Columns: samples used, M (kept points or inducing points), M/N, RMSE
+and NLPD of ‖B‖ in µT, the coverage of the central 95 % predictive interval (the fraction of
+test readings inside it; 0.95 when calibrated) and its mean width, and the model's wall time.
 
-    python benchmarks/acgp_magnetic.py [--splits runs,path3] [--json out.json]
+    python benchmarks/acgp_magnetic.py [--splits runs,path3] [--models ...] [--json out.json]
 """
 
 from __future__ import annotations
@@ -47,7 +51,11 @@ ACGP_MAX_POINTS = 6000
 # Restarts of ACGP's refinement schedule: the model's default, so that the node's fit_iterations
 # (100 L-BFGS iterations) bounds the fit, as in `gp-mapper fit`.
 ACGP_REFINEMENTS = DEFAULT_REFINEMENTS
+# CaGP's random subset on this CPU: 300 epochs of N² kernel evaluations (0 = all samples).
+CAGP_POINTS = 5000
 MODELS = ("acgp", "exact", "vips")
+# Two-sided 95 % quantile of the standard normal.
+Z95 = 1.959963984540054
 
 
 def aalto_dir() -> Path:
@@ -67,18 +75,31 @@ def test_points(runs: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 
 
-def score(state_path: Path, Xt: np.ndarray, yt: np.ndarray) -> tuple[float, float]:
+def score(state_path: Path, Xt: np.ndarray, yt: np.ndarray) -> dict[str, float]:
+    """RMSE, NLPD, 95 % coverage and mean interval width of the readings' predictive."""
     model = model_from_state(load_map(state_path).engine_state, device="cpu")
     mean, var = model.predict(torch.as_tensor(Xt, dtype=torch.float64))
     mean_np = mean.numpy()
     var_y = var.numpy() + model.posterior.noise_variance
-    return rmse(mean_np, yt), nlpd(mean_np, var_y, yt)
+    sd = np.sqrt(var_y)
+    return {
+        "rmse": rmse(mean_np, yt),
+        "nlpd": nlpd(mean_np, var_y, yt),
+        "coverage95": float(np.mean(np.abs(yt - mean_np) <= Z95 * sd)),
+        "width95": float(np.mean(2.0 * Z95 * sd)),
+    }
 
 
 def run_model(
-    model: str, bag: Path, out: Path, Xt: np.ndarray, yt: np.ndarray, acgp: dict[str, int]
+    model: str,
+    bag: Path,
+    out: Path,
+    Xt: np.ndarray,
+    yt: np.ndarray,
+    acgp: dict[str, int],
+    cagp_points: int = CAGP_POINTS,
 ) -> dict:
-    max_samples = EXACT_POINTS if model == "exact" else 0
+    max_samples = {"exact": EXACT_POINTS, "cagp": cagp_points, "cagp_cg": cagp_points}.get(model, 0)
     overrides = dict(acgp) if model == "acgp" else {}
     start = time.perf_counter()
     result = fit_bag(
@@ -89,14 +110,12 @@ def run_model(
     report = result.report
     if result.snapshot is None:
         return {"accepted": False, "reason": report.get("reason"), "seconds": seconds}
-    err, nlp = score(result.outputs.state, Xt, yt)
     return {
         "accepted": True,
         "N": int(report["samples_used"]),
         "M": int(report["M"]),
         "M_over_N": float(report["M_over_N"]),
-        "rmse": err,
-        "nlpd": nlp,
+        **score(result.outputs.state, Xt, yt),
         "seconds": seconds,
         "lower": report.get("lower"),
         "upper": report.get("upper"),
@@ -124,6 +143,10 @@ def main(argv: list[str] | None = None) -> int:
         "--acgp-refinements", type=int, default=ACGP_REFINEMENTS,
         help=f"restarts of ACGP's refinement schedule (default {ACGP_REFINEMENTS})",
     )  # fmt: skip
+    parser.add_argument(
+        "--cagp-points", type=int, default=CAGP_POINTS,
+        help=f"CaGP's random subset (default {CAGP_POINTS}; 0 = all samples)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     if not aalto_dir().is_dir():
         print(f"no Aalto data at {aalto_dir()}: nothing to run", file=sys.stderr)
@@ -144,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
                 "acgp_max_points": args.acgp_max_points,
                 "acgp_refinements": args.acgp_refinements,
             }
-            row = run_model(model, bag, args.scratch / split, Xt, yt, acgp)
+            row = run_model(model, bag, args.scratch / split, Xt, yt, acgp, args.cagp_points)
             results[split][model] = row
             print(f"  {split}/{model}: {json.dumps(row, default=str)}", file=sys.stderr)
         rows = [
@@ -155,6 +178,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"{r['M_over_N']:.3f}" if r.get("accepted") else "-",
                 f"{r['rmse']:.2f}" if r.get("accepted") else str(r.get("reason")),
                 f"{r['nlpd']:.2f}" if r.get("accepted") else "-",
+                f"{r['coverage95']:.3f}" if r.get("accepted") else "-",
+                f"{r['width95']:.1f}" if r.get("accepted") else "-",
                 f"{r['seconds']:.0f}",
                 "-" if r.get("relative_gap") is None else f"{r['relative_gap']:.3f}",
                 "-" if r.get("stopped") is None else str(r["stopped"]),
@@ -162,7 +187,10 @@ def main(argv: list[str] | None = None) -> int:
             for model, r in results[split].items()
         ]
         print(f"\nsplit {split}: train runs {train}, test runs {test} ({len(yt)} readings)")
-        columns = ["model", "N", "M", "M/N", "RMSE µT", "NLPD", "seconds", "bound gap", "stopped"]
+        columns = [
+            "model", "N", "M", "M/N", "RMSE µT", "NLPD", "coverage95", "width95 µT", "seconds",
+            "bound gap", "stopped",
+        ]  # fmt: skip
         print(format_table(columns, rows))
     if args.json:
         write_json(args.json, {"device": str(device), "splits": results})
