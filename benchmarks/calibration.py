@@ -401,7 +401,10 @@ def main(argv: list[str] | None = None) -> int:
     result = evaluate(split, overrides, test, "test")
     result.pop("_run")
     print_table("held-out test blocks", {"node" if not overrides else "node + overrides": result})
-    hp = ", ".join(f"{k}={v:.4g}" for k, v in result["hyperparameters"].items())
+    hp = ", ".join(
+        f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+        for k, v in result["hyperparameters"].items()
+    )
     print(f"\nfinal θ: {hp}; samples {result['samples']}, fits {result['fits']}, "
           f"outliers dropped {result['outliers']}")  # fmt: skip
     keys = ("rmse", "nlpd", "coverage95", "width95", "M")
