@@ -120,6 +120,14 @@ def add_convert_arguments(parser: argparse.ArgumentParser) -> None:
         help="magnetometer rate in Hz (default: %(default)s)",
     )
     synthetic.add_argument(
+        "--heading-bias",
+        type=float,
+        default=0.0,
+        metavar="UT",
+        help="add a heading-dependent bias of this amplitude (µT) to ‖B‖: the fixed "
+        "compass-deviation curve of gp_mapper.io.synthetic.HEADING_BIAS_SHAPE (default: none)",
+    )
+    synthetic.add_argument(
         "--pose-type",
         choices=sorted(POSE_MSGTYPES),
         default="pose_stamped",
@@ -189,10 +197,12 @@ def _run_synthetic(args: argparse.Namespace) -> list[str]:
         pose_topic=args.pose_topic,
         pose_type=args.pose_type,
         pose_rate_hz=args.pose_rate,
+        heading_bias_ut=args.heading_bias,
     )
+    bias = f", heading bias {args.heading_bias:g} µT" if args.heading_bias else ""
     return [
         f"wrote {summary.out_bag} ({summary.storage})",
-        f"  source: synthetic world, seed {args.seed}",
+        f"  source: synthetic world, seed {args.seed}{bias}",
         f"  {summary.mag_topic}: {summary.num_field} sensor_msgs/msg/MagneticField (tesla)",
         f"  {summary.pose_topic}: {summary.num_pose} {POSE_MSGTYPES[summary.pose_type]}",
         f"  span: {summary.duration_s:.1f} s",

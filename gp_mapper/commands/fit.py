@@ -6,7 +6,10 @@ values (``theta.yaml``). The bag is read with the same pairing and thinning as `
 the node. A streaming model (vips) is fitted by streaming the bag (``replay``); a batch model
 (exact, acgp, solvegp) by one ``fit`` on every sample. Where the streaming model can carry a
 batch model's posterior on (solvegp), the map file written is the streaming model's, so the
-node's ``~/load_map`` and ``replay --resume`` continue the fitted map live.
+node's ``~/load_map`` and ``replay --resume`` continue the fitted map live. The additive model
+(gam) with nuisance components also reads each sample's heading, run and time
+(``io/model_inputs.py``); its map products are the map layer (offset + map) and its fit report
+holds the fitted heading curve, run offsets and drift.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from gp_mapper.engine import (
 from gp_mapper.engine.settings import SETTING_BY_NAME
 from gp_mapper.io import bag_info, read_bag, write_grids_npz, write_nav2_map, write_png
 from gp_mapper.io.errors import IoLayerError
+from gp_mapper.io.model_inputs import with_auxiliary_inputs
 from gp_mapper.mapping import PARAMETER_BY_NAME, MapperConfig, MapSnapshot
 from gp_mapper.mapping.errors import ConfigError, MapFileError
 from gp_mapper.mapping.grid import extend_box
@@ -67,6 +71,7 @@ EXAMPLES = """examples:
   gp-mapper fit run.mcap --model solvegp --set solve_inducing=256 --out out/solve
   gp-mapper fit run.mcap --model vips --params config/gp_mapper.yaml --out out/vips
   gp-mapper fit run.mcap --model acgp --set acgp_rel_tol=0.005 --set kernel=matern32 --out out/a
+  gp-mapper fit run.mcap --model gam --set gam_components=offset+map+heading+run --out out/gam
 
 then launch the node with the fitted hyperparameters:
   ros2 launch gp_mapper gp_mapper.launch.py params_file:=out/acgp/theta.yaml
@@ -273,6 +278,11 @@ def fit_bag(
     records = read_bag(bag, mag_topic=mag_topic, pose_topic=pose_topic, pose_type="auto")
     samples = collect_samples(records, config)
     total = len(samples.y)
+    gp = build_model(spec, config.input_dims)
+    # Heading, run and time columns for a model with nuisance components (gam), taken on the
+    # whole log before subsampling, so run gaps are the log's, not the subset's.
+    auxiliary = tuple(getattr(gp, "auxiliary_inputs", ()))
+    samples = with_auxiliary_inputs(samples, auxiliary, spec.gam_run_gap)
     samples = subsample(samples, max_samples, seed)
     n = len(samples.y)
     read_s = time.perf_counter() - start
@@ -280,7 +290,6 @@ def fit_bag(
     if n == 0:
         raise ConfigError(f"{bag}: no magnetometer reading could be paired with a pose")
     check_memory(model, spec, n, messages)
-    gp = build_model(spec, config.input_dims)
     bar = Progress(f"fit {model}") if progress else None
     fit_report = gp.fit(samples.X, samples.y, progress=None if bar is None else bar.update)
     if bar is not None:

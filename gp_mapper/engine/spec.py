@@ -17,6 +17,7 @@ import torch
 from .core.kernels import Constant, Kernel, kernel_from_spec
 from .core.linalg import Jitter
 from .settings import SETTING_BY_NAME, default
+from .settings.gam import GAM_MAP_LAYER, parse_gam_components
 from .vips.selectors import ConditionalVariance, FixedSize, Oips, Selector, Vips
 
 if TYPE_CHECKING:
@@ -114,6 +115,12 @@ class EngineSpec:
     gam_rank: int = default("gam_rank")
     gam_map_inducing: int = default("gam_map_inducing")
     gam_iterations: int = default("gam_iterations")
+    gam_heading_variance: float = default("gam_heading_variance")
+    gam_run_variance: float = default("gam_run_variance")
+    gam_run_gap: float = default("gam_run_gap")
+    gam_drift_variance: float = default("gam_drift_variance")
+    gam_drift_lengthscale: float = default("gam_drift_lengthscale")
+    gam_drift_inducing: int = default("gam_drift_inducing")
     seed: int = default("seed")
 
     def __post_init__(self) -> None:
@@ -121,6 +128,7 @@ class EngineSpec:
             # Raises ValueError naming the setting; stores the canonical type (5 -> 5.0).
             object.__setattr__(self, f.name, SETTING_BY_NAME[f.name].check(getattr(self, f.name)))
         Jitter(self.jitter, self.jitter_relative)  # raises ValueError on a bad pair
+        parse_gam_components(self.gam_components)  # raises ValueError naming a bad component
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -285,14 +293,21 @@ def build_cagp_cg(spec: EngineSpec, input_dim: int) -> CaGPCG:
 
 
 def build_gam(spec: EngineSpec, input_dim: int) -> AdditiveGP:
-    """The additive GP (seed 003) with the spec's components: offset + map on (x, y).
+    """The additive GP (seed 003) with the spec's components (``gam_components``).
 
-    The map reads the first two input columns (all of them for 2-D inputs, so its θ has the
-    node's flat names); its inducing points are drawn from the log at the fit.
+    offset + map (the default) or map alone: the map reads the first two input columns (all
+    of them for 2-D inputs, so its θ has the node's flat names); its inducing points are drawn
+    from the log at the fit. With nuisance components (heading, run, drift; spec seed003 §9)
+    the model reads one more column per nuisance input after the ``input_dim`` map inputs, in
+    the order of :func:`gam.auxiliary_inputs` (yaw [rad], run label, time [s]), and publishes
+    offset + map as its map layer.
     """
-    from .gam import AdditiveGP, Component
+    from .gam import AdditiveGP, Component, auxiliary_inputs, nuisance_components
 
-    map_columns = None if input_dim <= 2 else [0, 1]
+    names = parse_gam_components(spec.gam_components)
+    auxiliary = auxiliary_inputs(names)
+    width = input_dim + len(auxiliary)
+    map_columns = None if width <= 2 else [0, 1]
     map_kernel = kernel_from_spec(
         {
             "type": spec.kernel,
@@ -303,10 +318,13 @@ def build_gam(spec: EngineSpec, input_dim: int) -> AdditiveGP:
         }
     )
     components = []
-    if spec.gam_components == "offset+map" and spec.constant_variance > 0.0:
-        offset = torch.zeros(1, input_dim, dtype=DTYPES[spec.dtype])
+    if "offset" in names and spec.constant_variance > 0.0:
+        offset = torch.zeros(1, width, dtype=DTYPES[spec.dtype])
         components.append(Component("offset", Constant(spec.constant_variance), offset))
     components.append(Component("map", map_kernel, from_data=spec.gam_map_inducing))
+    components += nuisance_components(names, input_dim, spec, DTYPES[spec.dtype])
+    layer = [c.name for c in components if c.name in GAM_MAP_LAYER]
+    nuisance = len(components) > len(layer)
     return AdditiveGP(
         components,
         spec.noise_variance,
@@ -318,6 +336,9 @@ def build_gam(spec: EngineSpec, input_dim: int) -> AdditiveGP:
         device=spec.device,
         dtype=DTYPES[spec.dtype],
         jitter=Jitter(spec.jitter, spec.jitter_relative),
+        map_layer=layer if nuisance else None,
+        map_input_dim=input_dim if nuisance else None,
+        auxiliary_inputs=auxiliary,
     )
 
 

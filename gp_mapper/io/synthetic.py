@@ -8,7 +8,8 @@ decimetres can learn it. The field is expressed in µT in the map frame.
 
 A run follows a lawnmower pattern across the room followed by loops around its centre, at
 walking pace, and reads the field in the SENSOR frame: the map-frame field rotated by minus the
-robot heading, plus white noise.
+robot heading, plus white noise. Optionally the reading also carries a heading-dependent bias,
+the compass-deviation curve of a magnetised robot body (:func:`heading_bias`), off by default.
 """
 
 from __future__ import annotations
@@ -36,9 +37,11 @@ from .heading import heading_from_track, rotate_z, yaw_to_quaternion
 
 __all__ = [
     "EARTH_FIELD_UT",
+    "HEADING_BIAS_SHAPE",
     "ROOM_BOUNDS_M",
     "SyntheticRun",
     "SyntheticWorld",
+    "heading_bias",
     "make_synthetic_world",
     "simulate_run",
     "write_synthetic_bag",
@@ -71,6 +74,11 @@ DEFAULT_NOISE_UT = 0.3
 PATH_MARGIN_M = 0.5
 ROW_SPACING_M = 0.75
 _NS_PER_S = 1_000_000_000
+# The heading bias's curve per µT of amplitude: (A, B, C, D, E) of
+# A + B sin ψ + C cos ψ + D sin 2ψ + E cos 2ψ, a hard-iron first harmonic and a weaker soft-iron
+# second one (peak about 1.4 amplitudes). A = 0: a constant bias cannot be told from the field
+# level (it is a calibration offset), so the known curve is the part a map can be cleaned of.
+HEADING_BIAS_SHAPE: tuple[float, float, float, float, float] = (0.0, 1.0, -0.6, 0.4, 0.3)
 
 
 @dataclass(frozen=True, eq=False)
@@ -220,6 +228,17 @@ def coverage_path(bounds_m: tuple[float, float, float, float] = ROOM_BOUNDS_M) -
     return np.asarray(points, dtype=np.float64)
 
 
+def heading_bias(yaw_rad: np.ndarray, amplitude_ut: float) -> np.ndarray:
+    """The synthetic robot's heading bias of ‖B‖ [N] µT at headings yaw_rad [N] (radians).
+
+    ``amplitude_ut`` times the fixed curve :data:`HEADING_BIAS_SHAPE`.
+    """
+    a, b, c, d, e = HEADING_BIAS_SHAPE
+    psi = np.asarray(yaw_rad, dtype=np.float64)
+    curve = a + b * np.sin(psi) + c * np.cos(psi) + d * np.sin(2.0 * psi) + e * np.cos(2.0 * psi)
+    return amplitude_ut * curve
+
+
 def simulate_run(
     world: SyntheticWorld,
     duration_s: float,
@@ -228,6 +247,7 @@ def simulate_run(
     *,
     speed_mps: float = DEFAULT_SPEED_MPS,
     noise_ut: float = DEFAULT_NOISE_UT,
+    heading_bias_ut: float = 0.0,
 ) -> SyntheticRun:
     """Drive the coverage path at constant speed (repeating it as needed) and read the field.
 
@@ -238,10 +258,16 @@ def simulate_run(
         seed: seed of the measurement noise.
         speed_mps: robot speed in m/s.
         noise_ut: standard deviation of the white noise per axis, µT.
+        heading_bias_ut: amplitude of the heading bias (:func:`heading_bias`), µT; 0 = none.
+            The noiseless reading is stretched along itself so that its norm gains exactly
+            the bias: ‖B‖ (the node's default target) reads ``‖B‖ + heading_bias(ψ)``.
 
     Returns:
-        The run; ``rotate_z(mag_ut - noise, heading_rad) == world.field_at(position_m)``.
+        The run; without bias ``rotate_z(mag_ut - noise, heading_rad) ==
+        world.field_at(position_m)``.
     """
+    if not np.isfinite(heading_bias_ut):
+        raise ValueError(f"heading_bias_ut must be finite; got {heading_bias_ut}")
     if duration_s <= 0.0 or rate_hz <= 0.0 or speed_mps <= 0.0 or noise_ut < 0.0:
         raise ValueError(
             "duration_s, rate_hz and speed_mps must be positive and noise_ut non-negative; got "
@@ -258,7 +284,11 @@ def simulate_run(
     )
     heading = heading_from_track(time_s, position)
     field_map = world.field_at(position)
-    mag = rotate_z(field_map, -heading) + rng.normal(0.0, noise_ut, size=field_map.shape)
+    clean = rotate_z(field_map, -heading)
+    if heading_bias_ut != 0.0:
+        norm = np.linalg.norm(clean, axis=1)
+        clean = clean * ((norm + heading_bias(heading, heading_bias_ut)) / norm)[:, None]
+    mag = clean + rng.normal(0.0, noise_ut, size=field_map.shape)
     return SyntheticRun(time_s=time_s, position_m=position, heading_rad=heading, mag_ut=mag)
 
 
@@ -276,6 +306,7 @@ def write_synthetic_bag(
     noise_ut: float = DEFAULT_NOISE_UT,
     world: SyntheticWorld | None = None,
     force: bool = False,
+    heading_bias_ut: float = 0.0,
 ) -> BagSummary:
     """Simulate a run and write it in the layout of :func:`gp_mapper.io.convert_aalto`.
 
@@ -296,6 +327,8 @@ def write_synthetic_bag(
         noise_ut: magnetometer white noise per axis, µT (also written as the covariance).
         world: the world to drive through; None builds ``make_synthetic_world(seed)``.
         force: replace an existing bag at ``out_bag``.
+        heading_bias_ut: amplitude of a heading-dependent bias of ‖B‖ (:func:`heading_bias`),
+            µT; 0 (default) = none.
 
     Returns:
         A summary of the bag written.
@@ -304,7 +337,9 @@ def write_synthetic_bag(
         BagError: ``out_bag`` exists and ``force`` is false, or the bag cannot be written.
     """
     world = make_synthetic_world(seed) if world is None else world
-    run = simulate_run(world, duration_s, rate_hz, seed, noise_ut=noise_ut)
+    run = simulate_run(
+        world, duration_s, rate_hz, seed, noise_ut=noise_ut, heading_bias_ut=heading_bias_ut
+    )
     stamps = BASE_EPOCH_NS + np.rint(run.time_s * _NS_PER_S).astype(np.int64)
     keep = pose_sample_mask(run.time_s, pose_rate_hz)
     variance_t2 = (noise_ut * TESLA_PER_MICROTESLA) ** 2
@@ -332,6 +367,7 @@ def write_synthetic_bag(
         custom_data={
             "gp_mapper.source": f"synthetic world seed {world.seed}, run seed {seed}",
             "gp_mapper.field_frame": "body (rotated by -heading)",
+            "gp_mapper.heading_bias_ut": f"{heading_bias_ut:g}",
         },
     )
 

@@ -1,30 +1,44 @@
 """Additive sparse variational GPs (seed 003): declared components, coupled posteriors.
 
 ``component.py`` (a component: name, kernel on its columns, inducing inputs), ``zero_mean.py``
-(the SE kernel projected to zero mean over an interval), ``blocks.py`` (per-component kernel
-blocks), ``precision.py`` (the paper's precision form), ``whitened.py`` (mean field and full
-coupled), ``posterior.py`` (prediction per component and per subset), ``model.py`` (the batch
-model ``gam``).
+(SE and Matérn-3/2 kernels projected to zero mean over an interval), ``heading.py`` (the
+compass-deviation kernel), ``run_offset.py`` (one offset per run), ``magnetic.py`` (the
+magnetometer's nuisance components), ``blocks.py`` (per-component kernel blocks),
+``precision.py`` (the paper's precision form), ``whitened.py`` (mean field and full coupled),
+``posterior.py`` (prediction per component, per subset, the map layer), ``model.py`` (the
+batch model ``gam``).
 """
 
 from .component import Component, component_kernel_from_spec, grid_inducing
+from .heading import HEADING_INDUCING_RAD, CompassDeviation, deviation_features
+from .magnetic import AUXILIARY_ORDER, auxiliary_inputs, nuisance_components
 from .model import POSTERIOR_FORMS, AdditiveGP
-from .posterior import AdditivePosterior, PrecisionPosterior, WhitenedPosterior
+from .posterior import AdditivePosterior, MapLayerPosterior, PrecisionPosterior, WhitenedPosterior
 from .precision import default_rank, optimal_alpha, precision_elbo
+from .run_offset import RunOffset
 from .whitened import optimal_whitened_q, titsias_bound, whitened_elbo, whitened_features
-from .zero_mean import ZeroMeanSE
+from .zero_mean import ZeroMeanMatern32, ZeroMeanSE
 
 __all__ = [
+    "AUXILIARY_ORDER",
+    "HEADING_INDUCING_RAD",
     "POSTERIOR_FORMS",
     "AdditiveGP",
     "AdditivePosterior",
+    "CompassDeviation",
     "Component",
+    "MapLayerPosterior",
     "PrecisionPosterior",
+    "RunOffset",
     "WhitenedPosterior",
+    "ZeroMeanMatern32",
     "ZeroMeanSE",
+    "auxiliary_inputs",
     "component_kernel_from_spec",
     "default_rank",
+    "deviation_features",
     "grid_inducing",
+    "nuisance_components",
     "optimal_alpha",
     "optimal_whitened_q",
     "precision_elbo",

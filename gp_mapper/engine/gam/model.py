@@ -13,6 +13,11 @@ and q(U) over all inducing values in one of three forms (spec seed003 §8 "Selec
 In every form the closed-form part is recomputed at each θ and held fixed while
 differentiating: it is the optimum, so the ELBO's gradient in it is zero and the partial
 derivative in θ is the total one.
+
+A model may declare a map layer (spec §9): the components published as the map (offset + map)
+at map inputs [S, 2 or 3], the other components being nuisance read from further input columns
+(``auxiliary_inputs``: yaw, run label, time). Its ``posterior`` and ``predict`` are then the
+map layer's; ``predict_subset`` and ``predict_components`` take the model's full inputs.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ from torch import Tensor, nn
 from ..core.device import resolve_device
 from ..core.fit import CHANGE_TOLERANCE, GRADIENT_TOLERANCE, single_step_lbfgs
 from ..core.hyperparameters import node_hyperparameters
-from ..core.kernels import Kernel, Sum
+from ..core.kernels import Constant, Kernel, Stationary, Sum
 from ..core.linalg import Jitter, cholesky_with_jitter
 from ..core.noise import GaussianNoise
 from ..errors import NumericalError, StateError
@@ -40,19 +45,30 @@ from ..report import FitReport
 from ..state import freeze_parameters, load_raw_parameters, raw_parameters, validate_data
 from .blocks import Blocks, kernel_blocks
 from .component import Component, check_components, component_kernel_from_spec
-from .posterior import AdditivePosterior, PrecisionPosterior, WhitenedPosterior
+from .posterior import (
+    AdditivePosterior,
+    MapLayerPosterior,
+    PrecisionPosterior,
+    WhitenedPosterior,
+)
 from .precision import default_rank, optimal_alpha, precision_core, precision_elbo
 from .whitened import optimal_whitened_q, whitened_elbo, whitened_features
 
 PosteriorForm = Literal["coupled_precision", "full_coupled", "mean_field"]
 POSTERIOR_FORMS: tuple[str, ...] = ("coupled_precision", "full_coupled", "mean_field")
-STATE_FORMAT_VERSION = 1
+# 2: the map layer, its input width and the auxiliary inputs; format 1 states still load.
+STATE_FORMAT_VERSION = 2
+READABLE_FORMATS = (1, 2)
 DEFAULT_ITERATIONS = 500
 # B starts at this scale times N(0, 1) (spec §8): never 0, where the gradient in B vanishes (P3).
 B_INIT_SCALE = 0.1
 # Stop on a small change only after this many in a row: the joint fit of B and θ has stretches
 # of tiny steps (one such step ended a Friedman fit of R = 113 45 nats short of R = 32's).
 CHANGE_PATIENCE = 5
+# The heading curve in the fit report: every 10° of a turn.
+REPORT_HEADINGS = 36
+# The drift in the fit report: this many evenly spaced times over the log.
+REPORT_TIMES = 64
 
 
 class AdditiveGP:
@@ -69,6 +85,12 @@ class AdditiveGP:
         seed: seed of B's initial value and of inducing inputs drawn from the data.
         device, dtype: where the model lives (float64 by default).
         jitter: first rung of the Cholesky of each K_c (the whitened forms only).
+        map_layer: the components published as the map (``posterior``, ``predict``); None:
+            all of them, the whole predictor.
+        map_input_dim: the width of the map inputs (the first columns of the model's); None:
+            the model's full width.
+        auxiliary_inputs: names of the model's columns after the map inputs ("yaw", "run",
+            "time"), for whoever builds the inputs (``gp-mapper fit``).
     """
 
     name: ClassVar[str] = "gam"
@@ -88,8 +110,16 @@ class AdditiveGP:
         device: str | torch.device = "auto",
         dtype: torch.dtype = torch.float64,
         jitter: Jitter | None = None,
+        map_layer: Sequence[str] | None = None,
+        map_input_dim: int | None = None,
+        auxiliary_inputs: Sequence[str] = (),
     ) -> None:
         check_components(components)
+        names = [c.name for c in components]
+        if map_layer is not None and (not map_layer or any(n not in names for n in map_layer)):
+            raise ValueError(f"map_layer {list(map_layer)} must name components of {names}")
+        if map_input_dim is not None and map_input_dim < 1:
+            raise ValueError(f"map_input_dim must be positive, got {map_input_dim}")
         if posterior not in POSTERIOR_FORMS:
             raise ValueError(f"posterior must be one of {POSTERIOR_FORMS}, got {posterior!r}")
         if rank < 0 or iterations < 0:
@@ -103,6 +133,9 @@ class AdditiveGP:
         self.learn_noise = learn_noise
         self.seed = seed
         self.jitter = jitter if jitter is not None else Jitter()
+        self.map_layer = None if map_layer is None else tuple(map_layer)
+        self.map_input_dim = map_input_dim
+        self.auxiliary_inputs = tuple(auxiliary_inputs)
         self.components = nn.ModuleList(copy.deepcopy(list(components))).to(
             dtype=dtype, device=self.device
         )
@@ -115,7 +148,16 @@ class AdditiveGP:
 
     # ------------------------------------------------------------------ the model interface
     @property
-    def posterior(self) -> AdditivePosterior | None:
+    def posterior(self) -> AdditivePosterior | MapLayerPosterior | None:
+        """The map's posterior: the map layer where one is declared, else the whole predictor."""
+        if self._posterior is None or self.map_layer is None:
+            return self._posterior
+        width = self.map_input_dim or int(self.components[0].inducing.shape[1])
+        return MapLayerPosterior(self._posterior, self.map_layer, width)
+
+    @property
+    def full_posterior(self) -> AdditivePosterior | None:
+        """The posterior over every component (None before a fit)."""
         return self._posterior
 
     @property
@@ -134,9 +176,11 @@ class AdditiveGP:
     def component_names(self) -> tuple[str, ...]:
         return tuple(c.name for c in self.components)
 
-    def effective_rank(self) -> int:
-        """R of the precision form (the default resolved)."""
-        sizes = [c.num_inducing for c in self.components]
+    def effective_rank(self, components: Sequence[Component] | None = None) -> int:
+        """R of the precision form (the default resolved) for ``components`` (default: the
+        model's); count inducing inputs after they are drawn, not the number asked for (a run
+        component asks for up to thousands of labels and gets one per run)."""
+        sizes = [c.num_inducing for c in (self.components if components is None else components)]
         return self.rank or default_rank(sizes)
 
     def kernel(self) -> Kernel:
@@ -147,7 +191,15 @@ class AdditiveGP:
         return total
 
     def hyperparameters(self) -> Hyperparameters:
-        """θ in the node's names where the sum has that form (offset + map), else per component."""
+        """θ in the node's names where the sum has that form (offset + map), else per component.
+
+        With a map layer, the layer's θ in the node's names and each other component's under
+        its own name (``heading_compass_deviation_variance``, ``drift_..._lengthscale``).
+        """
+        if self.map_layer is not None:
+            layer = self._layer_hyperparameters()
+            if layer is not None:
+                return layer
         try:
             return dict(node_hyperparameters(self.kernel(), self.noise_variance))
         except ValueError:
@@ -157,9 +209,34 @@ class AdditiveGP:
             out["noise_variance"] = self.noise_variance
             return out
 
+    def _layer_hyperparameters(self) -> Hyperparameters | None:
+        """The map layer as the node's Constant + stationary θ, plus the nuisance θ; None if the
+        layer has another form."""
+        layer = {c.name: c.kernel for c in self.components if c.name in self.map_layer}
+        stationary = [k for k in layer.values() if isinstance(k, Stationary)]
+        constant = [k for k in layer.values() if isinstance(k, Constant)]
+        if len(stationary) != 1 or len(constant) + 1 != len(layer):
+            return None
+        kernel = stationary[0]
+        lengthscale = kernel.lengthscale.detach().cpu().tolist()
+        out: Hyperparameters = {
+            "kernel": kernel.kind,
+            "kernel_variance": float(kernel.variance.detach()),
+            "lengthscale": lengthscale if kernel.ard else lengthscale[0],
+            "ard": kernel.ard,
+            "constant_variance": sum(float(k.variance.detach()) for k in constant),
+            "noise_variance": self.noise_variance,
+        }
+        for c in self.components:
+            if c.name not in self.map_layer:
+                out.update({f"{c.name}_{k}": v for k, v in c.kernel.describe().items()})
+        return out
+
     def predict(self, Xs: Tensor | np.ndarray) -> tuple[Tensor, Tensor]:
-        """Latent mean and variance [S] of the whole predictor at Xs [S, D]."""
-        return self._fitted_posterior().predict(self._as(Xs))
+        """Latent mean and variance [S] of the map: the map layer at map inputs Xs [S, d] where
+        one is declared, else the whole predictor at Xs [S, D]."""
+        self._fitted_posterior()
+        return self.posterior.predict(self._as(Xs))
 
     def predict_subset(
         self, Xs: Tensor | np.ndarray, names: Sequence[str]
@@ -231,18 +308,60 @@ class AdditiveGP:
                 "fit_iterations": iterations,
                 "elbo": elbo,
                 "components": ",".join(self.component_names),
+                **self._nuisance_details(posterior),
             },
         )
         if progress is not None:
             progress(1.0, f"ELBO {elbo:.1f}")
         return self._report
 
+    def _nuisance_details(self, posterior: AdditivePosterior) -> dict[str, Any]:
+        """What the fit learnt of the nuisance, for the report (lists: JSON, not flat scalars).
+
+        ``heading``: the curve every 10° with its sd and the compass-deviation coefficients
+        (B, C, D, E of B sin ψ + C cos ψ + D sin 2ψ + E cos 2ψ) [µT]; ``drift``: the drift at
+        evenly spaced times with its sd [µT]; ``run_offsets``: each run's offset and sd [µT].
+        """
+        from .heading import CompassDeviation, deviation_features
+        from .run_offset import RunOffset
+        from .zero_mean import ZeroMeanMatern32
+
+        out: dict[str, Any] = {}
+        width = int(posterior.components[0].inducing.shape[1])
+        for c in posterior.components:
+            if self.map_layer is None or c.name in self.map_layer:
+                continue
+            column = c.kernel.active_dims[0]
+            if isinstance(c.kernel, CompassDeviation):
+                points = torch.linspace(0.0, 2.0 * math.pi, REPORT_HEADINGS + 1)[:-1]
+            elif isinstance(c.kernel, ZeroMeanMatern32) and c.kernel.interval is not None:
+                points = torch.linspace(*c.kernel.interval, REPORT_TIMES)
+            elif isinstance(c.kernel, RunOffset):
+                points = c.inducing[:, column].cpu()
+            else:
+                continue
+            X = torch.zeros(points.shape[0], width, dtype=self.dtype, device=self.device)
+            X[:, column] = points.to(X)
+            mean, var = posterior.predict_subset(X, [c.name])
+            entry = {
+                "input": [float(v) for v in points],
+                "mean": mean.cpu().tolist(),
+                "sd": var.sqrt().cpu().tolist(),
+            }
+            if isinstance(c.kernel, CompassDeviation):
+                # The curve lies in the span of the four harmonics: least squares is exact.
+                features = deviation_features(X[:, column])
+                coefficients = torch.linalg.lstsq(features, mean[:, None]).solution[:, 0]
+                entry["coefficients_BCDE"] = coefficients.cpu().tolist()
+            key = {"heading": "heading_curve", "run": "run_offsets", "drift": "drift"}
+            out[key.get(c.name, f"{c.name}_curve")] = entry
+        return out
+
     def _draw_inducing(self, components: nn.ModuleList, X: Tensor) -> None:
         generator = torch.Generator().manual_seed(self.seed)
         for c in components:
             if c.inducing is None:
-                rows = torch.randperm(X.shape[0], generator=generator)[: c.from_data]
-                c.inducing = X[rows.to(X.device)].clone()
+                c.inducing = c.draw_inducing(X, generator)
             elif c.inducing.shape[1] != X.shape[1]:
                 raise ValueError(
                     f"component {c.name}: inducing inputs have {c.inducing.shape[1]} columns, "
@@ -252,7 +371,7 @@ class AdditiveGP:
     def _initial_variational(self, components: nn.ModuleList) -> dict[str, Tensor]:
         if self.posterior_form != "coupled_precision":
             return {}
-        R = self.effective_rank()
+        R = self.effective_rank(components)
         generator = torch.Generator().manual_seed(self.seed)
         out = {}
         for c in components:
@@ -425,6 +544,9 @@ class AdditiveGP:
             "jitter_relative": np.array(self.jitter.relative),
             "num_updates": np.array(self._fitted),
             "components": np.array(json.dumps([c.to_spec() for c in self.components])),
+            "map_layer": np.array(json.dumps(self.map_layer)),
+            "map_input_dim": np.array(self.map_input_dim or 0),
+            "auxiliary_inputs": np.array(json.dumps(list(self.auxiliary_inputs))),
             "noise.raw_variance": self.noise.raw_variance.detach().cpu().numpy(),
         }
         for c in self.components:
@@ -447,8 +569,8 @@ class AdditiveGP:
             if str(np.asarray(state["model"])) != cls.name:
                 raise StateError(f"the state holds a {np.asarray(state['model'])} model")
             version = int(np.asarray(state["format_version"]))
-            if version != STATE_FORMAT_VERSION:
-                raise StateError(f"gam state format {version}, expected {STATE_FORMAT_VERSION}")
+            if version not in READABLE_FORMATS:
+                raise StateError(f"gam state format {version}, expected one of {READABLE_FORMATS}")
             dtype = getattr(torch, str(np.asarray(state["dtype"])))
             components = []
             for spec in json.loads(str(np.asarray(state["components"]))):
@@ -457,7 +579,16 @@ class AdditiveGP:
                     torch.as_tensor(np.asarray(state[key]), dtype=dtype) if key in state else None
                 )
                 kernel = component_kernel_from_spec(spec["kernel"])
-                components.append(Component(spec["name"], kernel, inducing, spec["from_data"]))
+                components.append(
+                    Component(
+                        spec["name"],
+                        kernel,
+                        inducing,
+                        spec["from_data"],
+                        spec.get("draw", "random"),
+                    )
+                )
+            layer = json.loads(str(np.asarray(state["map_layer"]))) if version >= 2 else None
             model = cls(
                 components,
                 posterior=str(np.asarray(state["posterior"])),
@@ -471,6 +602,13 @@ class AdditiveGP:
                 jitter=Jitter(
                     float(np.asarray(state["jitter"])), bool(np.asarray(state["jitter_relative"]))
                 ),
+                map_layer=layer,
+                map_input_dim=int(np.asarray(state["map_input_dim"])) or None
+                if version >= 2
+                else None,
+                auxiliary_inputs=json.loads(str(np.asarray(state["auxiliary_inputs"])))
+                if version >= 2
+                else (),
             )
             for c in model.components:
                 load_raw_parameters(

@@ -179,3 +179,79 @@ class WhitenedPosterior(AdditivePosterior):
             out.append(ComponentTerms(mean, diag, W_c[:0], G))
             start += M_c
         return out
+
+
+@dataclass(frozen=True)
+class MapLayerPosterior:
+    """The published map of an additive model: some of its components, at map inputs.
+
+    The grid, ``predict`` and the saved products see only the named components (e.g. offset +
+    map) with the nuisance (heading, run offsets, drift) removed (spec seed003 §9, P2). The map
+    inputs may be narrower than the model's, which also reads yaw, run and time columns after
+    the position: those columns are filled with zeros, which the map layer never reads.
+
+    Attributes:
+        full: the model's posterior over every component.
+        names: the components of the layer.
+        input_dim: the width of the map inputs (2 for (x, y), 3 for (x, y, z)).
+    """
+
+    full: AdditivePosterior
+    names: tuple[str, ...]
+    input_dim: int
+
+    @property
+    def noise_variance(self) -> float:
+        return self.full.noise_variance
+
+    @property
+    def model_input_dim(self) -> int:
+        return int(self.full.components[0].inducing.shape[1])
+
+    @property
+    def support(self) -> Tensor:
+        """Inducing inputs [M, input_dim] of the layer's located components (the map's)."""
+        located = [
+            c.inducing[:, : self.input_dim]
+            for c in self.full.components
+            if c.name in self.names and c.kernel.without_constant() is not None
+        ]
+        if not located:
+            return self.full.components[0].inducing[:0, : self.input_dim]
+        return torch.cat(located, 0)
+
+    def model_inputs(self, Xs: Tensor) -> Tensor:
+        """Xs [S, input_dim] padded with zero columns to the model's width (or as given)."""
+        width = self.model_input_dim
+        if Xs.ndim != 2 or Xs.shape[1] not in (self.input_dim, width):
+            raise ValueError(
+                f"expected map inputs [S, {self.input_dim}] or model inputs [S, {width}]; "
+                f"got {tuple(Xs.shape)}"
+            )
+        if Xs.shape[1] == width:
+            return Xs
+        pad = Xs.new_zeros(Xs.shape[0], width - self.input_dim)
+        return torch.cat([Xs, pad], 1)
+
+    def predict(self, Xs: Tensor) -> tuple[Tensor, Tensor]:
+        """Latent mean and variance [S] of the layer's sum at Xs [S, input_dim]."""
+        return self.full.predict_subset(self.model_inputs(Xs), self.names)
+
+    def predict_block(self, Xs: Tensor) -> tuple[Tensor, Tensor]:
+        """:meth:`predict` (the grid calls this per tile)."""
+        return self.predict(Xs)
+
+    @torch.no_grad()
+    def prior_variance(self, Xs: Tensor) -> Tensor:
+        """[S] the layer's variance far from the data: its offsets' posterior plus the others'
+        prior."""
+        X = self.model_inputs(Xs)
+        layer = [c for c in self.full.components if c.name in self.names]
+        offsets = [c.name for c in layer if c.kernel.without_constant() is None]
+        var = sum(
+            (c.kernel.K_diag(X) for c in layer if c.name not in offsets),
+            torch.zeros(X.shape[0], dtype=X.dtype, device=X.device),
+        )
+        if offsets:
+            var = var + self.full.predict_subset(X, offsets)[1]
+        return var

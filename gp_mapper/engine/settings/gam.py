@@ -6,11 +6,20 @@ from .setting import Setting
 
 GAM = ("gam",)
 
+# The magnetometer's additive components (spec seed003 §9), in the order the model holds them:
+# the map layer (offset + map) first, then the nuisance the map is cleaned of.
+GAM_COMPONENT_NAMES = ("offset", "map", "heading", "run", "drift")
+# The components published as the map (grids, predict); the rest are nuisance, removed.
+GAM_MAP_LAYER = ("offset", "map")
+
 GAM_SETTINGS: tuple[Setting, ...] = (
     Setting("gam_components", "offset+map", "str",
-            "additive components: offset (a constant; its variance is constant_variance) + map "
-            "(the kernel setting on x, y); map alone leaves the offset out",
-            choices=("offset+map", "map"), read_only=True, models=GAM),
+            "additive components joined by '+': offset (a constant; its variance is "
+            "constant_variance), map (the kernel setting on x, y; required), heading (the "
+            "compass-deviation curve in the yaw), run (one offset per run, runs split at time "
+            "gaps of gam_run_gap), drift (zero-mean Matérn-3/2 in time); the map published is "
+            "offset + map, the others are removed from it",
+            pattern=r"[a-z_]+(\+[a-z_]+)*", read_only=True, models=GAM),
     Setting("gam_posterior", "coupled_precision", "str",
             "q over the inducing values: coupled_precision (the paper's K_UU⁻¹ + BBᵀ of rank "
             "gam_rank), full_coupled (one full Gaussian, Titsias' optimum), mean_field (one "
@@ -27,4 +36,45 @@ GAM_SETTINGS: tuple[Setting, ...] = (
             "L-BFGS iterations of the fit (B of the precision form, and θ unless "
             "fit_iterations = 0, which keeps θ) [iterations]",
             min=0, max=100000, models=GAM),
+    Setting("gam_heading_variance", 1.0, "float",
+            "initial prior variance of the heading curve's first- and second-harmonic "
+            "coefficients [µT²]",
+            min=1e-6, max=1e6, models=GAM),
+    Setting("gam_run_variance", 1.0, "float",
+            "initial prior variance of each run's offset [µT²]",
+            min=1e-6, max=1e6, models=GAM),
+    Setting("gam_run_gap", 5.0, "float",
+            "a time gap between samples at least this long starts a new run (gp-mapper convert "
+            "aalto lays its runs 5 s apart) [s]",
+            min=1e-3, max=1e7, models=GAM),
+    Setting("gam_drift_variance", 1.0, "float",
+            "initial variance of the drift in time [µT²]",
+            min=1e-6, max=1e6, models=GAM),
+    Setting("gam_drift_lengthscale", 120.0, "float",
+            "initial lengthscale of the drift in time [s]",
+            min=1e-3, max=1e7, models=GAM),
+    Setting("gam_drift_inducing", 32, "int",
+            "inducing times of the drift, evenly spaced over the log [points]",
+            min=2, max=100000, models=GAM),
 )  # fmt: skip
+
+
+def parse_gam_components(text: str) -> tuple[str, ...]:
+    """The component names of a ``gam_components`` value, in :data:`GAM_COMPONENT_NAMES` order.
+
+    Raises:
+        ValueError: an empty or unknown name, a repeated one, or no ``map``.
+    """
+    names = [part.strip() for part in text.split("+")]
+    unknown = [n for n in names if n not in GAM_COMPONENT_NAMES]
+    if unknown:
+        raise ValueError(
+            f"gam_components: unknown component(s) {', '.join(repr(n) for n in unknown)} in "
+            f"{text!r}; choose from {', '.join(GAM_COMPONENT_NAMES)} joined by '+'"
+        )
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise ValueError(f"gam_components: {', '.join(repeated)} given more than once in {text!r}")
+    if "map" not in names:
+        raise ValueError(f"gam_components: {text!r} has no map (the component that is the map)")
+    return tuple(n for n in GAM_COMPONENT_NAMES if n in names)
