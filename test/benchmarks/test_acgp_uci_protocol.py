@@ -117,7 +117,8 @@ def test_one_shuffle_end_to_end_on_synthetic_data() -> None:
     assert 80 <= a["M"] <= len(split.y_train) == model.state_dict()["permutation"].size
     assert all(math.isfinite(v) for v in (a["rmse"], a["nlpd"], e["rmse"], e["nlpd"], e["log_p"]))
     if a["M"] == len(split.y_train):  # every point kept: ACGP is the exact GP at its θ
-        assert a["rmse"] == pytest.approx(e["rmse"], rel=1e-8)
+        # up to ACGP's diagonal jitter (1e-8 of the kernel variance, ~1e-6 of σ² here)
+        assert a["rmse"] == pytest.approx(e["rmse"], rel=1e-6)
 
 
 def test_reference_comparison_bookkeeping() -> None:

@@ -42,13 +42,14 @@ VALUE_CASES = 60
 # Engine fields a state may lack: files from before each existed (jitter convention, model
 # name) load with the documented default.
 # Fields that older states lack and are read with their default (model: vips; outlier_z: the
-# setting's default), so a map without them loads.
+# setting's default; pass_noise_variance: 0), so a map without them loads.
 OPTIONAL_ENGINE_MEMBERS = frozenset(
     {
         "engine.jitter_relative.npy",
         "engine.carried.jitter_relative.npy",
         "engine.model.npy",
         "engine.outlier_z.npy",
+        "engine.pass_noise_variance.npy",
     }
 )
 
