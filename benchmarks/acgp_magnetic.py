@@ -35,6 +35,7 @@ from common import add_run_arguments, data_dir, format_table, header, nlpd, rmse
 from magnetic_streaming import load
 
 from gp_mapper.commands.fit import fit_bag
+from gp_mapper.commands.replay import parse_overrides
 from gp_mapper.engine import model_from_state
 from gp_mapper.engine.acgp.model import DEFAULT_REFINEMENTS
 from gp_mapper.engine.core.device import resolve_device, set_cpu_threads
@@ -98,9 +99,10 @@ def run_model(
     yt: np.ndarray,
     acgp: dict[str, int],
     cagp_points: int = CAGP_POINTS,
+    settings: dict[str, object] | None = None,
 ) -> dict:
     max_samples = {"exact": EXACT_POINTS, "cagp": cagp_points, "cagp_cg": cagp_points}.get(model, 0)
-    overrides = dict(acgp) if model == "acgp" else {}
+    overrides = {**(settings or {}), **(acgp if model == "acgp" else {})}
     start = time.perf_counter()
     result = fit_bag(
         bag, out / model, model=model, max_samples=max_samples, overrides=overrides,
@@ -147,7 +149,12 @@ def main(argv: list[str] | None = None) -> int:
         "--cagp-points", type=int, default=CAGP_POINTS,
         help=f"CaGP's random subset (default {CAGP_POINTS}; 0 = all samples)",
     )  # fmt: skip
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="NAME=VALUE",
+        help="a node or model setting for every fit, e.g. --set solve_epochs=30 (repeatable)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
+    settings = parse_overrides(args.set)
     if not aalto_dir().is_dir():
         print(f"no Aalto data at {aalto_dir()}: nothing to run", file=sys.stderr)
         return 1
@@ -167,7 +174,9 @@ def main(argv: list[str] | None = None) -> int:
                 "acgp_max_points": args.acgp_max_points,
                 "acgp_refinements": args.acgp_refinements,
             }
-            row = run_model(model, bag, args.scratch / split, Xt, yt, acgp, args.cagp_points)
+            row = run_model(
+                model, bag, args.scratch / split, Xt, yt, acgp, args.cagp_points, settings
+            )
             results[split][model] = row
             print(f"  {split}/{model}: {json.dumps(row, default=str)}", file=sys.stderr)
         rows = [

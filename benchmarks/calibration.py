@@ -34,13 +34,13 @@ from typing import Any, NamedTuple
 
 import numpy as np
 import torch
-import yaml
 from scipy.spatial import cKDTree
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import add_run_arguments, data_dir, format_table, header, nlpd, rmse, write_json
 
+from gp_mapper.commands.replay import parse_overrides
 from gp_mapper.engine import ExactPosterior, build_model
 from gp_mapper.engine.core.device import set_cpu_threads
 from gp_mapper.io.aalto import load_aalto_sequence
@@ -117,17 +117,6 @@ def load_split(runs: tuple[int, ...] = RUNS) -> Split:
         parts["run"].append(np.full(elapsed.size, run))
         next_start_ns = int(stamps[-1]) + round(SEQUENCE_GAP_S * NS_PER_S)
     return Split(**{k: np.concatenate(v) for k, v in parts.items()})
-
-
-def parse_overrides(items: list[str]) -> dict[str, Any]:
-    """``NAME=VALUE`` strings to typed values (YAML scalars), as ``gp-mapper replay --set``."""
-    out: dict[str, Any] = {}
-    for item in items:
-        name, sep, value = item.partition("=")
-        if not sep or not name:
-            raise SystemExit(f"--set expects NAME=VALUE, got {item!r}")
-        out[name.strip()] = yaml.safe_load(value)
-    return out
 
 
 def stream(split: Split, streamed: np.ndarray, overrides: dict[str, Any]) -> dict[str, Any]:

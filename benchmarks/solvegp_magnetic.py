@@ -48,7 +48,7 @@ from common import add_run_arguments, format_table, header, nlpd, rmse, write_js
 
 from gp_mapper.commands.fit import FITTED_STATE, fit_bag, model_spec, split_overrides
 from gp_mapper.commands.params_file import config_from_params_file
-from gp_mapper.commands.replay import replay_bag
+from gp_mapper.commands.replay import parse_overrides, replay_bag
 from gp_mapper.engine import build_model, model_entry, model_from_state
 from gp_mapper.engine.core.device import resolve_device, set_cpu_threads
 from gp_mapper.io import load_aalto_sequence, read_bag
@@ -194,18 +194,6 @@ def fit_in_process(
         "nlpd": nlpd(m, var_y, y),
         "seconds": seconds,
     }
-
-
-def parse_overrides(pairs: list[str]) -> dict[str, Any]:
-    """``name=value`` pairs; values read as JSON where they parse (numbers, booleans)."""
-    out: dict[str, Any] = {}
-    for pair in pairs:
-        name, _, text = pair.partition("=")
-        try:
-            out[name] = json.loads(text)
-        except json.JSONDecodeError:
-            out[name] = text
-    return out
 
 
 def for_model(model: str, overrides: dict[str, Any]) -> dict[str, Any]:
