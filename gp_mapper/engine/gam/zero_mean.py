@@ -41,78 +41,6 @@ def se_interval_double_integral(lengthscale: Tensor, low: float, high: float) ->
     return SQRT_2PI * ell * width * torch.erf(width / (SQRT2 * ell)) - 2.0 * ell * ell * tail
 
 
-class ZeroMeanSE(Kernel):
-    """SE kernel on one input column, minus its projection on the constants over [low, high].
-
-    Args:
-        variance: v of the SE kernel ``g = v exp(−r²/2ℓ²)`` before the projection.
-        lengthscale: ℓ (one column only).
-        active_dims: the one input column it reads.
-        interval: (low, high), the range the components integrate to zero over.
-    """
-
-    kind = "zero_mean_se"
-
-    def __init__(
-        self,
-        variance: float = 1.0,
-        lengthscale: float = 1.0,
-        active_dims: Sequence[int] = (0,),
-        interval: tuple[float, float] = (0.0, 1.0),
-    ) -> None:
-        super().__init__(active_dims)
-        if self.active_dims is None or len(self.active_dims) != 1:
-            raise ValueError(f"a zero-mean SE reads exactly one column, got {active_dims}")
-        low, high = float(interval[0]), float(interval[1])
-        if not (math.isfinite(low) and math.isfinite(high) and high > low):
-            raise ValueError(f"interval must be finite with high > low, got {interval}")
-        self.interval = (low, high)
-        self.raw_variance = nn.Parameter(inverse_softplus_with_floor(variance, VARIANCE_FLOOR))
-        self.raw_lengthscale = nn.Parameter(
-            inverse_softplus_with_floor(float(lengthscale), LENGTHSCALE_FLOOR)
-        )
-
-    @property
-    def variance(self) -> Tensor:
-        return softplus_with_floor(self.raw_variance, VARIANCE_FLOOR)
-
-    @property
-    def lengthscale(self) -> Tensor:
-        return softplus_with_floor(self.raw_lengthscale, LENGTHSCALE_FLOOR)
-
-    def _projection(self, x: Tensor) -> Tensor:
-        """``h(x) / √H`` [N] for one column x [N]; the projection is its outer product."""
-        low, high = self.interval
-        ell = self.lengthscale
-        h = self.variance * se_interval_integral(x, ell, low, high)
-        H = self.variance * se_interval_double_integral(ell, low, high)
-        return h / torch.sqrt(H)
-
-    def _K(self, X: Tensor, X2: Tensor | None) -> Tensor:
-        X2 = X if X2 is None else X2
-        x, x2 = X[:, 0], X2[:, 0]
-        d = (x[:, None] - x2[None, :]) / self.lengthscale
-        g = self.variance * torch.exp(-0.5 * d * d)
-        return g - self._projection(x)[:, None] * self._projection(x2)[None, :]
-
-    def _K_diag(self, X: Tensor) -> Tensor:
-        p = self._projection(X[:, 0])
-        return self.variance - p * p
-
-    def to_spec(self) -> dict[str, Any]:
-        return self._leaf_spec(
-            {
-                "type": self.kind,
-                "variance": float(self.variance.detach()),
-                "lengthscale": float(self.lengthscale.detach()),
-                "interval": list(self.interval),
-            }
-        )
-
-    def hyperparameter_groups(self) -> list[tuple[str, dict[str, Tensor]]]:
-        return [(self.kind, {"variance": self.variance, "lengthscale": self.lengthscale})]
-
-
 def matern32_interval_integral(x: Tensor, lengthscale: Tensor, low: float, high: float) -> Tensor:
     """``∫_low^high (1 + λ|x − t|) e^{−λ|x − t|} dt`` [N] at x [N], λ = √3/ℓ (unit variance).
 
@@ -139,33 +67,28 @@ def matern32_interval_double_integral(lengthscale: Tensor, low: float, high: flo
     return 2.0 / (lam * lam) * (2.0 * u + 3.0 * torch.expm1(-u) + u * torch.exp(-u))
 
 
-class ZeroMeanMatern32(Kernel):
-    """Matérn-3/2 on one column, minus its projection on the constants over [low, high].
+class _ZeroMeanStationary(Kernel):
+    """A one-column stationary kernel ``v·k(r)`` minus its projection on the constants.
 
-    The drift component's kernel: a slow time-varying offset that integrates to zero over the
-    log, so the level of the field stays with the ``offset`` component (spec seed003 §9,
-    identifiability). The interval may be left unset (None) and given at the first fit, when the
-    log's time span is known; the kernel cannot be evaluated before.
-
-    Args:
-        variance: v of ``v (1 + λr) e^{−λr}`` before the projection [µT²].
-        lengthscale: ℓ [the column's unit, seconds for time].
-        active_dims: the one input column it reads.
-        interval: (low, high), or None until the data are seen.
+    A subclass gives the unit-variance profile ``_profile(x − x')`` and its single and double
+    integrals over the interval; everything else (θ, the projection, the spec) is shared.
     """
 
-    kind = "zero_mean_matern32"
+    kind = ""
+    label = ""  # the kernel's name in error messages
 
     def __init__(
         self,
-        variance: float = 1.0,
-        lengthscale: float = 1.0,
-        active_dims: Sequence[int] = (0,),
-        interval: tuple[float, float] | None = None,
+        variance: float,
+        lengthscale: float,
+        active_dims: Sequence[int],
+        interval: tuple[float, float] | None,
     ) -> None:
         super().__init__(active_dims)
         if self.active_dims is None or len(self.active_dims) != 1:
-            raise ValueError(f"a zero-mean Matérn-3/2 reads exactly one column, got {active_dims}")
+            raise ValueError(
+                f"a zero-mean {self.label} reads exactly one column, got {active_dims}"
+            )
         self.interval: tuple[float, float] | None = None
         if interval is not None:
             self.set_interval(*interval)
@@ -189,22 +112,36 @@ class ZeroMeanMatern32(Kernel):
     def lengthscale(self) -> Tensor:
         return softplus_with_floor(self.raw_lengthscale, LENGTHSCALE_FLOOR)
 
+    @staticmethod
+    def _profile(d: Tensor, lengthscale: Tensor) -> Tensor:
+        """The unit-variance kernel at differences d."""
+        raise NotImplementedError
+
+    @staticmethod
+    def _integral(x: Tensor, lengthscale: Tensor, low: float, high: float) -> Tensor:
+        raise NotImplementedError
+
+    @staticmethod
+    def _double_integral(lengthscale: Tensor, low: float, high: float) -> Tensor:
+        raise NotImplementedError
+
     def _projection(self, x: Tensor) -> Tensor:
-        """``h(x) / √H`` [N] for one column x [N]."""
+        """``h(x) / √H`` [N] for one column x [N]; the projection is its outer product."""
         if self.interval is None:
-            raise ValueError("the zero-mean Matérn-3/2 kernel has no interval yet (set at a fit)")
+            raise ValueError(
+                f"the zero-mean {self.label} kernel has no interval yet (set at a fit)"
+            )
         low, high = self.interval
         ell = self.lengthscale
-        h = self.variance * matern32_interval_integral(x, ell, low, high)
-        H = self.variance * matern32_interval_double_integral(ell, low, high)
+        h = self.variance * self._integral(x, ell, low, high)
+        H = self.variance * self._double_integral(ell, low, high)
         return h / torch.sqrt(H)
 
     def _K(self, X: Tensor, X2: Tensor | None) -> Tensor:
         X2 = X if X2 is None else X2
         x, x2 = X[:, 0], X2[:, 0]
-        r = SQRT3 * torch.abs(x[:, None] - x2[None, :]) / self.lengthscale
-        k = self.variance * (1.0 + r) * torch.exp(-r)
-        return k - self._projection(x)[:, None] * self._projection(x2)[None, :]
+        g = self.variance * self._profile(x[:, None] - x2[None, :], self.lengthscale)
+        return g - self._projection(x)[:, None] * self._projection(x2)[None, :]
 
     def _K_diag(self, X: Tensor) -> Tensor:
         p = self._projection(X[:, 0])
@@ -222,3 +159,70 @@ class ZeroMeanMatern32(Kernel):
 
     def hyperparameter_groups(self) -> list[tuple[str, dict[str, Tensor]]]:
         return [(self.kind, {"variance": self.variance, "lengthscale": self.lengthscale})]
+
+
+class ZeroMeanSE(_ZeroMeanStationary):
+    """SE kernel on one input column, minus its projection on the constants over [low, high].
+
+    Args:
+        variance: v of the SE kernel ``g = v exp(−r²/2ℓ²)`` before the projection.
+        lengthscale: ℓ (one column only).
+        active_dims: the one input column it reads.
+        interval: (low, high), the range the components integrate to zero over.
+    """
+
+    kind = "zero_mean_se"
+    label = "SE"
+
+    def __init__(
+        self,
+        variance: float = 1.0,
+        lengthscale: float = 1.0,
+        active_dims: Sequence[int] = (0,),
+        interval: tuple[float, float] = (0.0, 1.0),
+    ) -> None:
+        super().__init__(variance, lengthscale, active_dims, interval)
+
+    @staticmethod
+    def _profile(d: Tensor, lengthscale: Tensor) -> Tensor:
+        r = d / lengthscale
+        return torch.exp(-0.5 * r * r)
+
+    _integral = staticmethod(se_interval_integral)
+    _double_integral = staticmethod(se_interval_double_integral)
+
+
+class ZeroMeanMatern32(_ZeroMeanStationary):
+    """Matérn-3/2 on one column, minus its projection on the constants over [low, high].
+
+    The drift component's kernel: a slow time-varying offset that integrates to zero over the
+    log, so the level of the field stays with the ``offset`` component (spec seed003 §9,
+    identifiability). The interval may be left unset (None) and given at the first fit, when the
+    log's time span is known; the kernel cannot be evaluated before.
+
+    Args:
+        variance: v of ``v (1 + λr) e^{−λr}`` before the projection [µT²].
+        lengthscale: ℓ [the column's unit, seconds for time].
+        active_dims: the one input column it reads.
+        interval: (low, high), or None until the data are seen.
+    """
+
+    kind = "zero_mean_matern32"
+    label = "Matérn-3/2"
+
+    def __init__(
+        self,
+        variance: float = 1.0,
+        lengthscale: float = 1.0,
+        active_dims: Sequence[int] = (0,),
+        interval: tuple[float, float] | None = None,
+    ) -> None:
+        super().__init__(variance, lengthscale, active_dims, interval)
+
+    @staticmethod
+    def _profile(d: Tensor, lengthscale: Tensor) -> Tensor:
+        r = SQRT3 * torch.abs(d) / lengthscale
+        return (1.0 + r) * torch.exp(-r)
+
+    _integral = staticmethod(matern32_interval_integral)
+    _double_integral = staticmethod(matern32_interval_double_integral)
