@@ -411,6 +411,35 @@ def initial_inducing(X_fit: np.ndarray, m: int, seed: int) -> np.ndarray:
     return X_fit[np.sort(rows)]
 
 
+def train_and_score(
+    model: Any, likelihood: Any, step: Callable[[torch.optim.Optimizer], Tensor], s: Split,
+    val_rows: np.ndarray, epochs: int, lr: float, label: str, device: torch.device,
+) -> Result:  # fmt: skip
+    """A GPyTorch model's Adam run with validation checks, then its test scores."""
+
+    def predict(Xs: Tensor) -> tuple[Tensor, Tensor]:
+        model.eval()
+        likelihood.eval()
+        with torch.no_grad():
+            out = likelihood(model(Xs))
+            mean, var = out.mean, out.variance
+        model.train()  # drops the prediction caches
+        likelihood.train()
+        return mean, var
+
+    def validation() -> float:
+        return scores_of(predict, s.X_train[val_rows], s.y_train[val_rows], device)[0]
+
+    model.train()
+    likelihood.train()
+    start = time.perf_counter()
+    run, kept = adam_with_validation([model, likelihood], epochs, lr, step, validation,
+                                     Progress(label))  # fmt: skip
+    seconds = time.perf_counter() - start
+    nll, error = scores_of(predict, s.X_test, s.y_test, device)
+    return Result(nll, error, float(likelihood.noise.detach()), seconds, run, kept)
+
+
 def run_sgpr(
     gpytorch: ModuleType, s: Split, seed: int, m: int, epochs: int, lr: float,
     device: torch.device,
@@ -438,16 +467,6 @@ def run_sgpr(
     likelihood.to(device=device, dtype=DTYPE)
     mll = gpytorch.mlls.ExactMarginalLogLikelihood(likelihood, model)
 
-    def predict(Xs: Tensor) -> tuple[Tensor, Tensor]:
-        model.eval()
-        likelihood.eval()
-        with torch.no_grad():
-            out = likelihood(model(Xs))
-            mean, var = out.mean, out.variance
-        model.train()  # drops the prediction caches
-        likelihood.train()
-        return mean, var
-
     def step(optimiser: torch.optim.Optimizer) -> Tensor:
         optimiser.zero_grad()
         loss = -mll(model(X), y)  # GPyTorch divides the bound by n
@@ -455,18 +474,7 @@ def run_sgpr(
         optimiser.step()
         return loss.detach()
 
-    def validation() -> float:
-        return scores_of(predict, s.X_train[val_rows], s.y_train[val_rows], device)[0]
-
-    model.train()
-    likelihood.train()
-    start = time.perf_counter()
-    run, kept = adam_with_validation(
-        [model, likelihood], epochs, lr, step, validation, Progress("sgpr")
-    )
-    seconds = time.perf_counter() - start
-    nll, error = scores_of(predict, s.X_test, s.y_test, device)
-    return Result(nll, error, float(likelihood.noise.detach()), seconds, run, kept)
+    return train_and_score(model, likelihood, step, s, val_rows, epochs, lr, "sgpr", device)
 
 
 def run_svgp(
@@ -498,16 +506,6 @@ def run_svgp(
     mll = gpytorch.mlls.VariationalELBO(likelihood, model, num_data=X.shape[0])
     generator = torch.Generator().manual_seed(seed)
 
-    def predict(Xs: Tensor) -> tuple[Tensor, Tensor]:
-        model.eval()
-        likelihood.eval()
-        with torch.no_grad():
-            out = likelihood(model(Xs))
-            mean, var = out.mean, out.variance
-        model.train()
-        likelihood.train()
-        return mean, var
-
     def epoch_step(optimiser: torch.optim.Optimizer) -> Tensor:
         order = torch.randperm(X.shape[0], generator=generator).to(device)
         total = torch.zeros((), dtype=DTYPE, device=device)
@@ -520,18 +518,7 @@ def run_svgp(
             total = total + loss.detach() * idx.numel()
         return total / X.shape[0]
 
-    def validation() -> float:
-        return scores_of(predict, s.X_train[val_rows], s.y_train[val_rows], device)[0]
-
-    model.train()
-    likelihood.train()
-    start = time.perf_counter()
-    run, kept = adam_with_validation(
-        [model, likelihood], epochs, lr, epoch_step, validation, Progress("svgp")
-    )
-    seconds = time.perf_counter() - start
-    nll, error = scores_of(predict, s.X_test, s.y_test, device)
-    return Result(nll, error, float(likelihood.noise.detach()), seconds, run, kept)
+    return train_and_score(model, likelihood, epoch_step, s, val_rows, epochs, lr, "svgp", device)
 
 
 def run_method(
