@@ -31,7 +31,17 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import add_run_arguments, data_dir, format_table, header, nlpd, rmse, write_json
+from common import (
+    add_run_arguments,
+    coverage95,
+    data_dir,
+    format_table,
+    header,
+    nlpd,
+    rmse,
+    width95,
+    write_json,
+)
 from magnetic_streaming import load
 
 from gp_mapper.commands.fit import fit_bag
@@ -55,8 +65,6 @@ ACGP_REFINEMENTS = DEFAULT_REFINEMENTS
 # CaGP's random subset on this CPU: 300 epochs of N² kernel evaluations (0 = all samples).
 CAGP_POINTS = 5000
 MODELS = ("acgp", "exact", "vips")
-# Two-sided 95 % quantile of the standard normal.
-Z95 = 1.959963984540054
 
 
 def aalto_dir() -> Path:
@@ -82,12 +90,11 @@ def score(state_path: Path, Xt: np.ndarray, yt: np.ndarray) -> dict[str, float]:
     mean, var = model.predict(torch.as_tensor(Xt, dtype=torch.float64))
     mean_np = mean.numpy()
     var_y = var.numpy() + model.posterior.noise_variance
-    sd = np.sqrt(var_y)
     return {
         "rmse": rmse(mean_np, yt),
         "nlpd": nlpd(mean_np, var_y, yt),
-        "coverage95": float(np.mean(np.abs(yt - mean_np) <= Z95 * sd)),
-        "width95": float(np.mean(2.0 * Z95 * sd)),
+        "coverage95": coverage95(mean_np, var_y, yt),
+        "width95": width95(var_y),
     }
 
 

@@ -38,7 +38,18 @@ from scipy.spatial import cKDTree
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import add_run_arguments, data_dir, format_table, header, nlpd, rmse, write_json
+from common import (
+    Z95,
+    add_run_arguments,
+    coverage95,
+    data_dir,
+    format_table,
+    header,
+    nlpd,
+    rmse,
+    width95,
+    write_json,
+)
 
 from gp_mapper.commands.replay import parse_overrides
 from gp_mapper.engine import ExactPosterior, build_model
@@ -57,8 +68,6 @@ EVERY = 5
 TEST_PHASE = 4
 # The diagnosis's validation blocks: the streamed block just before each test block.
 VALIDATION_PHASE = 3
-# Two-sided 95 % quantile of the standard normal.
-Z95 = 1.959963984540054
 NS_PER_S = 1_000_000_000
 # The exact GP reference of --diagnose: every 8th streamed reading (~3000 points at 6.25 Hz),
 # a Cholesky this machine factors in seconds.
@@ -168,8 +177,8 @@ def score(
     out: dict[str, Any] = {
         "rmse": rmse(mean, y),
         "nlpd": nlpd(mean, var_y, y),
-        "coverage95": float(np.mean(np.abs(z) <= Z95)),
-        "width95": float(np.mean(2.0 * Z95 * sd)),
+        "coverage95": coverage95(mean, var_y, y),
+        "width95": width95(var_y),
         # The factor on sd that would make coverage 95 %: how far off the intervals are.
         "sd_factor_for_95": float(np.quantile(np.abs(z), 0.95) / Z95),
         "mean_z2": float(np.mean(z**2)),
@@ -184,7 +193,7 @@ def score(
                         "from_m": lo,
                         "to_m": hi,
                         "n": int(sel.sum()),
-                        "coverage95": float(np.mean(np.abs(z[sel]) <= Z95)),
+                        "coverage95": coverage95(mean[sel], var_y[sel], y[sel]),
                         "rmse": rmse(mean[sel], y[sel]),
                     }
                 )

@@ -37,6 +37,20 @@ def nlpd(mean: np.ndarray, var_y: np.ndarray, y: np.ndarray) -> float:
     return float(np.mean(0.5 * np.log(2.0 * math.pi * var_y) + 0.5 * (y - mean) ** 2 / var_y))
 
 
+# Two-sided 95 % quantile of the standard normal.
+Z95 = 1.959963984540054
+
+
+def coverage95(mean: np.ndarray, var_y: np.ndarray, y: np.ndarray) -> float:
+    """Fraction of y inside the central 95 % interval of N(mean, var_y) (0.95 if calibrated)."""
+    return float(np.mean(np.abs(y - mean) <= Z95 * np.sqrt(var_y)))
+
+
+def width95(var_y: np.ndarray) -> float:
+    """Mean width of the central 95 % interval, 2 · Z95 · sd."""
+    return float(np.mean(2.0 * Z95 * np.sqrt(var_y)))
+
+
 def header(title: str, device: torch.device, dtype: torch.dtype, seed: int | None = None) -> str:
     """Where and how a table was measured, printed above it."""
     gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else "none"
