@@ -21,10 +21,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from gp_mapper.mapping.inputs import CollectedSamples
+from gp_mapper.mapping.pose_buffer import NS_PER_S
 
 from .heading import heading_from_track, yaw_from_quaternion
 
-_NS_PER_S = 1_000_000_000
 AUXILIARY_NAMES = ("yaw", "run", "time")
 
 
@@ -35,7 +35,7 @@ def run_labels(stamps_ns: np.ndarray, gap_s: float) -> np.ndarray:
         raise ValueError(f"gap_s must be positive, got {gap_s}")
     if stamps.size == 0:
         return np.empty(0)
-    starts = np.diff(stamps) >= round(gap_s * _NS_PER_S)
+    starts = np.diff(stamps) >= round(gap_s * NS_PER_S)
     return np.concatenate([[0], np.cumsum(starts)]).astype(np.float64)
 
 
@@ -44,7 +44,7 @@ def sample_yaw(samples: CollectedSamples) -> np.ndarray:
     yaw = yaw_from_quaternion(samples.orientation_xyzw)
     missing = ~np.isfinite(yaw)
     if missing.any():
-        time_s = (samples.stamps_ns - samples.stamps_ns[0]) / _NS_PER_S
+        time_s = (samples.stamps_ns - samples.stamps_ns[0]) / NS_PER_S
         yaw[missing] = heading_from_track(time_s, samples.X[:, :2])[missing]
     return yaw
 
@@ -66,7 +66,7 @@ def auxiliary_columns(
     columns = {
         "yaw": lambda: sample_yaw(samples),
         "run": lambda: run_labels(samples.stamps_ns, run_gap_s),
-        "time": lambda: (samples.stamps_ns - samples.stamps_ns[0]) / _NS_PER_S,
+        "time": lambda: (samples.stamps_ns - samples.stamps_ns[0]) / NS_PER_S,
     }
     return np.column_stack([columns[name]() for name in names]).reshape(n, len(names))
 
