@@ -18,7 +18,7 @@ from gp_mapper.mapping.pairing import Pairer
 from gp_mapper.mapping.pose_buffer import NS_PER_S, PoseBuffer
 from gp_mapper.mapping.records import DropCounts, FieldReading, Pose, Sample, Window
 from gp_mapper.mapping.trajectory import Trajectory
-from gp_mapper.mapping.windowing import Windower
+from gp_mapper.mapping.windowing import VECTOR_TARGET, Windower
 from gp_mapper.mapping.worker import WindowJob
 
 
@@ -113,7 +113,7 @@ class CollectedSamples(NamedTuple):
 
     Attributes:
         X: [N, D] inputs (m).
-        y: [N] targets (µT).
+        y: [N] targets (µT), or [N, 3] map-frame field components (µT) for target "vector".
         stamps_ns: [N] stamps (ns).
         orientation_xyzw: [N, 4] pose orientations (NaN where none).
         trajectory_m: [K, 2] the path, thinned.
@@ -152,8 +152,9 @@ def collect_samples(
     dims = config.input_dims
     if not windows:
         empty = np.empty((0, dims))
+        no_y = np.empty((0, 3)) if config.target == VECTOR_TARGET else np.empty(0)
         return CollectedSamples(
-            empty, np.empty(0), np.empty(0, np.int64), np.empty((0, 4)), stage.trajectory(),
+            empty, no_y, np.empty(0, np.int64), np.empty((0, 4)), stage.trajectory(),
             stage.drops.as_dict(),
         )  # fmt: skip
     return CollectedSamples(

@@ -60,7 +60,7 @@ class Window(NamedTuple):
 
     Attributes:
         X: [N, D] inputs (m): (x, y) or (x, y, z) in the map frame.
-        y: [N] targets (µT).
+        y: [N] targets (µT), or [N, 3] map-frame field components (µT) for target "vector".
         start_ns: Stamp of the first sample (ns).
         end_ns: Stamp of the last sample (ns).
         stamps_ns: [N] stamp of each sample (ns), for models with time as an input.

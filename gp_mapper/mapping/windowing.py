@@ -10,26 +10,32 @@ import numpy as np
 
 from gp_mapper.mapping.records import DropCounts, Sample, Window
 
-TARGETS = ("norm", "x", "y", "z")
+TARGETS = ("norm", "x", "y", "z", "vector")
+# The target whose windows carry the whole map-frame field, y [N, 3], for a vector model.
+VECTOR_TARGET = "vector"
 _AXIS = {"x": 0, "y": 1, "z": 2}
 # The orientation of a sample whose pose had none.
 _NO_ORIENTATION = np.full(4, np.nan)
 
 
-def target_value(field_ut: np.ndarray, target: str) -> float:
+def target_value(field_ut: np.ndarray, target: str) -> float | np.ndarray:
     """The mapped quantity of one sample.
 
     Args:
         field_ut: [3] field (µT) in the map frame.
-        target: "norm" for |B|, or "x", "y", "z" for that map-frame component.
+        target: "norm" for |B|, "x", "y", "z" for that map-frame component, or "vector" for
+            all three.
 
     Returns:
-        The target (µT).
+        The target (µT): a float, or for "vector" a [3] float64 copy of the field (each
+        component exactly as "x", "y", "z" give it).
     """
     if target == "norm":
         return float(np.linalg.norm(field_ut))
     if target in _AXIS:
         return float(field_ut[_AXIS[target]])
+    if target == VECTOR_TARGET:
+        return np.array(field_ut, dtype=np.float64).reshape(3)
     raise ValueError(f"target must be one of {TARGETS}; got {target!r}")
 
 
@@ -66,7 +72,8 @@ class Windower:
         batch_size: Samples per window.
         batch_period_ns: Stamp time (ns) after which an open window closes.
         input_dims: 2 for (x, y) inputs, 3 for (x, y, z).
-        target: "norm", "x", "y" or "z" (see `target_value`).
+        target: "norm", "x", "y", "z" (windows' y is [N]) or "vector" (y is [N, 3]); see
+            `target_value`.
         min_spacing_m: Thinning distance (m) in the input space; 0 keeps all but exact repeats.
         drops: Counters to increment.
     """
@@ -96,7 +103,7 @@ class Windower:
         self._min_spacing = float(min_spacing_m)
         self._drops = drops
         self._X: list[np.ndarray] = []
-        self._y: list[float] = []
+        self._y: list[float | np.ndarray] = []
         self._stamps: list[int] = []
         self._orientations: list[np.ndarray] = []
         self._last_kept: np.ndarray | None = None

@@ -135,3 +135,53 @@ def test_windows_keep_each_samples_stamp_and_orientation() -> None:
     assert np.isnan(window.orientation_xyzw[1]).all()
     merged = merge_windows(window, window)
     assert merged.stamps_ns.shape == (6,) and merged.orientation_xyzw.shape == (6, 4)
+
+
+def test_vector_target_is_the_map_frame_field() -> None:
+    b = np.array([3.0, 4.0, 12.0])
+    value = target_value(b, "vector")
+    np.testing.assert_array_equal(value, b)
+    assert value.dtype == np.float64 and value is not b  # a copy: the sample stays the caller's
+    windower, _ = make(target="vector", batch_size=3)
+    (window,) = [w for k in range(3) for w in windower.add(sample(10 * k, 0.1 * k, b=b + k))]
+    assert window.y.shape == (3, 3) and window.y.dtype == np.float64
+    np.testing.assert_array_equal(window.y, b + np.arange(3)[:, None])
+    merged = merge_windows(window, window)
+    assert merged.y.shape == (6, 3)
+
+
+def test_vector_target_rotates_each_reading_as_the_component_targets_do() -> None:
+    # Poses turning about a tilted axis; the readings (sensor frame, tesla) between them are
+    # rotated into the map frame with the slerped orientation, as by hand with scipy.
+    from scipy.spatial.transform import Rotation, Slerp
+
+    from gp_mapper.mapping import FieldReading, Pairer, Pose, PoseBuffer
+
+    rng = np.random.default_rng(1058390)
+    rotations = Rotation.from_rotvec(np.outer(np.linspace(0.0, 1.2, 6), [0.3, -0.5, 0.8]))
+    stamps_ms = 100 * np.arange(6)
+    fields_t = 1e-6 * (np.array([20.0, -5.0, -45.0]) + rng.normal(size=(5, 3)))
+    windows = {}
+    for target in ("vector", "x", "y", "z"):
+        drops = DropCounts()
+        pairer = Pairer(PoseBuffer(100, 200 * MS, 10.0), drops, pose_wait_ns=500 * MS)
+        windower = Windower(
+            batch_size=100, batch_period_ns=10_000 * MS, input_dims=2, target=target,
+            min_spacing_m=0.0, drops=drops,
+        )  # fmt: skip
+        for k, t in enumerate(stamps_ms):
+            q = rotations[k].as_quat()  # (x, y, z, w)
+            for s in pairer.add_pose(Pose(int(t) * MS, np.array([0.1 * k, 0.0, 0.0]), q)):
+                windower.add(s)
+            if k < 5:
+                reading = FieldReading(int(t + 50) * MS, fields_t[k], "imu")
+                for s in pairer.add_reading(reading):
+                    windower.add(s)
+        windows[target] = windower.flush()
+        assert drops.total() == 0
+    vector = windows["vector"].y
+    assert vector.shape == (5, 3)
+    mid = Slerp(stamps_ms, rotations)(stamps_ms[:5] + 50.0)
+    np.testing.assert_allclose(vector, mid.apply(1e6 * fields_t), rtol=1e-12, atol=1e-12)
+    for k, axis in enumerate("xyz"):  # bit for bit the component targets
+        np.testing.assert_array_equal(vector[:, k], windows[axis].y)
