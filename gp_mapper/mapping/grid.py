@@ -243,6 +243,35 @@ def predict_grid_layers(
     return out
 
 
+def predict_grid_field(
+    posterior: GridPosterior,
+    grid: GridSpec,
+    *,
+    z: float = 0.0,
+    tile: int = DEFAULT_TILE_CELLS,
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """The field vector on the grid, for a vector model: ``posterior.predict_field(Xs)`` per
+    tile; None for a posterior of one scalar (without ``predict_field``).
+
+    Returns:
+        mean [H, W, 3] (µT) of the map-frame components (x, y, z) and their variances
+        [H, W, 3] (µT², latent field, no noise: the diagonal of each cell's 3 x 3
+        covariance), float64 numpy arrays; or None.
+    """
+    predict_field = getattr(posterior, "predict_field", None)
+    if predict_field is None:
+        return None
+    H, W = grid.shape
+    mean, var = np.empty((H, W, 3)), np.empty((H, W, 3))
+    with torch.no_grad():
+        for rows, cols, Xs in _tiles(posterior, grid, z, tile):
+            m, cov = predict_field(Xs)  # [S, 3], [S, 3, 3]
+            h, w = rows.stop - rows.start, cols.stop - cols.start
+            mean[rows, cols] = _host(m).reshape(h, w, 3)
+            var[rows, cols] = _host(torch.diagonal(cov, dim1=-2, dim2=-1)).reshape(h, w, 3)
+    return mean, var
+
+
 def _tiles(
     posterior: GridPosterior, grid: GridSpec, z: float, tile: int
 ) -> Iterator[tuple[slice, slice, torch.Tensor]]:

@@ -193,13 +193,14 @@ class MappingPipeline:
         )
 
     def _new_engine(self) -> StreamingModel:
-        from gp_mapper.engine import build_model, model_entry  # deferred: pulls in torch
+        from gp_mapper.engine import build_model, model_entry, model_names  # deferred: torch
 
         name = self._config.engine.model
         if model_entry(name).kind != "streaming":
             raise ConfigError(
                 f"model {name!r} is a batch model: fit it with `gp-mapper fit --model {name}`; "
-                "the mapping pipeline streams with a streaming model (vips)"
+                f"the mapping pipeline streams with a streaming model "
+                f"({', '.join(model_names('streaming'))})"
             )
         return build_model(self._config.engine, input_dim=self._config.input_dims)
 
@@ -349,6 +350,8 @@ class MappingPipeline:
                 support_m=products.support_m,
                 layers=products.layers,
                 model=engine.name,
+                field_mean=products.field_mean,
+                field_variance=products.field_variance,
                 trajectory_m=trajectory,
                 report=report,
                 num_samples=num_samples,

@@ -28,7 +28,7 @@ class MapSnapshot:
         seq: Increases by one with each snapshot (across resets and loads).
         stamp_ns: Stamp of the newest sample in the map (ns).
         grid: The grid of `mean`, `variance` and `prior_variance`.
-        mean: [H, W] posterior mean of the target (µT).
+        mean: [H, W] posterior mean of the target (µT); |B| for a vector model.
         variance: [H, W] posterior variance of the latent field (µT², no noise).
         prior_variance: [H, W] variance with no data (µT²); `variance / prior_variance`
             says how much the data has taught.
@@ -38,6 +38,10 @@ class MapSnapshot:
         layers: Extra [H, W] layers a model adds (e.g. the coarse and detail parts of
             SOLVE-GP, the computational share of CaGP's variance), by name.
         model: The registered name of the model that made the map.
+        field_mean: [H, W, 3] posterior mean of the map-frame field components (x, y, z)
+            (µT) for a vector model (target "vector"); None for a map of one scalar.
+        field_variance: [H, W, 3] their posterior variances (µT², latent field, no noise);
+            None exactly when `field_mean` is.
         report: The engine's report of the update (`UpdateReport.as_dict()`), plus the
             window's "window_start_ns" and "window_end_ns"; {"reason": "provisional",
             "provisional": 1} for a provisional snapshot; {"loaded_from": path} for the
@@ -57,6 +61,8 @@ class MapSnapshot:
     num_samples: int = 0
     layers: dict[str, np.ndarray] = field(default_factory=dict)
     model: str = "vips"
+    field_mean: np.ndarray | None = None
+    field_variance: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         for name in ("mean", "variance", "prior_variance"):
@@ -76,9 +82,25 @@ class MapSnapshot:
                     f"layer {name!r} has shape {layers[name].shape}; the grid is {self.grid.shape}"
                 )
         object.__setattr__(self, "layers", layers)
+        if (self.field_mean is None) != (self.field_variance is None):
+            raise ValueError("field_mean and field_variance come together (or neither)")
+        for name in ("field_mean", "field_variance"):
+            if getattr(self, name) is None:
+                continue
+            array = _frozen(getattr(self, name))
+            if array.shape != (*self.grid.shape, 3):
+                raise ValueError(
+                    f"{name} has shape {array.shape}; the grid needs {(*self.grid.shape, 3)}"
+                )
+            object.__setattr__(self, name, array)
         trajectory = _frozen(np.asarray(self.trajectory_m, dtype=np.float64).reshape(-1, 2))
         object.__setattr__(self, "trajectory_m", trajectory)
         object.__setattr__(self, "report", dict(self.report))
+
+    @property
+    def is_vector(self) -> bool:
+        """True for a map of the field vector (its components are in `field_mean`)."""
+        return self.field_mean is not None
 
     @property
     def num_support(self) -> int:

@@ -155,3 +155,31 @@ def test_extra_layers_are_predicted_per_cell_across_tiles() -> None:
     np.testing.assert_array_equal(layers["coarse_mean"], np.tile(x, (7, 1)))
     np.testing.assert_array_equal(layers["detail_variance"], np.tile(y[:, None] ** 2, (1, 9)))
     assert predict_grid_layers(object(), grid) == {}  # a posterior without layers has none
+
+
+class _FieldPosterior:
+    """A vector posterior whose field is (x, y, x y) with covariance diag(1, 2, 3) + x: each
+    cell's components and variances are checkable."""
+
+    support = torch.zeros((1, 2), dtype=torch.float64)
+
+    def predict_field(self, Xs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        x, y = Xs[:, 0], Xs[:, 1]
+        mean = torch.stack([x, y, x * y], dim=1)  # [S, 3]
+        diag = torch.tensor([1.0, 2.0, 3.0], dtype=Xs.dtype) + x[:, None]
+        cov = torch.diag_embed(diag) + 0.5  # off-diagonal terms the variances must ignore
+        return mean, cov
+
+
+def test_field_components_are_predicted_per_cell_across_tiles() -> None:
+    from gp_mapper.mapping.grid import predict_grid_field
+
+    grid = GridSpec(origin_m=(-1.0, 2.0), resolution_m=0.5, shape=(7, 9))
+    field = predict_grid_field(_FieldPosterior(), grid, tile=4)  # 2 x 2 tiles, ragged edges
+    assert field is not None
+    mean, var = field
+    assert mean.shape == var.shape == (7, 9, 3)
+    xx, yy = np.meshgrid(*grid.cell_centres())
+    np.testing.assert_array_equal(mean, np.stack([xx, yy, xx * yy], axis=-1))
+    np.testing.assert_array_equal(var, np.stack([xx + 1.5, xx + 2.5, xx + 3.5], axis=-1))
+    assert predict_grid_field(_LayeredPosterior(), grid) is None  # a scalar posterior has none

@@ -49,3 +49,17 @@ def test_unknown_uses_the_variance_ratio() -> None:
     np.testing.assert_array_equal(
         snapshot.unknown(0.9), [[False, True, False], [True, False, False]]
     )
+
+
+def test_vector_snapshot_carries_read_only_components() -> None:
+    field = np.arange(18.0).reshape(2, 3, 3)
+    snapshot = make(field_mean=field, field_variance=np.ones((2, 3, 3)))
+    assert snapshot.is_vector and not make().is_vector
+    field[0, 0, 0] = 99.0
+    assert snapshot.field_mean[0, 0, 0] == 0.0
+    with pytest.raises(ValueError, match="read-only"):
+        snapshot.field_variance[0, 0, 0] = 2.0
+    with pytest.raises(ValueError, match="field_mean has shape"):
+        make(field_mean=np.zeros((2, 3)), field_variance=np.zeros((2, 3)))
+    with pytest.raises(ValueError, match="come together"):
+        make(field_mean=np.zeros((2, 3, 3)))
