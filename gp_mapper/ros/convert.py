@@ -13,6 +13,7 @@ continuous layer into occupancy-style values is gp_mapper.mapping.occupancy's.
 from __future__ import annotations
 
 import array
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -28,6 +29,7 @@ from visualization_msgs.msg import Marker, MarkerArray
 
 from gp_mapper.mapping.occupancy import OCCUPANCY_UNKNOWN
 from gp_mapper.mapping.records import FieldReading, Pose
+from gp_mapper.ros.cell_marker import viridis
 from gp_mapper.ros.errors import ConversionError
 
 NS_PER_S = 1_000_000_000  # builtin_interfaces/Time: sec + nanosec, nanosec < 1e9
@@ -38,6 +40,22 @@ OCCUPANCY_LIMIT = 100
 # PointCloud2 layout of ~/field: five little-endian float32 per point, in this order.
 FIELD_CLOUD_FIELDS: tuple[str, ...] = ("x", "y", "z", "mean", "variance")
 FIELD_CLOUD_DTYPE = np.dtype([(name, "<f4") for name in FIELD_CLOUD_FIELDS])
+# A vector map's cloud adds its map-frame components and their variances, in this order.
+VECTOR_CLOUD_FIELDS: tuple[str, ...] = (
+    *FIELD_CLOUD_FIELDS, "bx", "by", "bz", "var_bx", "var_by", "var_bz",
+)  # fmt: skip
+VECTOR_CLOUD_DTYPE = np.dtype([(name, "<f4") for name in VECTOR_CLOUD_FIELDS])
+
+# Marker namespace of the field arrows of a vector map (ids 0..K-1, one ARROW each).
+ARROW_MARKER_NS = "field_arrows"
+# At most about this many arrows: a readable field in RViz, and a MarkerArray of a few
+# hundred Marker objects builds in milliseconds (each is a Python object).
+MAX_ARROWS = 400
+# Shaft and head diameters and head length of an arrow, as fractions of its spacing: thin
+# enough that neighbours never touch, the head long enough to read the direction.
+ARROW_SHAFT_CELLS = 0.08
+ARROW_HEAD_CELLS = 0.2
+ARROW_HEAD_LENGTH_CELLS = 0.25
 
 # Marker namespace and id of the inducing-point SPHERE_LIST: stable, so each publish
 # replaces the previous list in RViz instead of adding a new one.
@@ -216,24 +234,30 @@ def field_cloud(
     frame_id: str,
     stamp_ns: int,
     z_m: float = 0.0,
+    *,
+    field_mean: np.ndarray | None = None,
+    field_variance: np.ndarray | None = None,
 ) -> PointCloud2:
     """Mean and variance at cell centres -> an organised ``sensor_msgs/PointCloud2``.
 
     Fields x, y, z, mean, variance, each little-endian float32; point ``j * W + i`` is
-    cell (i, j), the same order as the OccupancyGrid data.
+    cell (i, j), the same order as the OccupancyGrid data. With the components of a vector
+    map, also bx, by, bz, var_bx, var_by, var_bz (``VECTOR_CLOUD_FIELDS``).
 
     Args:
         x_m: [H, W] or [W] cell-centre x [m].
         y_m: [H, W] or [H] cell-centre y [m].
-        mean: [H, W] posterior mean [µT].
+        mean: [H, W] posterior mean [µT] (|B| for a vector map).
         variance: [H, W] posterior variance [µT²].
         frame_id: frame of the cloud (the map frame).
         stamp_ns: header stamp [ns].
         z_m: height of every point [m].
+        field_mean: [H, W, 3] map-frame components of a vector map [µT], or None.
+        field_variance: [H, W, 3] their variances [µT²]; given exactly with field_mean.
 
     Returns:
-        The cloud: height H, width W, point_step 20, ``is_dense`` False if any value is
-        not finite.
+        The cloud: height H, width W, point_step 20 (44 with components), ``is_dense``
+        False if any value is not finite.
 
     Raises:
         ConversionError: the shapes do not agree.
@@ -244,6 +268,16 @@ def field_cloud(
         raise ConversionError(
             f"mean and variance must both be [H, W]; got {mean.shape}, {variance.shape}"
         )
+    if (field_mean is None) != (field_variance is None):
+        raise ConversionError("field_mean and field_variance come together (or neither)")
+    vector = field_mean is not None
+    if vector:
+        field_mean, field_variance = np.asarray(field_mean), np.asarray(field_variance)
+        if field_mean.shape != (*mean.shape, 3) or field_variance.shape != field_mean.shape:
+            raise ConversionError(
+                f"field_mean and field_variance must be [H, W, 3] = {(*mean.shape, 3)}; got "
+                f"{field_mean.shape}, {field_variance.shape}"
+            )
     height, width = mean.shape
     x = np.asarray(x_m, dtype=np.float64)
     y = np.asarray(y_m, dtype=np.float64)
@@ -254,33 +288,37 @@ def field_cloud(
             f"cell centres must be [H, W] or ([W], [H]) for a {mean.shape} grid; "
             f"got x {np.shape(x_m)}, y {np.shape(y_m)}"
         )
-    points = np.empty((height, width), dtype=FIELD_CLOUD_DTYPE)
+    dtype, names = (
+        (VECTOR_CLOUD_DTYPE, VECTOR_CLOUD_FIELDS)
+        if vector
+        else (FIELD_CLOUD_DTYPE, FIELD_CLOUD_FIELDS)
+    )
+    points = np.empty((height, width), dtype=dtype)
     points["x"] = x
     points["y"] = y
     points["z"] = z_m
     points["mean"] = mean
     points["variance"] = variance
+    values = [mean, variance]
+    if vector:
+        for k, axis in enumerate("xyz"):
+            points[f"b{axis}"] = field_mean[..., k]
+            points[f"var_b{axis}"] = field_variance[..., k]
+        values += [field_mean, field_variance]
 
     msg = PointCloud2()
     msg.header = _header(frame_id, stamp_ns)
     msg.height = int(height)
     msg.width = int(width)
     msg.fields = [
-        PointField(
-            name=name,
-            offset=FIELD_CLOUD_DTYPE.fields[name][1],
-            datatype=PointField.FLOAT32,
-            count=1,
-        )
-        for name in FIELD_CLOUD_FIELDS
+        PointField(name=name, offset=dtype.fields[name][1], datatype=PointField.FLOAT32, count=1)
+        for name in names
     ]
     msg.is_bigendian = False
-    msg.point_step = FIELD_CLOUD_DTYPE.itemsize
+    msg.point_step = dtype.itemsize
     msg.row_step = msg.point_step * int(width)
     msg.data = array.array("B", points.tobytes())
-    msg.is_dense = bool(
-        np.all(np.isfinite(points["mean"])) and np.all(np.isfinite(points["variance"]))
-    )
+    msg.is_dense = all(bool(np.all(np.isfinite(v))) for v in values)
     return msg
 
 
@@ -364,14 +402,116 @@ def inducing_markers(
     return MarkerArray(markers=[marker])
 
 
-def delete_all_markers(frame_id: str, stamp_ns: int) -> MarkerArray:
+def delete_all_markers(frame_id: str, stamp_ns: int, ns: str = INDUCING_MARKER_NS) -> MarkerArray:
     """A MarkerArray holding one DELETEALL marker, sent when the map is reset."""
+    return MarkerArray(markers=[_delete_all(frame_id, stamp_ns, ns)])
+
+
+def _delete_all(frame_id: str, stamp_ns: int, ns: str) -> Marker:
     marker = Marker()
     marker.header = _header(frame_id, stamp_ns)
-    marker.ns = INDUCING_MARKER_NS
-    marker.id = INDUCING_MARKER_ID
+    marker.ns = ns
+    marker.id = 0
     marker.action = Marker.DELETEALL
-    return MarkerArray(markers=[marker])
+    return marker
+
+
+def arrow_stride(shape: tuple[int, int], max_arrows: int = MAX_ARROWS) -> int:
+    """The smallest cell stride k with at most ``max_arrows`` arrows on every k-th cell of
+    every k-th row of an [H, W] grid."""
+    height, width = shape
+    k = 1
+    while math.ceil(height / k) * math.ceil(width / k) > max_arrows:
+        k += 1
+    return k
+
+
+def field_arrows(
+    x_m: np.ndarray,
+    y_m: np.ndarray,
+    field_mean: np.ndarray,
+    norm_mean: np.ndarray,
+    known: np.ndarray,
+    resolution_m: float,
+    frame_id: str,
+    stamp_ns: int,
+    z_m: float = 0.0,
+    max_arrows: int = MAX_ARROWS,
+) -> MarkerArray:
+    """A vector map's horizontal field as ARROW markers on a coarse grid.
+
+    Every k-th cell of every k-th row (k = ``arrow_stride``, so at most ``max_arrows``) that
+    is known gets an arrow from its centre along the horizontal mean field (bx, by): the
+    direction a compass reads there. Lengths are proportional to the horizontal magnitude,
+    the longest one coarse cell (k cells); colours run viridis over the known |B| of the
+    whole map (as ``~/field_cells``). The vertical component is in ``~/field``. The first
+    marker is a DELETEALL of the namespace, so arrows of a larger earlier map do not linger.
+
+    Args:
+        x_m: [W] cell-centre x [m].
+        y_m: [H] cell-centre y [m].
+        field_mean: [H, W, 3] map-frame components [µT].
+        norm_mean: [H, W] |B| [µT], for the colour.
+        known: [H, W] bool, cells that get arrows (unknown cells stay blank).
+        resolution_m: cell size [m/cell].
+        frame_id: the map frame.
+        stamp_ns: header stamp [ns].
+        z_m: height of the arrows [m].
+        max_arrows: cap on the number of arrows.
+
+    Returns:
+        DELETEALL, then one ARROW per chosen cell (ns ``ARROW_MARKER_NS``, ids 0..K-1).
+
+    Raises:
+        ConversionError: the shapes do not agree.
+    """
+    x = np.asarray(x_m, dtype=np.float64)
+    y = np.asarray(y_m, dtype=np.float64)
+    field = np.asarray(field_mean, dtype=np.float64)
+    norm = np.asarray(norm_mean, dtype=np.float64)
+    known = np.asarray(known, dtype=bool)
+    shape = (y.size, x.size)
+    if field.shape != (*shape, 3) or norm.shape != shape or known.shape != shape:
+        raise ConversionError(
+            f"field_arrows needs field [H, W, 3], norm and known [H, W] for H, W = {shape}; "
+            f"got {field.shape}, {norm.shape}, {known.shape}"
+        )
+    markers = [_delete_all(frame_id, stamp_ns, ARROW_MARKER_NS)]
+    ok = known & np.isfinite(field).all(axis=-1) & np.isfinite(norm)
+    if max_arrows < 1:
+        raise ConversionError(f"max_arrows must be at least 1; got {max_arrows}")
+    if not ok.any():
+        return MarkerArray(markers=markers)
+    k = arrow_stride(shape, max_arrows)
+    spacing = k * float(resolution_m)
+    rows, cols = np.arange(k // 2, shape[0], k), np.arange(k // 2, shape[1], k)
+    jj, ii = np.meshgrid(rows, cols, indexing="ij")
+    jj, ii = jj[ok[jj, ii]], ii[ok[jj, ii]]
+    horizontal = field[jj, ii, :2]
+    magnitude = np.hypot(horizontal[:, 0], horizontal[:, 1])
+    longest = float(magnitude.max())
+    scale = spacing / longest if longest > 0.0 else 0.0
+    lo, hi = float(norm[ok].min()), float(norm[ok].max())
+    colors = viridis((norm[jj, ii] - lo) / (hi - lo if hi > lo else 1.0))
+    header = _header(frame_id, stamp_ns)
+    for n, (j, i) in enumerate(zip(jj, ii, strict=True)):
+        marker = Marker()
+        marker.header = header
+        marker.ns = ARROW_MARKER_NS
+        marker.id = n
+        marker.type = Marker.ARROW
+        marker.action = Marker.ADD
+        marker.pose.orientation.w = 1.0
+        start = Point(x=float(x[i]), y=float(y[j]), z=float(z_m))
+        dx, dy = scale * horizontal[n]
+        marker.points = [start, Point(x=start.x + float(dx), y=start.y + float(dy), z=start.z)]
+        marker.scale.x = ARROW_SHAFT_CELLS * spacing
+        marker.scale.y = ARROW_HEAD_CELLS * spacing
+        marker.scale.z = ARROW_HEAD_LENGTH_CELLS * spacing
+        r, g, b, a = (float(c) for c in colors[n])
+        marker.color = ColorRGBA(r=r, g=g, b=b, a=a)
+        markers.append(marker)
+    return MarkerArray(markers=markers)
 
 
 # --------------------------------------------------------------------------------------

@@ -8,10 +8,14 @@ Topics:
     in   ``mag``  sensor_msgs/MagneticField [T], sensor-data QoS (``mag_topic``)
     in   ``pose`` PoseStamped | PoseWithCovarianceStamped | Odometry (``pose_type``)
     out  ``~/mean``, ``~/variance``  nav_msgs/OccupancyGrid, occupancy-style 1..98, -1 unknown
-    out  ``~/field``  sensor_msgs/PointCloud2 x, y, z, mean, variance (float32)
+    out  ``~/field``  sensor_msgs/PointCloud2 x, y, z, mean, variance (float32); with target:
+         vector also bx, by, bz, var_bx, var_by, var_bz (the map-frame components; mean and
+         variance, as on ``~/mean`` and ``~/variance``, are those of |B|)
     out  ``~/field_cells``  visualization_msgs/Marker CUBE_LIST of the known cells, one grid
          cell wide at the resolution in use (RViz cannot size a PointCloud2's points)
     out  ``~/inducing_points``  visualization_msgs/MarkerArray
+    out  ``~/field_arrows``  visualization_msgs/MarkerArray of ARROWs on a coarse grid (at most
+         400): the horizontal mean field, coloured by |B|; only with target: vector
     out  ``/diagnostics``  diagnostic_msgs/DiagnosticArray, every ``diagnostics_period``
 Map topics are reliable + transient local, depth 1, in ``map_frame``.
 
@@ -71,6 +75,7 @@ from gp_mapper.mapping.errors import ConfigError
 from gp_mapper.mapping.map_file import clean_stale_temporaries
 from gp_mapper.mapping.pipeline import MappingPipeline
 from gp_mapper.mapping.records import HEALTH_ERROR, HEALTH_WARN
+from gp_mapper.mapping.windowing import VECTOR_TARGET
 from gp_mapper.ros.convert import (
     DIAGNOSTIC_ERROR,
     DIAGNOSTIC_OK,
@@ -194,6 +199,12 @@ class GpMapperNode(Node):
         self._field_pub = self.create_publisher(PointCloud2, "~/field", MAP_QOS)
         self._marker_pub = self.create_publisher(MarkerArray, "~/inducing_points", MAP_QOS)
         self._cells_pub = self.create_publisher(Marker, "~/field_cells", MAP_QOS)
+        # target is read-only, so a node maps a vector or a scalar for its whole life.
+        self._arrows_pub = (
+            self.create_publisher(MarkerArray, "~/field_arrows", MAP_QOS)
+            if config.target == VECTOR_TARGET
+            else None
+        )
         self._diag_pub = self.create_publisher(DiagnosticArray, DIAGNOSTICS_TOPIC, DIAGNOSTICS_QOS)
         # Steady clock: the map and diagnostics keep flowing under use_sim_time while no /clock
         # arrives.
@@ -297,6 +308,8 @@ class GpMapperNode(Node):
         self._field_pub.publish(products.field)
         self._marker_pub.publish(products.markers)
         self._cells_pub.publish(products.cells)  # serialized already: sent as it is
+        if self._arrows_pub is not None and products.arrows is not None:
+            self._arrows_pub.publish(products.arrows)
 
     def _check_inputs(self) -> None:
         """Warn (rate-limited) about inputs without a message for INPUT_SILENCE_S."""

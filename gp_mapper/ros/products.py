@@ -4,6 +4,8 @@
 unknown cells -1; the scale goes to /diagnostics so values can be recovered), ``~/field``
 holds the exact float values, ``~/field_cells`` the known cells as RViz cubes one grid cell
 wide (at the resolution in use, coarsened or not), ``~/inducing_points`` the inducing inputs.
+A vector map (target: vector) adds its components to ``~/field`` and draws its horizontal
+field as ``~/field_arrows``; its ``~/mean`` and ``~/variance`` are those of |B|.
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ from gp_mapper.mapping.occupancy import scale_to_occupancy
 from gp_mapper.mapping.snapshot import MapSnapshot
 from gp_mapper.ros.cell_marker import cell_marker_cdr, viridis
 from gp_mapper.ros.convert import (
+    ARROW_MARKER_NS,
     delete_all_markers,
+    field_arrows,
     field_cloud,
     inducing_markers,
     occupancy_grid,
@@ -46,6 +50,8 @@ class MapProducts(NamedTuple):
             cube as wide as a grid cell (or a DELETE after a reset).
         scale: SCALE_KEYS -> value [µT for the mean, µT² for the variance]; NaN when
             no cell is known.
+        arrows: a vector map's field arrows (a DELETEALL first), a lone DELETEALL for "no
+            map"; None for a map of one scalar.
     """
 
     mean: OccupancyGrid
@@ -54,6 +60,7 @@ class MapProducts(NamedTuple):
     markers: MarkerArray
     cells: bytes
     scale: dict[str, float]
+    arrows: MarkerArray | None = None
 
 
 def snapshot_products(
@@ -79,21 +86,37 @@ def snapshot_products(
     var_data, var_lo, var_hi = scale_to_occupancy(snapshot.variance, unknown)
     res = grid.resolution_m
     x, y = grid.cell_centres()
+    arrows = None
+    if snapshot.field_mean is not None:
+        arrows = field_arrows(
+            x, y, snapshot.field_mean, snapshot.mean, ~unknown, res, frame_id, stamp, z_m
+        )
     return MapProducts(
         mean=occupancy_grid(mean_data, grid.origin_m, res, frame_id, stamp, z_m),
         variance=occupancy_grid(var_data, grid.origin_m, res, frame_id, stamp, z_m),
-        field=field_cloud(x, y, snapshot.mean, snapshot.variance, frame_id, stamp, z_m),
+        field=field_cloud(
+            x,
+            y,
+            snapshot.mean,
+            snapshot.variance,
+            frame_id,
+            stamp,
+            z_m,
+            field_mean=snapshot.field_mean,
+            field_variance=snapshot.field_variance,
+        ),
         markers=inducing_markers(
             snapshot.inducing_m, frame_id, stamp, MARKER_DIAMETER_CELLS * res, z_m
         ),
         cells=_cells(x, y, snapshot.mean, unknown, (mean_lo, mean_hi), res, frame_id, stamp, z_m),
         scale=dict(zip(SCALE_KEYS, (mean_lo, mean_hi, var_lo, var_hi), strict=True)),
+        arrows=arrows,
     )
 
 
 def empty_products(frame_id: str, stamp_ns: int, resolution_m: float) -> MapProducts:
-    """What "no map" looks like on the latched topics: 0 x 0 grids, an empty cloud and a
-    DELETEALL marker, so a late subscriber never sees a map that was reset."""
+    """What "no map" looks like on the latched topics: 0 x 0 grids, an empty cloud and
+    DELETEALL markers, so a late subscriber never sees a map that was reset."""
     empty = np.zeros((0, 0))
     return MapProducts(
         mean=occupancy_grid(empty, (0.0, 0.0), resolution_m, frame_id, stamp_ns),
@@ -104,6 +127,7 @@ def empty_products(frame_id: str, stamp_ns: int, resolution_m: float) -> MapProd
             np.zeros((0, 3)), np.zeros((0, 4)), resolution_m, frame_id, stamp_ns, Marker.DELETE
         ),
         scale=dict.fromkeys(SCALE_KEYS, float("nan")),
+        arrows=delete_all_markers(frame_id, stamp_ns, ARROW_MARKER_NS),
     )
 
 

@@ -254,6 +254,39 @@ def test_cloud_to_array_honours_padding_and_rejects_truncation() -> None:
         convert.cloud_to_array(msg)
 
 
+def test_vector_field_cloud_adds_components_and_their_variances() -> None:
+    rng = np.random.default_rng(1058390)
+    height, width = 3, 4
+    x, y = 0.1 * np.arange(width), 0.1 * np.arange(height)
+    field = rng.normal(0.0, 30.0, (height, width, 3))
+    field_var = rng.uniform(0.1, 2.0, (height, width, 3))
+    norm = np.linalg.norm(field, axis=-1)
+    msg = convert.field_cloud(
+        x, y, norm, np.ones((height, width)), "map", STAMP_NS,
+        field_mean=field, field_variance=field_var,
+    )  # fmt: skip
+    assert [f.name for f in msg.fields] == list(convert.VECTOR_CLOUD_FIELDS)
+    assert [f.name for f in msg.fields][5:] == ["bx", "by", "bz", "var_bx", "var_by", "var_bz"]
+    assert [f.offset for f in msg.fields] == [4 * k for k in range(11)]
+    assert all(f.datatype == PointField.FLOAT32 and f.count == 1 for f in msg.fields)
+    assert msg.point_step == 44 and msg.row_step == 44 * width and msg.is_dense
+    points = convert.cloud_to_array(deserialize_message(serialize_message(msg), PointCloud2))
+    np.testing.assert_array_equal(points["mean"], norm.astype("f4"))
+    for k, axis in enumerate("xyz"):
+        np.testing.assert_array_equal(points[f"b{axis}"], field[..., k].astype("f4"))
+        np.testing.assert_array_equal(points[f"var_b{axis}"], field_var[..., k].astype("f4"))
+    field[1, 2, 1] = np.nan
+    assert not convert.field_cloud(
+        x, y, norm, norm, "map", 0, field_mean=field, field_variance=field_var
+    ).is_dense
+    with pytest.raises(ConversionError, match="come together"):
+        convert.field_cloud(x, y, norm, norm, "map", 0, field_mean=field)
+    with pytest.raises(ConversionError, match=r"\[H, W, 3\]"):
+        convert.field_cloud(
+            x, y, norm, norm, "map", 0, field_mean=field[..., :2], field_variance=field_var
+        )
+
+
 # ---------------------------------------------------------------------------- markers
 
 
@@ -295,6 +328,71 @@ def test_delete_all_markers() -> None:
     assert m.action == Marker.DELETEALL
     assert m.header.frame_id == "map"
     assert m.ns == convert.INDUCING_MARKER_NS
+
+
+def _arrow_field(height: int, width: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Cell centres of a 0.1 m grid and a field turning with x, its horizontal part growing
+    with y: every arrow's direction and length is checkable."""
+    x, y = 0.1 * (np.arange(width) + 0.5), 0.1 * (np.arange(height) + 0.5)
+    xx, yy = np.meshgrid(x, y)
+    strength = 10.0 + 20.0 * yy
+    field = np.stack([strength * np.cos(xx), strength * np.sin(xx), np.full_like(xx, -45.0)], -1)
+    return x, y, field
+
+
+def test_arrow_stride_keeps_at_most_the_cap() -> None:
+    assert convert.arrow_stride((10, 20)) == 1
+    for shape in ((200, 200), (201, 1999), (1, 40000), (7, 9)):
+        k = convert.arrow_stride(shape, 400)
+        assert -(-shape[0] // k) * -(-shape[1] // k) <= 400
+        assert k == 1 or -(-shape[0] // (k - 1)) * -(-shape[1] // (k - 1)) > 400
+
+
+def test_field_arrows_point_along_the_horizontal_field_on_a_coarse_grid() -> None:
+    height, width = 60, 90  # 5400 cells: stride 4, arrows on rows 2, 6, ... and columns 2, 6, ...
+    x, y, field = _arrow_field(height, width)
+    norm = np.linalg.norm(field, axis=-1)
+    known = np.ones((height, width), bool)
+    known[:8] = False  # the first two coarse rows are unknown
+    array = convert.field_arrows(x, y, field, norm, known, 0.1, "map", STAMP_NS, z_m=0.3)
+    first, arrows = array.markers[0], array.markers[1:]
+    assert first.action == Marker.DELETEALL and first.ns == convert.ARROW_MARKER_NS
+    k = convert.arrow_stride((height, width))
+    assert k == 4 and len(arrows) == 13 * 22 <= convert.MAX_ARROWS  # 15 rows less 2 unknown
+    assert [m.id for m in arrows] == list(range(len(arrows)))
+    lengths = []
+    for m in arrows:
+        assert m.type == Marker.ARROW and m.action == Marker.ADD and m.ns == convert.ARROW_MARKER_NS
+        assert m.header.frame_id == "map" and convert.stamp_to_ns(m.header.stamp) == STAMP_NS
+        start, end = m.points
+        i, j = int(start.x / 0.1), int(start.y / 0.1)  # the cell the arrow starts in
+        assert known[j, i] and i % k == k // 2 and j % k == k // 2
+        assert (start.x, start.y, start.z, end.z) == pytest.approx((x[i], y[j], 0.3, 0.3))
+        d = np.array([end.x - start.x, end.y - start.y])
+        np.testing.assert_allclose(
+            d / np.linalg.norm(d), field[j, i, :2] / np.hypot(*field[j, i, :2])
+        )
+        lengths.append((np.linalg.norm(d), np.hypot(*field[j, i, :2])))
+        assert m.scale.x < m.scale.y  # shaft thinner than the head
+    lengths = np.array(lengths)
+    assert lengths[:, 0].max() == pytest.approx(k * 0.1)  # the longest: one coarse cell
+    np.testing.assert_allclose(lengths[:, 0] / lengths[:, 1], k * 0.1 / lengths[:, 1].max())
+    # coloured by |B|: the strongest cell brightest
+    brightness = np.array([m.color.r + m.color.g + m.color.b for m in arrows])
+    assert np.argmax(brightness) == np.argmax(lengths[:, 1])
+
+
+def test_field_arrows_of_an_unknown_map_only_clear_and_shapes_are_checked() -> None:
+    x, y, field = _arrow_field(5, 6)
+    norm = np.linalg.norm(field, axis=-1)
+    none = convert.field_arrows(x, y, field, norm, np.zeros((5, 6), bool), 0.1, "map", 0)
+    assert [m.action for m in none.markers] == [Marker.DELETEALL]
+    small = convert.field_arrows(x, y, field, norm, np.ones((5, 6), bool), 0.1, "map", 0)
+    assert len(small.markers) == 1 + 30  # stride 1: every cell
+    with pytest.raises(ConversionError, match="field_arrows"):
+        convert.field_arrows(x, y, field[..., :2], norm, np.ones((5, 6), bool), 0.1, "map", 0)
+    with pytest.raises(ConversionError, match="max_arrows"):
+        convert.field_arrows(x, y, field, norm, np.ones((5, 6), bool), 0.1, "map", 0, 0.0, 0)
 
 
 # ---------------------------------------------------------------------------- diagnostics

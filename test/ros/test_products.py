@@ -156,3 +156,30 @@ def test_cell_marker_round_trips_through_rclpy() -> None:
 def test_empty_products_delete_the_cells() -> None:
     cells = _cells(empty_products("map", 42, 0.1))
     assert cells.action == Marker.DELETE and len(cells.points) == 0
+
+
+def test_vector_map_adds_components_to_the_cloud_and_arrows(snapshot: MapSnapshot) -> None:
+    xx, yy = np.meshgrid(*snapshot.grid.cell_centres())
+    field = np.stack([10.0 + xx, 5.0 * yy, np.full_like(xx, -40.0)], axis=-1)
+    vector = dataclasses.replace(
+        snapshot,
+        mean=np.linalg.norm(field, axis=-1),
+        field_mean=field,
+        field_variance=np.full(field.shape, 0.5),
+    )
+    products = snapshot_products(vector, frame_id="map", unknown_variance_ratio=RATIO)
+    points = convert.cloud_to_array(products.field)
+    np.testing.assert_array_equal(points["mean"], vector.mean.astype(np.float32))  # |B|
+    np.testing.assert_array_equal(points["by"], field[..., 1].astype(np.float32))
+    np.testing.assert_array_equal(points["var_bz"], np.float32(0.5))
+    assert products.arrows is not None
+    clear, *arrows = products.arrows.markers
+    assert clear.action == Marker.DELETEALL
+    known = ~vector.unknown(RATIO)
+    assert len(arrows) == int(known.sum())  # a 4 x 6 grid: an arrow on every known cell
+    assert all(m.type == Marker.ARROW and m.header.frame_id == "map" for m in arrows)
+    # a scalar map has no arrows; "no map" clears them
+    assert snapshot_products(snapshot, frame_id="map", unknown_variance_ratio=RATIO).arrows is None
+    cleared = empty_products("map", 42, 0.1).arrows
+    assert cleared is not None and [m.action for m in cleared.markers] == [Marker.DELETEALL]
+    assert cleared.markers[0].ns == convert.ARROW_MARKER_NS
