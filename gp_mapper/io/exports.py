@@ -11,7 +11,7 @@ import io
 import logging
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -49,8 +49,12 @@ SPACING_RTOL = 1e-6
 # float noise of cell centres computed as origin + (i + 0.5) * resolution.
 YAML_DIGITS = 12
 PNG_DPI = 120
-# Two panels side by side; inches.
-PNG_FIGSIZE_IN = (12.0, 5.0)
+# One panel (map and colour bar), inches: two side by side make the 12 x 5 figure of a scalar
+# map.
+PNG_PANEL_IN = (6.0, 5.0)
+# Quiver arrows along the longer side of a vector map's |B| panel: dense enough to show the
+# field's turns, sparse enough that each arrow reads on a 6-inch panel.
+PNG_QUIVER_ARROWS = 25
 
 
 class Nav2MapFiles(NamedTuple):
@@ -87,25 +91,34 @@ def write_png_arrays(
     resolution_m: float | None = None,
     support_label: str = "inducing points",
     layers: dict[str, np.ndarray] | None = None,
+    field_mean_ut: np.ndarray | None = None,
+    field_variance_ut2: np.ndarray | None = None,
 ) -> Path:
     """Draw the mean and standard deviation side by side and save a PNG.
+
+    A vector map (``field_mean_ut`` given) is drawn in four columns: |B| with a quiver of the
+    horizontal field on a coarse grid, then Bx, By, Bz; their standard deviations below.
 
     Args:
         path: the PNG to write.
         x_m: [W] cell-centre x, metres, increasing and evenly spaced.
         y_m: [H] cell-centre y, metres, increasing and evenly spaced.
-        mean_ut: [H, W] posterior mean, µT (row 0 at y_m[0]).
+        mean_ut: [H, W] posterior mean, µT (row 0 at y_m[0]); |B| for a vector map.
         variance_ut2: [H, W] posterior variance, µT².
         inducing_m: [M, D] inducing inputs (their x, y are drawn), metres; None: none drawn.
         trajectory_m: [K, 2] path of the samples, metres; None: not drawn.
         num_samples: samples the map was trained on, for the title.
-        unknown: [H, W] bool, cells to leave blank in the mean panel; None: show all.
+        unknown: [H, W] bool, cells to leave blank in the mean panels; None: show all.
         title: the figure's title, to which M and the sample count are appended.
         resolution_m: cell size, metres; None: read from the centre spacing.
         support_label: what the drawn points are (the posterior's support): "inducing
             points" for the streaming model, "kept points" for ACGP, ...
         layers: a model's extra [H, W] layers by name, drawn as more panels (a name ending in
             "variance" is drawn as its standard deviation).
+        field_mean_ut: [H, W, 3] map-frame field components of a vector map, µT; None for a
+            map of one scalar.
+        field_variance_ut2: [H, W, 3] their variances, µT²; given exactly with
+            ``field_mean_ut``.
 
     Returns:
         The path written.
@@ -114,30 +127,48 @@ def write_png_arrays(
 
     x, y, res = _check_axes(x_m, y_m, resolution_m)
     mean = _check_grid(mean_ut, x.size, y.size, "mean_ut")
-    std = np.sqrt(np.clip(_check_grid(variance_ut2, x.size, y.size, "variance_ut2"), 0.0, None))
+    std = _std(_check_grid(variance_ut2, x.size, y.size, "variance_ut2"))
     extent = (x[0] - res / 2, x[-1] + res / 2, y[0] - res / 2, y[-1] + res / 2)
-    shown = mean if unknown is None else np.ma.masked_array(mean, mask=np.asarray(unknown, bool))
+    mask = None if unknown is None else np.asarray(unknown, bool)
     inducing = _points(inducing_m, "inducing_m")
     trajectory = _points(trajectory_m, "trajectory_m")
+    field = _check_field(field_mean_ut, field_variance_ut2, x.size, y.size)
 
-    extra = [(name, _check_grid(v, x.size, y.size, name)) for name, v in (layers or {}).items()]
-    width, height = PNG_FIGSIZE_IN
-    rows = 1 + (len(extra) + 1) // 2
-    figure = Figure(figsize=(width, height * rows), dpi=PNG_DPI, layout="constrained")
-    axes = figure.subplots(rows, 2, squeeze=False).ravel()
-    panels = [(axes[0], shown, "mean", "viridis"), (axes[1], std, "standard deviation", "magma")]
-    for ax, (name, values) in zip(axes[2:], extra, strict=False):
+    panels: list[_Panel] = []
+    if field is None:
+        columns = 2
+        panels += [_Panel(_masked(mean, mask), "mean"), _Panel(std, "standard deviation")]
+    else:
+        columns = len(_COMPONENTS) + 1
+        field_mean, field_std = field[0], _std(field[1])
+        panels.append(_Panel(_masked(mean, mask), "|B| mean", quiver=field_mean))
+        panels += [
+            _Panel(_masked(field_mean[..., k], mask), f"{name} mean")
+            for k, name in enumerate(_COMPONENTS)
+        ]
+        panels.append(_Panel(std, "|B| standard deviation"))
+        panels += [
+            _Panel(field_std[..., k], f"{name} standard deviation")
+            for k, name in enumerate(_COMPONENTS)
+        ]
+    for name, values in (layers or {}).items():
+        values = _check_grid(values, x.size, y.size, name)
         if name.endswith("variance"):
-            values = np.sqrt(np.clip(values, 0.0, None))
-            name = name.removesuffix("variance") + "standard deviation"
-        panels.append(
-            (ax, values, name.replace("_", " "), "magma" if "deviation" in name else "viridis")
-        )
+            values, name = _std(values), name.removesuffix("variance") + "standard deviation"
+        panels.append(_Panel(values, name.replace("_", " ")))
+
+    width, height = PNG_PANEL_IN
+    rows = -(-len(panels) // columns)
+    figure = Figure(figsize=(width * columns, height * rows), dpi=PNG_DPI, layout="constrained")
+    axes = figure.subplots(rows, columns, squeeze=False).ravel()
     for ax in axes[len(panels) :]:
         ax.set_visible(False)
-    for ax, values, name, cmap in panels:
-        image = ax.imshow(values, origin="lower", extent=extent, cmap=cmap, interpolation="nearest")
-        figure.colorbar(image, ax=ax, label=f"{name} [µT]")
+    for ax, panel in zip(axes, panels, strict=False):
+        cmap = "magma" if "deviation" in panel.name else "viridis"
+        image = ax.imshow(
+            panel.values, origin="lower", extent=extent, cmap=cmap, interpolation="nearest"
+        )
+        figure.colorbar(image, ax=ax, label=f"{panel.name} [µT]")
         if trajectory.shape[0]:
             ax.plot(
                 trajectory[:, 0],
@@ -157,12 +188,14 @@ def write_png_arrays(
                 lw=0.8,
                 label=support_label,
             )
+        if panel.quiver is not None:
+            _quiver(ax, x, y, panel.quiver, mask)
         ax.set_xlim(extent[0], extent[1])
         ax.set_ylim(extent[2], extent[3])
         ax.set_aspect("equal")
         ax.set_xlabel("x [m]")
         ax.set_ylabel("y [m]")
-        ax.set_title(name)
+        ax.set_title(panel.name)
     if trajectory.shape[0] or inducing.shape[0]:
         axes[0].legend(loc="upper right", fontsize="small", facecolor="0.4", framealpha=0.7)
     samples = "?" if num_samples is None else f"{num_samples}"
@@ -172,8 +205,48 @@ def write_png_arrays(
     return atomic_write_bytes(path, buffer.getvalue())
 
 
+# The components of a vector map, in the order of its last axis (map frame).
+_COMPONENTS = ("Bx", "By", "Bz")
+
+
+class _Panel(NamedTuple):
+    values: np.ndarray  # [H, W], masked where blank
+    name: str
+    quiver: np.ndarray | None = None  # [H, W, 3] field drawn as arrows over the panel
+
+
+def _std(variance: np.ndarray) -> np.ndarray:
+    return np.sqrt(np.clip(variance, 0.0, None))
+
+
+def _masked(values: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
+    return values if mask is None else np.ma.masked_array(values, mask=mask)
+
+
+def _quiver(
+    ax: Any, x: np.ndarray, y: np.ndarray, field: np.ndarray, mask: np.ndarray | None
+) -> None:
+    """The horizontal field (Bx, By) as arrows on every k-th cell, at most
+    ``PNG_QUIVER_ARROWS`` along the longer side; none on blank cells."""
+    k = max(1, -(-max(x.size, y.size) // PNG_QUIVER_ARROWS))
+    rows, cols = slice(k // 2, None, k), slice(k // 2, None, k)
+    u, v = field[rows, cols, 0], field[rows, cols, 1]
+    if mask is not None:
+        u, v = (
+            np.ma.masked_array(u, mask=mask[rows, cols]),
+            np.ma.masked_array(v, mask=mask[rows, cols]),
+        )
+    xx, yy = np.meshgrid(x[cols], y[rows])
+    ax.quiver(xx, yy, u, v, color="white", pivot="mid", alpha=0.9, label="horizontal field")
+
+
 # What the support of each model's posterior is, for the PNG's legend and title.
-SUPPORT_LABELS = {"vips": "inducing points", "exact": "data points", "acgp": "kept points"}
+SUPPORT_LABELS = {
+    "vips": "inducing points",
+    "potential": "inducing points",
+    "exact": "data points",
+    "acgp": "kept points",
+}
 
 
 def write_png(
@@ -202,6 +275,8 @@ def write_png(
         title=f"Magnetic field map ({snapshot.model})",
         support_label=SUPPORT_LABELS.get(snapshot.model, "support points"),
         layers=snapshot.layers,
+        field_mean_ut=snapshot.field_mean,
+        field_variance_ut2=snapshot.field_variance,
     )
 
 
@@ -314,11 +389,18 @@ def write_grids_npz_arrays(
 
 
 def write_grids_npz(path: str | os.PathLike[str], snapshot: MapSnapshot) -> Path:
-    """``.npz`` of a snapshot's grids (see :func:`write_grids_npz_arrays`)."""
+    """``.npz`` of a snapshot's grids (see :func:`write_grids_npz_arrays`); a vector map adds
+    its components bx, by, bz (µT) and their variances var_bx, var_by, var_bz (µT²), [H, W]
+    each, the names of the node's ``~/field`` cloud."""
     x, y = snapshot.grid.cell_centres()
+    layers = dict(snapshot.layers)
+    if snapshot.field_mean is not None and snapshot.field_variance is not None:
+        for k, axis in enumerate("xyz"):
+            layers[f"b{axis}"] = snapshot.field_mean[..., k]
+            layers[f"var_b{axis}"] = snapshot.field_variance[..., k]
     return write_grids_npz_arrays(
         path, x, y, snapshot.mean, snapshot.variance, resolution_m=snapshot.grid.resolution_m,
-        layers=snapshot.layers,
+        layers=layers,
     )  # fmt: skip
 
 
@@ -357,6 +439,24 @@ def _check_grid(values: np.ndarray, width: int, height: int, name: str) -> np.nd
     if grid.shape != (height, width):
         raise ExportError(f"{name} must be [H, W] = [{height}, {width}]; got {grid.shape}")
     return grid
+
+
+def _check_field(
+    mean: np.ndarray | None, variance: np.ndarray | None, width: int, height: int
+) -> tuple[np.ndarray, np.ndarray] | None:
+    if mean is None and variance is None:
+        return None
+    if mean is None or variance is None:
+        raise ExportError("field_mean_ut and field_variance_ut2 come together (or neither)")
+    out = []
+    for name, values in (("field_mean_ut", mean), ("field_variance_ut2", variance)):
+        grid = np.asarray(values, dtype=np.float64)
+        if grid.shape != (height, width, 3):
+            raise ExportError(
+                f"{name} must be [H, W, 3] = [{height}, {width}, 3]; got {grid.shape}"
+            )
+        out.append(grid)
+    return out[0], out[1]
 
 
 def _points(points: np.ndarray | None, name: str) -> np.ndarray:

@@ -214,3 +214,40 @@ def test_extra_layers_go_into_the_npz_and_the_png(tmp_path: Path) -> None:
         write_grids_npz_arrays(tmp_path / "h.npz", x, y, mean, variance, layers={"mean": mean})
     png = write_png_arrays(tmp_path / "m.png", x, y, mean, variance, layers=layers)
     assert png.stat().st_size > 0
+
+
+def test_a_vector_map_draws_four_columns_and_stores_its_components(
+    tmp_path: Path, grids: Grids
+) -> None:
+    xx, yy = np.meshgrid(grids.x, grids.y)
+    field = np.stack([15.0 * np.cos(xx), 15.0 * np.sin(yy), np.full_like(xx, -45.0)], axis=-1)
+    field_var = np.stack([grids.variance] * 3, axis=-1) * [1.0, 2.0, 3.0]
+    norm = np.linalg.norm(field, axis=-1)
+    scalar = write_png_arrays(tmp_path / "s.png", grids.x, grids.y, norm, grids.variance)
+    unknown = np.zeros(norm.shape, bool)
+    unknown[:4] = True
+    vector = write_png_arrays(
+        tmp_path / "v.png", grids.x, grids.y, norm, grids.variance, unknown=unknown,
+        field_mean_ut=field, field_variance_ut2=field_var,
+    )  # fmt: skip
+    (sw, sh), (vw, vh) = _png_size(scalar), _png_size(vector)
+    assert vw == pytest.approx(2 * sw, rel=0.05) and vh == pytest.approx(2 * sh, rel=0.05)
+    with pytest.raises(ExportError, match="come together"):
+        write_png_arrays(tmp_path / "x.png", grids.x, grids.y, norm, norm, field_mean_ut=field)
+    with pytest.raises(ExportError, match=r"\[H, W, 3\]"):
+        write_png_arrays(
+            tmp_path / "x.png", grids.x, grids.y, norm, norm,
+            field_mean_ut=field[..., :2], field_variance_ut2=field_var,
+        )  # fmt: skip
+    snapshot = MapSnapshot(
+        seq=1, stamp_ns=0, grid=GridSpec((-1.0, 2.0), 0.1, (30, 40)), mean=norm,
+        variance=grids.variance, prior_variance=np.full((30, 40), 2.0),
+        support_m=np.zeros((1, 2)), trajectory_m=np.zeros((0, 2)), model="potential",
+        field_mean=field, field_variance=field_var,
+    )  # fmt: skip
+    assert _png_size(write_png(tmp_path / "m.png", snapshot, unknown_ratio=0.9)) == (vw, vh)
+    with np.load(write_grids_npz(tmp_path / "m.npz", snapshot), allow_pickle=False) as data:
+        np.testing.assert_array_equal(data["mean"], norm)
+        for k, axis in enumerate("xyz"):
+            np.testing.assert_array_equal(data[f"b{axis}"], field[..., k])
+            np.testing.assert_array_equal(data[f"var_b{axis}"], field_var[..., k])
