@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from gp_mapper.engine.settings import Setting, node_settings
 from gp_mapper.mapping.errors import ConfigError
+from gp_mapper.mapping.windowing import TARGETS, VECTOR_TARGET
 
 if TYPE_CHECKING:
     from gp_mapper.engine import EngineSpec
@@ -141,8 +142,10 @@ PARAMETERS: tuple[ParameterInfo, ...] = (
     # --- the pipeline ---
     ParameterInfo("target", "norm", "str",
                   "mapped quantity: norm = |B| [µT] (rotation invariant); x, y, z = that "
-                  "component of B in map_frame [µT], rotated with the interpolated orientation",
-                  choices=("norm", "x", "y", "z"), read_only=True),
+                  "component of B in map_frame [µT], rotated with the interpolated "
+                  "orientation; vector = the field vector in map_frame [µT], rotated as x, y, "
+                  "z are (needs model: potential)",
+                  choices=TARGETS, read_only=True),
     ParameterInfo("input_dims", 2, "int", "GP inputs: 2 = (x, y), 3 = (x, y, z) [m]",
                   min=2, max=3, choices=(2, 3), read_only=True),
     ParameterInfo("batch_size", 400, "int",
@@ -244,6 +247,29 @@ PARAMETER_BY_NAME: Mapping[str, ParameterInfo] = {p.name: p for p in PARAMETERS}
 ENGINE_PARAMETER_NAMES: tuple[str, ...] = tuple(p.name for p in PARAMETERS if p.group == "engine")
 
 
+def _check_target_model(target: str, model: str) -> None:
+    """A vector model maps target: vector, and target: vector needs a vector model.
+
+    Raises:
+        ConfigError: naming both settings and the models that fit.
+    """
+    from gp_mapper.engine import model_entry, model_names  # deferred: the engine pulls in torch
+
+    vector_model = model_entry(model).target == VECTOR_TARGET
+    if vector_model == (target == VECTOR_TARGET):
+        return
+    vector_models = ", ".join(n for n in model_names() if model_entry(n).target == VECTOR_TARGET)
+    if vector_model:
+        raise ConfigError(
+            f"model {model!r} maps the field vector: it needs target: vector; got target: "
+            f"{target!r}"
+        )
+    raise ConfigError(
+        f"target: vector needs a model of the field vector (model: {vector_models}); "
+        f"model {model!r} maps one scalar (target: norm, x, y or z)"
+    )
+
+
 def _default(name: str) -> Any:
     return PARAMETER_BY_NAME[name].default
 
@@ -309,6 +335,7 @@ class MapperConfig:
             if not hasattr(self.engine, name):
                 raise ConfigError(f"engine spec has no field {name!r}")
             PARAMETER_BY_NAME[name].validate(getattr(self.engine, name))
+        _check_target_model(self.target, self.engine.model)
         if not self.field_min < self.field_max:
             raise ConfigError(
                 f"field_min must be below field_max; got {self.field_min} and {self.field_max}"

@@ -5,7 +5,7 @@ import dataclasses
 import pytest
 
 from gp_mapper.engine import EngineSpec, Oips, Vips
-from gp_mapper.engine.settings import ENGINE_SETTINGS, SETTING_BY_NAME
+from gp_mapper.engine.settings import ENGINE_SETTINGS, SETTING_BY_NAME, STREAMING_MODELS
 from gp_mapper.mapping import (
     ENGINE_PARAMETER_NAMES,
     PARAMETER_BY_NAME,
@@ -43,14 +43,16 @@ def test_engine_rows_are_the_engine_settings_the_node_uses() -> None:
     # declares those of its streaming model (and the shared ones), with the same defaults and
     # ranges, and the spec's defaults are the table's.
     assert {f.name for f in dataclasses.fields(EngineSpec)} == set(SETTING_BY_NAME)
-    node = {s.name for s in ENGINE_SETTINGS if not s.models or "vips" in s.models}
+    node = {
+        s.name for s in ENGINE_SETTINGS if not s.models or set(s.models) & set(STREAMING_MODELS)
+    }
     assert set(ENGINE_PARAMETER_NAMES) == node
     spec = EngineSpec()
     for name in ENGINE_PARAMETER_NAMES:
         row, setting = PARAMETER_BY_NAME[name], SETTING_BY_NAME[name]
         assert getattr(spec, name) == row.default == setting.default, name
         assert (row.min, row.max) == (setting.min, setting.max), name
-    assert PARAMETER_BY_NAME["model"].choices == ("vips",)  # the node streams
+    assert PARAMETER_BY_NAME["model"].choices == STREAMING_MODELS  # the node streams
 
 
 @pytest.mark.parametrize(("name", "value"), [("delta", 0.0), ("rho", 0.0), ("delta", 1.0)])
@@ -120,7 +122,7 @@ def test_out_of_range_names_the_parameter(info) -> None:
         ({"batch_size": True}, "batch_size must be an integer"),
         ({"resolution": "0.1"}, "resolution must be a number"),
         ({"resolution": float("nan")}, "resolution must be finite"),
-        ({"target": "magnitude"}, "target must be one of: norm, x, y, z"),
+        ({"target": "magnitude"}, "target must be one of: norm, x, y, z, vector"),
         ({"input_dims": 4}, "input_dims"),
         ({"pose_type": "tf"}, "pose_type"),
         ({"device": "gpu"}, "device must match"),
@@ -152,3 +154,16 @@ def test_markdown_lists_every_parameter() -> None:
     for p in PARAMETERS:
         assert f"`{p.name}`" in text
     assert text.count("\n") == len(PARAMETERS) + 1
+
+
+def test_a_vector_target_and_a_vector_model_go_together() -> None:
+    config = MapperConfig.from_dict({"target": "vector", "model": "potential"})
+    assert config.target == "vector" and config.engine.model == "potential"
+    assert config.replace(input_dims=3).target == "vector"
+    with pytest.raises(ConfigError, match=r"target: vector needs .*potential.*'vips'"):
+        MapperConfig.from_dict({"target": "vector"})
+    for target in ("norm", "x", "y", "z"):
+        with pytest.raises(ConfigError, match=f"'potential'.*target: vector.*'{target}'"):
+            MapperConfig.from_dict({"model": "potential", "target": target})
+    with pytest.raises(ConfigError, match="target: vector"):
+        MapperConfig(target="vector", engine=EngineSpec(model="vips"))
