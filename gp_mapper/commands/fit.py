@@ -3,8 +3,9 @@
 The loop a robotics user wants: record a bag once, fit a model offline (its hyperparameters,
 and for a batch model its posterior on the whole log), and launch the node with the fitted
 values (``theta.yaml``). The bag is read with the same pairing and thinning as ``replay`` and
-the node. A streaming model (vips) is fitted by streaming the bag (``replay``); a batch model
-(exact, acgp, solvegp) by one ``fit`` on every sample. Where the streaming model can carry a
+the node. A streaming model (vips, potential) is fitted by streaming the bag (``replay``), a
+batch model (exact, acgp, solvegp) by one ``fit`` on every sample; the scalar-potential model
+of the field vector (potential) implies ``target: vector``. Where the streaming model can carry a
 batch model's posterior on (solvegp), the map file written is the streaming model's, so the
 node's ``~/load_map`` and ``replay --resume`` continue the fitted map live. The additive model
 (gam) with nuisance components also reads each sample's heading, run and time
@@ -45,6 +46,7 @@ from gp_mapper.mapping.inputs import CollectedSamples, collect_samples
 from gp_mapper.mapping.map_file import MapData, save_map
 from gp_mapper.mapping.map_products import map_grid, predict_products
 from gp_mapper.mapping.persistence import load_model_map
+from gp_mapper.mapping.windowing import VECTOR_TARGET
 
 from .params_file import NODE_NAME, config_from_params_file
 from .progress import Progress
@@ -70,6 +72,7 @@ EXAMPLES = """examples:
   gp-mapper fit run.mcap --model exact --max-samples 5000 --out out/exact
   gp-mapper fit run.mcap --model solvegp --set solve_inducing=256 --out out/solve
   gp-mapper fit run.mcap --model vips --params config/gp_mapper.yaml --out out/vips
+  gp-mapper fit run.mcap --model potential --out out/potential   # the field vector
   gp-mapper fit run.mcap --model acgp --set acgp_rel_tol=0.005 --set kernel=matern32 --out out/a
   gp-mapper fit run.mcap --model gam --set gam_components=offset+map+heading+run --out out/gam
 
@@ -109,8 +112,9 @@ class FitResult(NamedTuple):
 def add_fit_arguments(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.description = (
-        "Fit any model (acgp, exact, solvegp, vips) on a whole bag, write the map products,\n"
-        "a report and theta.yaml: the fitted hyperparameters as a parameter file for the node."
+        "Fit any model (acgp, exact, solvegp, vips, potential, ...) on a whole bag, write the\n"
+        "map products, a report and theta.yaml: the fitted hyperparameters as a parameter\n"
+        "file for the node."
     )
     parser.epilog = EXAMPLES
     parser.add_argument("bag", type=Path, help="rosbag2 directory (MCAP or sqlite3) or .mcap file")
@@ -267,6 +271,10 @@ def fit_bag(
             file and the fault); ValueError from the model on data it refuses.
     """
     node_values, model_settings = split_overrides(overrides or {})
+    if model_entry(model).target == VECTOR_TARGET:
+        # A model of the field vector maps target: vector; the config says so (unless the
+        # command line says otherwise, which the config then refuses with the reason).
+        node_values = {"target": VECTOR_TARGET, **node_values, "model": model}
     config = config_from_params_file(params, **node_values)
     spec = model_spec(config, model, model_settings)
     set_cpu_threads(config.torch_threads)
@@ -408,6 +416,8 @@ def _snapshot(
         prior_variance=products.prior_variance,
         support_m=products.support_m,
         layers=products.layers,
+        field_mean=products.field_mean,
+        field_variance=products.field_variance,
         trajectory_m=samples.trajectory_m,
         report=gp.report.as_dict(),
         num_samples=len(samples.y),

@@ -16,7 +16,7 @@ from gp_mapper.commands.params_file import config_from_params_file
 from gp_mapper.commands.replay import replay_bag
 from gp_mapper.io import write_synthetic_bag
 from gp_mapper.mapping import MapperConfig, MappingPipeline
-from gp_mapper.mapping.errors import MapFileError
+from gp_mapper.mapping.errors import ConfigError, MapFileError
 from gp_mapper.mapping.map_file import load_map
 
 from .test_replay import FAST, aalto_slice_bag
@@ -136,6 +136,23 @@ def test_exact_and_vips_fits(synthetic_bag: Path, tmp_path: Path) -> None:
     vips = fit_bag(synthetic_bag, tmp_path / "vips", model="vips", overrides=FAST, progress=False)
     assert vips.snapshot is not None and vips.outputs.theta.is_file()
     assert 0 < vips.report["M"] < vips.report["samples_used"]
+
+
+def test_a_potential_fit_streams_the_field_vector(synthetic_bag: Path, tmp_path: Path) -> None:
+    # The model of the field vector implies target: vector; it streams as vips does.
+    result = fit_bag(
+        synthetic_bag, tmp_path / "potential", model="potential", overrides=FAST, progress=False
+    )
+    assert result.snapshot is not None and result.snapshot.is_vector
+    assert result.report["model"] == "potential" and result.report["accepted"]
+    assert result.outputs.png.is_file() and result.outputs.theta.is_file()
+    data = load_map(result.outputs.state, target="vector", expected_model="potential")
+    assert data.config["target"] == "vector" and data.config["model"] == "potential"
+    with pytest.raises(ConfigError, match=r"'potential'.*target: vector.*'norm'"):
+        fit_bag(
+            synthetic_bag, tmp_path / "norm", model="potential",
+            overrides={**FAST, "target": "norm"}, progress=False,
+        )  # fmt: skip
 
 
 def test_cli_errors_exit_2(synthetic_bag: Path, tmp_path: Path, capsys) -> None:

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import shutil
+import struct
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 
 from gp_mapper.cli import main as cli_main
-from gp_mapper.commands.replay import replay_bag
+from gp_mapper.commands.replay import ReplayOutputs, replay_bag
 from gp_mapper.io import load_aalto_sequence, write_synthetic_bag
 from gp_mapper.io.bag_writer import BASE_EPOCH_NS, FieldStream, PoseStream, write_field_pose_bag
 from gp_mapper.mapping import MapperConfig, MappingPipeline
@@ -100,3 +102,33 @@ def test_replay_command_rejects_a_bad_parameter(tmp_path: Path, capsys) -> None:
     assert code == 2
     assert "delta" in capsys.readouterr().err
     shutil.rmtree(tmp_path / "o", ignore_errors=True)
+
+
+def test_replay_of_a_vector_map_draws_its_components(tmp_path: Path, capsys) -> None:
+    # A bag carries the whole MagneticField vector: the same bag maps |B| or the field vector.
+    bag = tmp_path / "synthetic.mcap"
+    write_synthetic_bag(bag, seed=2, duration_s=10.0)
+    scalar = replay_bag(bag, tmp_path / "scalar", overrides=FAST, progress=False)
+    sets = ["--set", "target=vector", "--set", "model=potential"]
+    sets += [f"--set={k}={v}" for k, v in FAST.items()]
+    assert cli_main(["replay", str(bag), "--out", str(tmp_path / "vector"), *sets]) == 0
+    assert "map.png" in capsys.readouterr().out
+    vector = ReplayOutputs.in_dir(tmp_path / "vector")
+    assert scalar.snapshot is not None and not scalar.snapshot.is_vector
+    # four columns (|B|, Bx, By, Bz) over two rows, against the scalar map's two panels
+    (sw, sh), (vw, vh) = _png_size(scalar.outputs.png), _png_size(vector.png)
+    assert vw == pytest.approx(2 * sw, rel=0.05) and vh == pytest.approx(2 * sh, rel=0.05)
+    with np.load(vector.grids, allow_pickle=False) as grids:
+        assert {"bx", "by", "bz", "var_bx", "var_by", "var_bz"} <= set(grids.files)
+        np.testing.assert_allclose(  # |B| of the posterior near |mean of the components|
+            grids["mean"],
+            np.linalg.norm(np.stack([grids["bx"], grids["by"], grids["bz"]], -1), axis=-1),
+            rtol=0.05,
+        )
+    assert load_map(vector.state, target="vector", expected_model="potential").num_samples > 0
+
+
+def _png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    return struct.unpack(">II", data[16:24])
