@@ -19,6 +19,35 @@ def true_field(xy: np.ndarray) -> np.ndarray:
     return FIELD_MEAN_UT + FIELD_SWING_UT * np.sin(xy[:, 0]) * np.cos(xy[:, 1])
 
 
+def dipole_field(
+    points_m: np.ndarray, positions_m: np.ndarray, moments: np.ndarray, background_ut: np.ndarray
+) -> np.ndarray:
+    """A uniform field plus point dipoles: curl-free, as the ambient field is.
+
+    B(p) = background + sum_k (3 (m_k . u) u - m_k) / |r|^3, r = p - position_k, u = r / |r|
+    (the dipole field with mu0 / 4 pi folded into the moments).
+
+    Args:
+        points_m: [N, 2] (x, y) at z = 0, or [N, 3] (m).
+        positions_m: [P, 3] dipole positions (m), away from the points.
+        moments: [P, 3] moments (µT m³).
+        background_ut: [3] the uniform part (µT).
+
+    Returns:
+        [N, 3] field (µT), map frame.
+    """
+    p = np.asarray(points_m, dtype=np.float64)
+    if p.shape[1] == 2:
+        p = np.column_stack([p, np.zeros(len(p))])
+    total = np.tile(np.asarray(background_ut, dtype=np.float64), (len(p), 1))
+    for position, moment in zip(positions_m, moments, strict=True):
+        r = p - position
+        dist = np.linalg.norm(r, axis=1, keepdims=True)
+        u = r / dist
+        total += (3.0 * (u @ moment)[:, None] * u - moment) / dist**3
+    return total
+
+
 def lawnmower(width_m: float, height_m: float, lane_m: float, step_m: float) -> np.ndarray:
     """A continuous boustrophedon path over [0, width] x [0, height], points `step_m` apart.
 

@@ -27,6 +27,7 @@ from gp_mapper.ros import convert
 from .helpers import Spinner, wait_for
 from .mapper_harness import (
     EXTENT,
+    FIELD_DIRECTION,
     PACE_S,
     T0_NS,
     MapperHarness,
@@ -305,3 +306,44 @@ def test_rviz_cells_follow_the_coarsened_resolution(ros_context: Context, spinne
         assert cells.scale.y == pytest.approx(grid.info.resolution)
         known = int((convert.occupancy_to_array(grid) != -1).sum())
         assert len(cells.points) == known > 0
+
+
+def test_a_vector_map_publishes_components_and_field_arrows(
+    ros_context: Context, spinner: Spinner
+) -> None:
+    from visualization_msgs.msg import MarkerArray
+
+    from gp_mapper.ros.qos import MAP_QOS
+
+    # Identity orientations: the map-frame field is the sensor-frame one, |B| the known field.
+    with harness(ros_context, spinner, {"target": "vector", "model": "potential"}) as h:
+        arrows_topic = h.topics["field"] + "_arrows"
+        h.sink.listen(MarkerArray, arrows_topic, MAP_QOS)
+        h.feed(WINDOW)
+        diag = h.wait_samples(WINDOW)
+        assert diag["model"] == "potential"
+        cloud = h.cloud()
+        assert cloud.dtype.names == convert.VECTOR_CLOUD_FIELDS
+        assert cloud.shape == (GRID_H, GRID_W)
+        unknown = convert.occupancy_to_array(h.latest("mean")) == -1
+        known = ~unknown
+        # ~/mean is |B|; the components point along the field's direction where it is known
+        components = np.stack([cloud["bx"], cloud["by"], cloud["bz"]], axis=-1)[known]
+        direction = components / np.linalg.norm(components, axis=-1, keepdims=True)
+        centre = known & (np.abs(cloud["x"]) < 1.0) & (np.abs(cloud["y"]) < 1.0)
+        assert centre.any()
+        cosines = direction @ FIELD_DIRECTION
+        assert np.median(cosines[centre[known]]) > 0.99
+        assert np.all(cloud["var_bx"] > 0.0) and np.all(np.isfinite(cloud["var_bz"]))
+        arrows = wait_for(lambda: h.sink.latest(arrows_topic), what="the field arrows")
+        clear, *markers = arrows.markers
+        assert clear.action == Marker.DELETEALL
+        assert 0 < len(markers) <= convert.MAX_ARROWS
+        assert all(m.type == Marker.ARROW and m.header.frame_id == "map" for m in markers)
+
+
+def test_a_scalar_map_has_no_field_arrows(mapper: MapperHarness) -> None:
+    mapper.feed(WINDOW)
+    mapper.wait_samples(WINDOW)
+    assert mapper.cloud().dtype.names == convert.FIELD_CLOUD_FIELDS
+    assert mapper.probe.count_publishers(mapper.topics["field"] + "_arrows") == 0
