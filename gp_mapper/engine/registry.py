@@ -37,6 +37,8 @@ class ModelEntry(NamedTuple):
             exact GP's on all the data at fixed θ; the contract tests check it.
         to_streaming: for a batch model whose posterior the streaming model can carry on
             (SOLVE-GP), the fitted model as a streaming model's state; None otherwise.
+        target: "scalar" (y [N]: ‖B‖ or one component) or "vector" (y [N, 3]: the field in
+            map_frame; the posterior also has ``predict_field``).
     """
 
     name: str
@@ -46,6 +48,7 @@ class ModelEntry(NamedTuple):
     from_state: Callable[[Mapping[str, Any], str | torch.device], Model]
     exact_settings: Callable[[int], dict[str, Any]]
     to_streaming: Callable[[Any], dict[str, np.ndarray]] | None = None
+    target: str = "scalar"
 
 
 def _vips() -> ModelEntry:
@@ -155,6 +158,22 @@ def _gam() -> ModelEntry:
     )
 
 
+def _potential() -> ModelEntry:
+    from .potential import VectorFieldGP
+    from .spec import build_potential
+
+    return ModelEntry(
+        "potential",
+        "streaming",
+        "three-axis field B = −∇φ + uniform field, φ a GP; inducing points on φ chosen by VIPS "
+        "on the online bound (target: vector)",
+        build_potential,
+        VectorFieldGP.from_state,
+        lambda n: {"potential_inducing": "readings", "fit_iterations": 0},
+        target="vector",
+    )
+
+
 # Loaders, so that importing the registry does not import every model.
 _LOADERS: dict[str, Callable[[], ModelEntry]] = {
     "vips": _vips,
@@ -164,6 +183,7 @@ _LOADERS: dict[str, Callable[[], ModelEntry]] = {
     "cagp": lambda: _cagp("cagp"),
     "cagp_cg": lambda: _cagp("cagp_cg"),
     "gam": _gam,
+    "potential": _potential,
 }
 
 

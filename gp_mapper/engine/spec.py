@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from .exact import ExactGP
     from .gam import AdditiveGP
     from .model import Model
+    from .potential import VectorFieldGP
     from .solvegp import SolveGP
     from .vips import OnlineSparseGP
 
@@ -49,7 +50,8 @@ class EngineSpec:
         device: "auto", "cpu", "cuda" or "cuda:N".
         dtype: "float64" or "float32".
         selector, delta, eta, rho, fixed_size, max_inducing, hyperprior_scale, outlier_z,
-            pass_noise_variance: vips only.
+            pass_noise_variance: vips (all but selector, eta, rho, fixed_size: potential too).
+        potential_offset, potential_inducing: potential only (see settings/potential.py).
         acgp_block_size, acgp_initial_block, acgp_rel_tol, acgp_abs_tol, acgp_max_points,
             acgp_refinements: acgp only.
         solve_*: solvegp only (see settings/solvegp.py).
@@ -79,6 +81,8 @@ class EngineSpec:
     hyperprior_scale: float = default("hyperprior_scale")
     outlier_z: float = default("outlier_z")
     pass_noise_variance: float = default("pass_noise_variance")
+    potential_offset: float = default("potential_offset")
+    potential_inducing: str = default("potential_inducing")
     acgp_block_size: int = default("acgp_block_size")
     acgp_initial_block: int = default("acgp_initial_block")
     acgp_rel_tol: float = default("acgp_rel_tol")
@@ -174,6 +178,46 @@ def build_online_sgp(spec: EngineSpec, input_dim: int) -> OnlineSparseGP:
         build_kernel(spec, input_dim),
         spec.noise_variance,
         build_selector(spec),
+        device=spec.device,
+        dtype=DTYPES[spec.dtype],
+        max_inducing=spec.max_inducing,
+        fit_iterations=spec.fit_iterations,
+        hyperprior_scale=spec.hyperprior_scale,
+        outlier_z=spec.outlier_z,
+        pass_noise_variance=spec.pass_noise_variance,
+        jitter=Jitter(spec.jitter, spec.jitter_relative),
+    )
+
+
+def build_potential(spec: EngineSpec, input_dim: int) -> VectorFieldGP:
+    """The three-axis curl-free field model: ``kernel`` is the potential's (se or matern52),
+    ``kernel_variance`` one component's local variance and ``constant_variance`` the uniform
+    field's per component."""
+    from .potential import CurlFreeKernel, FieldReadings, PotentialVips, VectorFieldGP
+
+    if spec.kernel not in ("se", "matern52"):
+        raise ValueError(
+            f"the potential model needs a twice-differentiable kernel (se or matern52); got "
+            f"kernel: {spec.kernel}"
+        )
+    if spec.ard:
+        raise ValueError("the potential model's kernel is isotropic: set ard: false")
+    base = kernel_from_spec(
+        {"type": spec.kernel, "variance": spec.kernel_variance,
+         "lengthscale": [spec.lengthscale], "ard_dims": 0}
+    )  # fmt: skip
+    # The uniform field is part of the model: a zero constant_variance still leaves it a floor.
+    kernel = CurlFreeKernel(base, max(spec.constant_variance, 1.0))
+    selector = (
+        PotentialVips(spec.delta, spec.potential_offset)
+        if spec.potential_inducing == "vips"
+        else FieldReadings()
+    )
+    return VectorFieldGP(
+        kernel,
+        spec.noise_variance,
+        selector,
+        input_dim=input_dim,
         device=spec.device,
         dtype=DTYPES[spec.dtype],
         max_inducing=spec.max_inducing,

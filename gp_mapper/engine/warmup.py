@@ -12,6 +12,7 @@ import time
 
 import torch
 
+from .registry import model_entry
 from .spec import EngineSpec, build_engine
 
 WARMUP_POINTS = 32
@@ -25,11 +26,15 @@ def warm_up(spec: EngineSpec, input_dim: int) -> float:
     """
     start = time.perf_counter()
     engine = build_engine(spec, input_dim)
+    vector = model_entry(spec.model).target == "vector"
     generator = torch.Generator().manual_seed(0)
     for _ in range(2):  # the first batch, then an online one (carried posterior)
         X = torch.rand(WARMUP_POINTS, input_dim, generator=generator, dtype=torch.float64)
         noise = torch.randn(WARMUP_POINTS, generator=generator, dtype=torch.float64)
-        engine.update(X, torch.sin(3.0 * X).sum(-1) + 0.1 * noise)
+        y = torch.sin(3.0 * X).sum(-1) + 0.1 * noise
+        if vector:  # a field model takes the three components of each reading
+            y = torch.stack([y, torch.cos(3.0 * X).sum(-1), 0.5 * y], dim=-1)
+        engine.update(X, y)
     if engine.posterior is not None:
         engine.predict(torch.zeros(4, input_dim, dtype=torch.float64))
     return time.perf_counter() - start

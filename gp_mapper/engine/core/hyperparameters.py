@@ -32,6 +32,13 @@ def node_hyperparameters(kernel: Kernel, noise_variance: float) -> dict[str, Any
         ValueError: the kernel has no such flat form (another structure, a product, or parts
             restricted to some input columns).
     """
+    node_parts = getattr(kernel, "node_parts", None)
+    if node_parts is not None:  # a kernel that reads its flat form itself (the potential's)
+        constant_variance, base = node_parts()
+        return {
+            **node_hyperparameters(base, noise_variance),
+            "constant_variance": float(constant_variance.detach()),
+        }
     constant: Constant | None = None
     stationary: Kernel = kernel
     if isinstance(kernel, Sum):

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from abc import ABCMeta, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -501,6 +501,15 @@ _STATIONARY: dict[str, type[Stationary]] = {
 }
 _COMBINATIONS: dict[str, type[Sum] | type[Product]] = {"sum": Sum, "product": Product}
 KERNEL_TYPES = ("constant", *_COMBINATIONS, *_STATIONARY)
+# Kernels of a method's own subpackage (the potential's curl-free kernel), registered on import.
+_REGISTERED: dict[str, Callable[[dict[str, Any]], Kernel]] = {}
+
+
+def register_kernel_type(kind: str, from_spec: Callable[[dict[str, Any]], Kernel]) -> None:
+    """Let :func:`kernel_from_spec` rebuild a kernel type defined outside this module."""
+    if kind in KERNEL_TYPES:
+        raise ValueError(f"kernel type {kind!r} is built in")
+    _REGISTERED[kind] = from_spec
 
 
 def kernel_from_spec(spec: dict[str, Any]) -> Kernel:
@@ -529,6 +538,9 @@ def kernel_from_spec(spec: dict[str, Any]) -> Kernel:
                 spec.get("variance_max"),
                 spec.get("active_dims"),
             )
+        if kind in _REGISTERED:
+            return _REGISTERED[kind](spec)
     except (KeyError, TypeError) as err:
         raise ValueError(f"kernel spec {spec!r} is missing or has a bad field: {err}") from err
-    raise ValueError(f"unknown kernel type {kind!r}; expected one of {', '.join(KERNEL_TYPES)}")
+    known = ", ".join((*KERNEL_TYPES, *_REGISTERED))
+    raise ValueError(f"unknown kernel type {kind!r}; expected one of {known}")

@@ -16,20 +16,22 @@ from typing import Any
 from .acgp import ACGP_SETTINGS
 from .cagp import CAGP_SETTINGS
 from .gam import GAM_SETTINGS
+from .potential import POTENTIAL_SETTINGS
 from .setting import Setting
 from .solvegp import SOLVEGP_SETTINGS
 from .vips import VIPS_SETTINGS
 
 # Names of the models that run in the node (streaming) and of those `gp-mapper fit` runs.
-STREAMING_MODELS = ("vips",)
+STREAMING_MODELS = ("vips", "potential")
 BATCH_MODELS = ("exact", "acgp", "solvegp", "cagp", "cagp_cg", "gam")
 MODEL_NAMES = STREAMING_MODELS + BATCH_MODELS
 
 # The shared settings. Defaults are the seed paper's magnetometer model (spec seed000 §8.5).
 COMMON_SETTINGS: tuple[Setting, ...] = (
     Setting("model", "vips", "str",
-            "the model: vips = the streaming sparse GP (the node's); exact, acgp, solvegp, "
-            "cagp, cagp_cg, gam = batch models for gp-mapper fit",
+            "the model: vips = the streaming sparse GP (the node's); potential = the "
+            "three-axis curl-free field, streamed by VIPS (needs target: vector); exact, acgp, "
+            "solvegp, cagp, cagp_cg, gam = batch models for gp-mapper fit",
             choices=MODEL_NAMES, read_only=True),
     Setting("kernel", "matern52", "str", "stationary kernel added to the constant",
             choices=("matern52", "matern32", "se"), read_only=True),
@@ -65,6 +67,7 @@ COMMON_SETTINGS: tuple[Setting, ...] = (
 ENGINE_SETTINGS: tuple[Setting, ...] = (
     COMMON_SETTINGS
     + VIPS_SETTINGS
+    + POTENTIAL_SETTINGS
     + ACGP_SETTINGS
     + SOLVEGP_SETTINGS
     + CAGP_SETTINGS

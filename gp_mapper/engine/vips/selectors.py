@@ -116,7 +116,6 @@ class Vips:
         X, y, old = problem.X, problem.y, problem.old
         N = X.shape[0]
         M_a = 0 if old is None else old.num_inducing
-        max_new = max(0, min(N, problem.max_inducing - M_a))
         # The sequence may run past max_new: L* does not depend on the cap.
         pc = _decoupled(problem, min(N, REFERENCE_PIVOTS))
         kff_sum = problem.kernel.K_diag(X).sum()
@@ -130,41 +129,70 @@ class Vips:
                 ).value
             )
 
-        def bound_at(k: int) -> float:
-            return bound_of(pc.rows(M_a + k))
+        found = vips_search(pc, problem, N, bound_of, self.delta)
+        Z = torch.cat([_old_Z(problem), X[pc.pivots[: found.num_added]]])
+        return Selection(Z, found.num_added, found.reason, found.bound, found.reference,
+                         found.threshold)  # fmt: skip
 
-        l_star = _reachable_reference(pc, N, bound_of)
-        gamma = l_star - self.delta * abs(l_star - problem.noise_model_lml)
 
-        # Doubling: the first k (new points) with L̂ ≥ γ, or the largest k that can be built.
-        k_fail, k_pass, value = 0, None, None
-        k = 0 if M_a > 0 else 1
-        while True:
-            k = min(pc.extend_to(M_a + k), M_a + k) - M_a
-            value = bound_at(k)
-            if value >= gamma:
-                k_pass = k
-                break
-            k_fail = k
-            if k >= max_new or (pc.size - M_a <= k and pc.next_pivot() is None):
-                break
-            k = min(max(1, 2 * k), max_new)
-        if k_pass is None:
-            k_final = k_fail
-            reason = "max_inducing" if k_fail >= max_new else "no_information"
+class VipsResult(NamedTuple):
+    """Where the VIPS search stopped along a greedy sequence."""
+
+    num_added: int  # new pivots taken (a prefix of the sequence)
+    reason: str  # "threshold", "max_inducing" or "no_information"
+    bound: float | None  # L̂ there
+    reference: float  # L*
+    threshold: float  # γ
+
+
+def vips_search(
+    pc: PivotedCholesky,
+    problem: SelectionProblem,
+    num_candidates: int,
+    bound_of: Callable[[Tensor], float],
+    delta: float,
+) -> VipsResult:
+    """The shortest prefix of the greedy sequence ``pc`` with ``L̂ ≥ L* − δ|L* − L_noise|``.
+
+    L̂ is non-decreasing along the nested sequence (θ fixed), so the prefix is found by doubling
+    then bisection. ``pc`` starts with the forced prefix (the old inducing points); ``bound_of``
+    gives L̂ at its rows; ``num_candidates`` is how many pivots the sequence could take.
+    """
+    M_a = pc.num_prefix
+    max_new = max(0, min(num_candidates, problem.max_inducing - M_a))
+
+    def bound_at(k: int) -> float:
+        return bound_of(pc.rows(M_a + k))
+
+    l_star = _reachable_reference(pc, num_candidates, bound_of)
+    gamma = l_star - delta * abs(l_star - problem.noise_model_lml)
+
+    # Doubling: the first k (new points) with L̂ ≥ γ, or the largest k that can be built.
+    k_fail, k_pass, value = 0, None, None
+    k = 0 if M_a > 0 else 1
+    while True:
+        k = min(pc.extend_to(M_a + k), M_a + k) - M_a
+        value = bound_at(k)
+        if value >= gamma:
+            k_pass = k
+            break
+        k_fail = k
+        if k >= max_new or (pc.size - M_a <= k and pc.next_pivot() is None):
+            break
+        k = min(max(1, 2 * k), max_new)
+    if k_pass is None:
+        reason = "max_inducing" if k_fail >= max_new else "no_information"
+        return VipsResult(k_fail, reason, value, l_star, gamma)
+    # Bisection on (k_fail, k_pass]: bound(k_fail) < γ ≤ bound(k_pass).
+    lo, hi = k_fail, k_pass
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        mid_value = bound_at(mid)
+        if mid_value >= gamma:
+            hi, value = mid, mid_value
         else:
-            # Bisection on (k_fail, k_pass]: bound(k_fail) < γ ≤ bound(k_pass).
-            lo, hi = k_fail, k_pass
-            while hi - lo > 1:
-                mid = (lo + hi) // 2
-                mid_value = bound_at(mid)
-                if mid_value >= gamma:
-                    hi, value = mid, mid_value
-                else:
-                    lo = mid
-            k_final, reason = hi, "threshold"
-        Z = torch.cat([_old_Z(problem), X[pc.pivots[:k_final]]])
-        return Selection(Z, k_final, reason, value, l_star, gamma)
+            lo = mid
+    return VipsResult(hi, "threshold", value, l_star, gamma)
 
 
 def _reachable_reference(pc: PivotedCholesky, N: int, bound_of: Callable[[Tensor], float]) -> float:
@@ -300,7 +328,19 @@ class Oips:
         return Selection(kept, start + len(chosen), reason)
 
 
-_SELECTORS = {"vips": Vips, "cv": ConditionalVariance, "oips": Oips, "fixed": FixedSize}
+_SELECTORS: dict[str, Callable[..., Selector]] = {
+    "vips": Vips,
+    "cv": ConditionalVariance,
+    "oips": Oips,
+    "fixed": FixedSize,
+}
+
+
+def register_selector(kind: str, build: Callable[..., Selector]) -> None:
+    """Let :func:`selector_from_spec` rebuild a selector defined outside this module."""
+    if kind in ("vips", "cv", "oips", "fixed"):
+        raise ValueError(f"selector {kind!r} is built in")
+    _SELECTORS[kind] = build
 
 
 def selector_from_spec(spec: dict[str, Any]) -> Selector:

@@ -1,0 +1,171 @@
+"""The curl-free field kernel: B = −∇φ with φ a stationary GP, plus a uniform (Earth) field.
+
+Every input row is a *functional* of the field at a position: ``[x, y, z, tag]`` with
+
+- tag 0: the local potential φ(p) (an inducing variable, inter-domain);
+- tags 1, 2, 3: the field component B_x, B_y, B_z at p (a reading's three rows);
+- tags 4, 5, 6: the uniform field's component (an inducing variable; the position is unused).
+
+With ``k(p, p') = σ_φ² g(u)``, ``u = |p − p'|²/ℓ²`` and ``d = p − p'``, the covariances are
+closed form (no autograd through the kernel matrix):
+
+- cov(φ, φ') = σ_φ² g;
+- cov(B_i, φ') = −∂k/∂p_i = −2σ_φ² g' d_i / ℓ², and cov(φ, B'_j) = +2σ_φ² g' d_j / ℓ²;
+- cov(B_i, B'_j) = ∂²k/∂p_i∂p'_j = −σ_φ² (4g'' d_i d_j / ℓ⁴ + 2g' δ_ij / ℓ²) + σ_E² δ_ij;
+- the uniform field E adds σ_E² δ_ij between any two of its or the field's components.
+
+The variance parameter is that of one field component's local part, σ_B² = σ_φ² c / ℓ² with
+``c = −2g'(0)`` (1 for SE, 5/3 for Matérn-5/2), so it reads in µT² like every other kernel of
+the engine and a scalar map's θ is a sensible start. Matérn-3/2 is once differentiable only:
+its Hessian kernel does not exist at d = 0, and it is refused.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from ..core.kernels import (
+    VARIANCE_FLOOR,
+    Kernel,
+    Matern52,
+    SquaredExponential,
+    Stationary,
+    kernel_from_spec,
+    register_kernel_type,
+)
+from ..core.transforms import inverse_softplus_with_floor, softplus_with_floor
+
+POTENTIAL = 0
+FIELD = (1, 2, 3)
+EARTH = (4, 5, 6)
+SPATIAL_DIMS = 3
+TAG_COLUMN = 3
+SQRT5 = math.sqrt(5.0)
+# r = sqrt(max(u, tiny)): the gradient of r at u = 0 would be infinite (kernels.py does the same).
+_U_FLOOR = 1e-36
+# −2 g'(0) of each profile: the field component's variance per unit σ_φ²/ℓ².
+_FIELD_SCALE = {"se": 1.0, "matern52": 5.0 / 3.0}
+
+
+def _profile_derivatives(kind: str, u: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """g, g' and g'' of the correlation as functions of the squared scaled distance u."""
+    if kind == "se":
+        g = torch.exp(-0.5 * u)
+        return g, -0.5 * g, 0.25 * g
+    r = torch.sqrt(torch.clamp(u, min=_U_FLOOR))  # finite gradient at u = 0
+    e = torch.exp(-SQRT5 * r)
+    g = (1.0 + SQRT5 * r + 5.0 * u / 3.0) * e
+    return g, -(5.0 / 6.0) * (1.0 + SQRT5 * r) * e, (25.0 / 12.0) * e
+
+
+class CurlFreeKernel(Kernel):
+    """Covariance of potential, field and uniform-field functionals (module docstring).
+
+    Args:
+        base: the potential's stationary kernel, SE or Matérn-5/2, isotropic and on all
+            columns; its variance is one field component's local variance σ_B² [µT²].
+        earth_variance: σ_E², the prior variance of each component of the uniform field [µT²].
+    """
+
+    def __init__(self, base: Stationary, earth_variance: float = 1000.0) -> None:
+        super().__init__()
+        if not isinstance(base, SquaredExponential | Matern52):
+            raise ValueError(
+                f"the potential needs a twice-differentiable kernel (se or matern52); got "
+                f"{base.to_spec()['type']}"
+            )
+        if base.ard or base.active_dims is not None:
+            raise ValueError("the potential's kernel must be isotropic and on all columns")
+        self.base = base
+        self.raw_earth_variance = nn.Parameter(
+            inverse_softplus_with_floor(earth_variance, VARIANCE_FLOOR)
+        )
+
+    @property
+    def earth_variance(self) -> Tensor:
+        return softplus_with_floor(self.raw_earth_variance, VARIANCE_FLOOR)
+
+    @property
+    def field_variance(self) -> Tensor:
+        """σ_B²: one component's local prior variance [µT²]."""
+        return self.base.variance
+
+    @property
+    def lengthscale(self) -> Tensor:
+        return self.base.lengthscale
+
+    def potential_variance(self) -> Tensor:
+        """σ_φ² = σ_B² ℓ² / c [µT² m²]."""
+        return self.base.variance * self.lengthscale[0] ** 2 / _FIELD_SCALE[self.base.kind]
+
+    def _K(self, X: Tensor, X2: Tensor | None) -> Tensor:
+        X2 = X if X2 is None else X2
+        _check_rows(X)
+        _check_rows(X2)
+        ls2 = self.lengthscale[0] ** 2
+        s_phi = self.potential_variance()
+        s_b = self.base.variance / _FIELD_SCALE[self.base.kind]
+        d = X[:, None, :SPATIAL_DIMS] - X2[None, :, :SPATIAL_DIMS]  # [n, m, 3]
+        g, g1, g2 = _profile_derivatives(self.base.kind, (d * d).sum(-1) / ls2)
+        ta, tb = X[:, TAG_COLUMN].round().long(), X2[:, TAG_COLUMN].round().long()
+        pot_a, pot_b = (ta == POTENTIAL), (tb == POTENTIAL)
+        field_a, field_b = (ta >= 1) & (ta <= 3), (tb >= 1) & (tb <= 3)
+        comp_a = torch.where(field_a, ta - 1, ta - 4).clamp(0, 2)
+        comp_b = torch.where(field_b, tb - 1, tb - 4).clamp(0, 2)
+        d_i = torch.gather(d, 2, comp_a[:, None, None].expand(-1, d.shape[1], 1))[..., 0]
+        d_j = torch.gather(d, 2, comp_b[None, :, None].expand(d.shape[0], -1, 1))[..., 0]
+        same = (comp_a[:, None] == comp_b[None, :]).to(d.dtype)
+        vec_a, vec_b = ~pot_a, ~pot_b  # field or uniform-field rows
+        out = torch.where(pot_a[:, None] & pot_b[None, :], s_phi * g, 0.0)
+        slope = 2.0 * s_phi * g1 / ls2
+        out = out + torch.where(field_a[:, None] & pot_b[None, :], -slope * d_i, 0.0)
+        out = out + torch.where(pot_a[:, None] & field_b[None, :], slope * d_j, 0.0)
+        hess = -s_b * (4.0 * g2 * d_i * d_j / ls2 + 2.0 * g1 * same)
+        out = out + torch.where(field_a[:, None] & field_b[None, :], hess, 0.0)
+        return out + torch.where(vec_a[:, None] & vec_b[None, :], self.earth_variance * same, 0.0)
+
+    def _K_diag(self, X: Tensor) -> Tensor:
+        _check_rows(X)
+        tag = X[:, TAG_COLUMN].round().long()
+        field = self.base.variance + self.earth_variance
+        out = torch.where(tag == POTENTIAL, self.potential_variance(), self.earth_variance)
+        return torch.where((tag >= 1) & (tag <= 3), field, out)
+
+    def local_field_variance(self) -> Tensor:
+        """One component's prior variance without the uniform field: what "unknown" means."""
+        return self.base.variance
+
+    def to_spec(self) -> dict[str, Any]:
+        return {
+            "type": "curl_free",
+            "base": self.base.to_spec(),
+            "earth_variance": float(self.earth_variance.detach()),
+        }
+
+    def hyperparameter_groups(self) -> list[tuple[str, dict[str, Tensor]]]:
+        return [*self.base.hyperparameter_groups(), ("earth", {"variance": self.earth_variance})]
+
+    def node_parts(self) -> tuple[Tensor, Stationary]:
+        """(σ_E², the base kernel): the node's constant_variance and kernel parameters."""
+        return self.earth_variance, self.base
+
+
+def _check_rows(X: Tensor) -> None:
+    if X.ndim != 2 or X.shape[1] != SPATIAL_DIMS + 1:
+        raise ValueError(
+            f"curl-free kernel inputs are [n, 4] rows (x, y, z, tag); got {tuple(X.shape)}"
+        )
+
+
+def _from_spec(spec: dict[str, Any]) -> CurlFreeKernel:
+    base = kernel_from_spec(spec["base"])
+    if not isinstance(base, Stationary):
+        raise ValueError(f"a curl-free kernel's base must be stationary; got {spec['base']!r}")
+    return CurlFreeKernel(base, float(spec["earth_variance"]))
+
+
+register_kernel_type("curl_free", _from_spec)

@@ -1,0 +1,258 @@
+"""The three-axis field map: readings of B in, a curl-free posterior streamed by VIPS out.
+
+A reading's three components are three scalar observations of functionals of one potential
+(``kernel.py``); the streaming engine of seed 000 (``vips.OnlineSparseGP``: the Bui bound, L*,
+the selection, the fit, atomic commits, the state) runs over them unchanged, with the curl-free
+kernel and the potential selector (``selector.py``). This class turns map inputs and field
+vectors into those functionals and the posterior back into field and ‖B‖ predictions.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from ..core.linalg import JITTER_LADDER, Jitter
+from ..errors import StateError
+from ..model import Hyperparameters, ModelKind
+from ..vips import OnlineSparseGP, Posterior, UpdateReport
+from ..vips.online_sgp import (
+    DEFAULT_FIT_ITERATIONS,
+    DEFAULT_MAX_INDUCING,
+    DEFAULT_OUTLIER_Z,
+    DEFAULT_PASS_NOISE_VARIANCE,
+)
+from ..vips.selectors import Selector
+from .functionals import field_rows, field_targets, spatial
+from .kernel import CurlFreeKernel
+from .posterior import FieldPosterior
+from .selector import PotentialVips, num_potential
+
+INPUT_DIMS = (2, 3)
+
+
+class VectorFieldGP:
+    """Streaming map of the field vector B(p) from a scalar potential (module docstring).
+
+    Args:
+        kernel: the curl-free kernel at the initial θ.
+        noise_variance: initial noise variance of each component [µT²].
+        selector: :class:`~.selector.PotentialVips` (default) or
+            :class:`~.selector.FieldReadings`.
+        input_dim: 2 (positions (x, y), z = 0) or 3 (x, y, z) [m].
+        device, dtype, max_inducing, fit_iterations, jitter, seed, hyperprior_scale,
+            outlier_z, pass_noise_variance: as for :class:`~..vips.OnlineSparseGP`, which runs
+            the update (``max_inducing`` counts the uniform field's three variables too; the
+            outlier screen judges each component).
+    """
+
+    name: ClassVar[str] = "potential"
+    kind: ClassVar[ModelKind] = "streaming"
+
+    def __init__(
+        self,
+        kernel: CurlFreeKernel,
+        noise_variance: float = 0.1,
+        selector: Selector | None = None,
+        *,
+        input_dim: int = 2,
+        device: str | torch.device = "auto",
+        dtype: torch.dtype = torch.float64,
+        max_inducing: int = DEFAULT_MAX_INDUCING,
+        fit_iterations: int = DEFAULT_FIT_ITERATIONS,
+        jitter: float | Jitter = JITTER_LADDER[0],
+        seed: int = 0,
+        hyperprior_scale: float = 0.0,
+        outlier_z: float = DEFAULT_OUTLIER_Z,
+        pass_noise_variance: float = DEFAULT_PASS_NOISE_VARIANCE,
+    ) -> None:
+        if not isinstance(kernel, CurlFreeKernel):
+            raise TypeError(f"the potential model needs a CurlFreeKernel; got {type(kernel)}")
+        if input_dim not in INPUT_DIMS:
+            raise ValueError(f"input_dim must be 2 or 3; got {input_dim}")
+        self.input_dim = input_dim
+        self._engine = OnlineSparseGP(
+            kernel,
+            noise_variance,
+            selector if selector is not None else PotentialVips(),
+            device=device,
+            dtype=dtype,
+            max_inducing=max_inducing,
+            fit_iterations=fit_iterations,
+            jitter=jitter,
+            seed=seed,
+            hyperprior_scale=hyperprior_scale,
+            outlier_z=outlier_z,
+            pass_noise_variance=pass_noise_variance,
+        )
+        self._posterior: FieldPosterior | None = None
+        self._report: UpdateReport | None = None
+
+    @classmethod
+    def _wrap(cls, engine: OnlineSparseGP, input_dim: int) -> VectorFieldGP:
+        model = cls.__new__(cls)
+        model.input_dim = input_dim
+        model._engine = engine
+        model._posterior = None
+        model._report = None
+        return model
+
+    # ------------------------------------------------------------------ read-only views
+    @property
+    def device(self) -> torch.device:
+        return self._engine.device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self._engine.dtype
+
+    @property
+    def engine(self) -> OnlineSparseGP:
+        """The scalar engine over the tagged functionals (do not update it directly)."""
+        return self._engine
+
+    @property
+    def kernel(self) -> CurlFreeKernel:
+        kernel = self._engine.kernel
+        assert isinstance(kernel, CurlFreeKernel)
+        return kernel
+
+    @property
+    def noise_variance(self) -> float:
+        return self._engine.noise_variance
+
+    @property
+    def posterior(self) -> FieldPosterior | None:
+        inner = self._engine.posterior
+        if inner is None:
+            return None
+        if self._posterior is None or self._posterior.inner is not inner:
+            self._posterior = FieldPosterior(inner, self.input_dim)
+        return self._posterior
+
+    @property
+    def num_inducing(self) -> int:
+        """Potential (or field) inducing variables, the uniform field's three left out."""
+        carried = self._engine.carried
+        return 0 if carried is None else num_potential(carried.Z)
+
+    @property
+    def num_updates(self) -> int:
+        return self._engine.num_updates
+
+    @property
+    def report(self) -> UpdateReport | None:
+        return self._report
+
+    def hyperparameters(self) -> Hyperparameters:
+        """θ in the node's names: kernel_variance = one component's local variance [µT²],
+        constant_variance = the uniform field's variance per component [µT²]."""
+        return self._engine.hyperparameters()
+
+    # ------------------------------------------------------------------ operations
+    def update(
+        self,
+        X: Tensor | np.ndarray,
+        y: Tensor | np.ndarray,
+        on_selected: Callable[[FieldPosterior], None] | None = None,
+        *,
+        fit: bool = True,
+    ) -> UpdateReport:
+        """Absorb a window: positions X [N, D] and field readings y [N, 3] in map_frame [µT].
+
+        Returns:
+            The engine's report with ``n`` in readings and ``m_before``/``m_after`` in
+            potential inducing variables; if not accepted the state is unchanged.
+
+        Raises:
+            ValueError: wrong shapes, no rows, NaN or inf.
+        """
+        X_t, y_t = self._validate(X, y)
+        m_before = self.num_inducing
+        hook = None
+        if on_selected is not None:
+
+            def hook(inner: Posterior) -> None:
+                on_selected(FieldPosterior(inner, self.input_dim))
+
+        report = self._engine.update(field_rows(spatial(X_t)), field_targets(y_t), hook, fit=fit)
+        self._report = dataclasses.replace(
+            report, n=X_t.shape[0], m_before=m_before, m_after=self.num_inducing
+        )
+        return self._report
+
+    def predict(self, Xs: Tensor | np.ndarray) -> tuple[Tensor, Tensor]:
+        """‖B‖: latent mean and variance [S] at map inputs Xs [S, D]."""
+        return self._require_posterior().predict(self._as_inputs(Xs))
+
+    def predict_field(self, Xs: Tensor | np.ndarray) -> tuple[Tensor, Tensor]:
+        """Latent field mean [S, 3] and covariance [S, 3, 3] at map inputs Xs [S, D]."""
+        return self._require_posterior().predict_field(self._as_inputs(Xs))
+
+    # ------------------------------------------------------------------ persistence
+    def state_dict(self) -> dict[str, np.ndarray]:
+        """The engine's state over the functionals, under this model's name."""
+        return {
+            **self._engine.state_dict(),
+            "model": np.array(self.name),
+            "potential.input_dim": np.array(self.input_dim),
+        }
+
+    @classmethod
+    def from_state(
+        cls, state: Mapping[str, Any], device: str | torch.device = "auto"
+    ) -> VectorFieldGP:
+        """Rebuild from :meth:`state_dict`.
+
+        Raises:
+            StateError: another model's state, or a malformed one.
+        """
+        saved = str(np.asarray(state.get("model", "")))
+        if saved != cls.name:
+            raise StateError(f"the state holds a {saved!r} model, not a {cls.name!r} one")
+        try:
+            input_dim = int(np.asarray(state["potential.input_dim"]))
+        except (KeyError, TypeError, ValueError) as err:
+            raise StateError(f"potential state has no valid input_dim: {err}") from err
+        if input_dim not in INPUT_DIMS:
+            raise StateError(f"potential state's input_dim must be 2 or 3; got {input_dim}")
+        inner = {k: v for k, v in state.items() if k != "potential.input_dim"}
+        inner["model"] = np.array(OnlineSparseGP.name)
+        engine = OnlineSparseGP.from_state(inner, device)
+        if not isinstance(engine.kernel, CurlFreeKernel):
+            raise StateError("potential state does not hold a curl-free kernel")
+        return cls._wrap(engine, input_dim)
+
+    # ------------------------------------------------------------------ validation
+    def _require_posterior(self) -> FieldPosterior:
+        posterior = self.posterior
+        if posterior is None:
+            raise RuntimeError("the model has no data yet: call update() first")
+        return posterior
+
+    def _as_inputs(self, X: Tensor | np.ndarray) -> Tensor:
+        X_t = torch.as_tensor(X, dtype=self.dtype, device=self.device)
+        if X_t.ndim != 2 or X_t.shape[1] != self.input_dim:
+            raise ValueError(f"inputs must be [N, {self.input_dim}]; got {tuple(X_t.shape)}")
+        return X_t
+
+    def _validate(self, X: Tensor | np.ndarray, y: Tensor | np.ndarray) -> tuple[Tensor, Tensor]:
+        X_t = self._as_inputs(X)
+        y_t = torch.as_tensor(y, dtype=self.dtype, device=self.device)
+        if y_t.shape != (X_t.shape[0], 3):
+            raise ValueError(
+                f"expected X [N, {self.input_dim}] and y [N, 3]; got {tuple(X_t.shape)} and "
+                f"{tuple(y_t.shape)}"
+            )
+        if X_t.shape[0] == 0:
+            raise ValueError("empty batch: X and y have no rows")
+        if not torch.isfinite(X_t).all():
+            raise ValueError(f"X has {int((~torch.isfinite(X_t)).any(1).sum())} rows with NaN/inf")
+        if not torch.isfinite(y_t).all():
+            raise ValueError(f"y has {int((~torch.isfinite(y_t)).any(1).sum())} rows with NaN/inf")
+        return X_t, y_t
