@@ -27,6 +27,7 @@ from gp_mapper.engine import (
     model_from_state,
     model_names,
 )
+from gp_mapper.engine.potential import ExactFieldGP
 
 N = 60
 INPUT_DIM = 2
@@ -36,17 +37,20 @@ QUICK = {"fit_iterations": 3, "acgp_block_size": 20, "solve_epochs": 3, "cagp_ep
          "kernel": "se", "lengthscale": 0.4, "constant_variance": 4.0, "device": "cpu"}  # fmt: skip
 
 
-def data(seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+def data(seed: int = 0, name: str = "vips") -> tuple[np.ndarray, np.ndarray]:
+    """Inputs and targets: y [N], or y [N, 3] for a model of the field vector."""
     rng = np.random.default_rng(seed)
     X = rng.uniform(0.0, 3.0, (N, INPUT_DIM))
     y = 2.0 + np.sin(2.0 * X[:, 0]) * np.cos(X[:, 1]) + 0.05 * rng.standard_normal(N)
+    if model_entry(name).target == "vector":
+        y = np.stack([y, 1.0 - np.cos(X[:, 0]) + 0.05 * rng.standard_normal(N), -0.5 * y], 1)
     return X, y
 
 
 def trained(name: str, **settings: object):
     spec = EngineSpec(**{**QUICK, **settings, "model": name})
     model = build_model(spec, INPUT_DIM)
-    X, y = data()
+    X, y = data(name=name)
     if model_entry(name).kind == "streaming":
         for part in np.array_split(np.arange(N), 3):
             assert model.update(X[part], y[part]).accepted
@@ -111,7 +115,7 @@ def test_a_failed_update_or_fit_changes_nothing(name: str, monkeypatch: pytest.M
     def not_positive_definite(A: torch.Tensor, **_: object) -> tuple[torch.Tensor, torch.Tensor]:
         return torch.zeros_like(A), torch.ones(A.shape[:-2], dtype=torch.int32)
 
-    X, y = data(seed=1)
+    X, y = data(seed=1, name=name)
     with monkeypatch.context() as patch:  # every factorisation now fails
         patch.setattr(torch.linalg, "cholesky_ex", not_positive_definite)
         streaming = model_entry(name).kind == "streaming"
@@ -129,11 +133,15 @@ def test_a_failed_update_or_fit_changes_nothing(name: str, monkeypatch: pytest.M
 @pytest.mark.parametrize("name", model_names())
 def test_with_all_data_as_support_it_is_the_exact_gp(name: str) -> None:
     model, spec = trained(name, **model_entry(name).exact_settings(N))
-    X, y = data()
-    exact = ExactGP(
-        build_kernel(spec, INPUT_DIM).double(), spec.noise_variance,
-        torch.as_tensor(X), torch.as_tensor(y),
-    )  # fmt: skip
+    X, y = data(name=name)
+    if model_entry(name).target == "vector":
+        kernel = build_model(spec, INPUT_DIM).kernel.double()  # the field model's own prior
+        exact = ExactFieldGP(kernel, spec.noise_variance, torch.as_tensor(X), torch.as_tensor(y))
+    else:
+        exact = ExactGP(
+            build_kernel(spec, INPUT_DIM).double(), spec.noise_variance,
+            torch.as_tensor(X), torch.as_tensor(y),
+        )  # fmt: skip
     assert model.posterior.support.shape[0] == N
     mean, var = model.predict(TEST_POINTS)
     mean_ref, var_ref = exact.predict(TEST_POINTS)
