@@ -106,27 +106,54 @@ class CurlFreeKernel(Kernel):
         X2 = X if X2 is None else X2
         _check_rows(X)
         _check_rows(X2)
+        ta, tb = X[:, TAG_COLUMN].round().long(), X2[:, TAG_COLUMN].round().long()
+        # Each pair of kinds is its own block, computed on its rows only: the engine's largest
+        # matrix, K(Z, X), is potential × field alone.
+        pot_a, pot_b = _rows_where(ta == POTENTIAL), _rows_where(tb == POTENTIAL)
+        field_a = _rows_where((ta >= FIELD[0]) & (ta <= FIELD[-1]))
+        field_b = _rows_where((tb >= FIELD[0]) & (tb <= FIELD[-1]))
+        vec_a, vec_b = _rows_where(ta >= FIELD[0]), _rows_where(tb >= FIELD[0])
         ls2 = self.lengthscale[0] ** 2
         s_phi = self.potential_variance()
-        s_b = self.base.variance / _FIELD_SCALE[self.base.kind]
-        d = X[:, None, :SPATIAL_DIMS] - X2[None, :, :SPATIAL_DIMS]  # [n, m, 3]
-        g, g1, g2 = _profile_derivatives(self.base.kind, (d * d).sum(-1) / ls2)
-        ta, tb = X[:, TAG_COLUMN].round().long(), X2[:, TAG_COLUMN].round().long()
-        pot_a, pot_b = (ta == POTENTIAL), (tb == POTENTIAL)
-        field_a, field_b = (ta >= 1) & (ta <= 3), (tb >= 1) & (tb <= 3)
-        comp_a = torch.where(field_a, ta - 1, ta - 4).clamp(0, 2)
-        comp_b = torch.where(field_b, tb - 1, tb - 4).clamp(0, 2)
-        d_i = torch.gather(d, 2, comp_a[:, None, None].expand(-1, d.shape[1], 1))[..., 0]
-        d_j = torch.gather(d, 2, comp_b[None, :, None].expand(d.shape[0], -1, 1))[..., 0]
-        same = (comp_a[:, None] == comp_b[None, :]).to(d.dtype)
-        vec_a, vec_b = ~pot_a, ~pot_b  # field or uniform-field rows
-        out = torch.where(pot_a[:, None] & pot_b[None, :], s_phi * g, 0.0)
-        slope = 2.0 * s_phi * g1 / ls2
-        out = out + torch.where(field_a[:, None] & pot_b[None, :], -slope * d_i, 0.0)
-        out = out + torch.where(pot_a[:, None] & field_b[None, :], slope * d_j, 0.0)
-        hess = -s_b * (4.0 * g2 * d_i * d_j / ls2 + 2.0 * g1 * same)
-        out = out + torch.where(field_a[:, None] & field_b[None, :], hess, 0.0)
-        return out + torch.where(vec_a[:, None] & vec_b[None, :], self.earth_variance * same, 0.0)
+        out = X.new_zeros((X.shape[0], X2.shape[0]))
+        if vec_a.numel() and vec_b.numel():  # the uniform field, shared by field rows
+            same = (_component(ta[vec_a])[:, None] == _component(tb[vec_b])[None, :]).to(X.dtype)
+            out[vec_a[:, None], vec_b[None, :]] = self.earth_variance * same
+        if pot_a.numel() and pot_b.numel():
+            g, _, _ = self._profile(X[pot_a], X2[pot_b], ls2)
+            out[pot_a[:, None], pot_b[None, :]] = s_phi * g
+        if field_a.numel() and pot_b.numel():
+            d_i = self._offsets(X[field_a], X2[pot_b], _component(ta[field_a]), rows=True)
+            _, g1, _ = self._profile(X[field_a], X2[pot_b], ls2)
+            out[field_a[:, None], pot_b[None, :]] = -2.0 * s_phi * g1 * d_i / ls2
+        if pot_a.numel() and field_b.numel():
+            d_j = self._offsets(X[pot_a], X2[field_b], _component(tb[field_b]), rows=False)
+            _, g1, _ = self._profile(X[pot_a], X2[field_b], ls2)
+            out[pot_a[:, None], field_b[None, :]] = 2.0 * s_phi * g1 * d_j / ls2
+        if field_a.numel() and field_b.numel():
+            A, B = X[field_a], X2[field_b]
+            comp_a, comp_b = _component(ta[field_a]), _component(tb[field_b])
+            d_i = self._offsets(A, B, comp_a, rows=True)
+            d_j = self._offsets(A, B, comp_b, rows=False)
+            _, g1, g2 = self._profile(A, B, ls2)
+            same = (comp_a[:, None] == comp_b[None, :]).to(X.dtype)
+            s_b = self.base.variance / _FIELD_SCALE[self.base.kind]
+            hess = -s_b * (4.0 * g2 * d_i * d_j / ls2 + 2.0 * g1 * same)
+            out[field_a[:, None], field_b[None, :]] = out[field_a[:, None], field_b[None, :]] + hess
+        return out
+
+    def _profile(self, A: Tensor, B: Tensor, ls2: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        d = A[:, None, :SPATIAL_DIMS] - B[None, :, :SPATIAL_DIMS]
+        return _profile_derivatives(self.base.kind, (d * d).sum(-1) / ls2)
+
+    @staticmethod
+    def _offsets(A: Tensor, B: Tensor, comp: Tensor, *, rows: bool) -> Tensor:
+        """(p − p')_c [n, m], c each row's component (``rows``) or each column's."""
+        if rows:
+            own = A[torch.arange(A.shape[0], device=A.device), comp]
+            return own[:, None] - B[:, :SPATIAL_DIMS].T[comp]
+        own = B[torch.arange(B.shape[0], device=B.device), comp]
+        return A[:, :SPATIAL_DIMS][:, comp] - own[None, :]
 
     def _K_diag(self, X: Tensor) -> Tensor:
         _check_rows(X)
@@ -152,6 +179,15 @@ class CurlFreeKernel(Kernel):
     def node_parts(self) -> tuple[Tensor, Stationary]:
         """(σ_E², the base kernel): the node's constant_variance and kernel parameters."""
         return self.earth_variance, self.base
+
+
+def _rows_where(mask: Tensor) -> Tensor:
+    return torch.nonzero(mask).squeeze(-1)
+
+
+def _component(tag: Tensor) -> Tensor:
+    """0, 1, 2 for x, y, z of a field or uniform-field row."""
+    return torch.where(tag >= EARTH[0], tag - EARTH[0], tag - FIELD[0])
 
 
 def _check_rows(X: Tensor) -> None:
