@@ -482,6 +482,7 @@ def run_svgp(
     device: torch.device,
 ) -> Result:  # fmt: skip
     """GPyTorch's SVGP (whitened, Cholesky q(u), inducing points learned), minibatch 1024."""
+    torch.manual_seed(seed)  # GPyTorch initialises q(u) from torch's global generator
     fit_rows, val_rows = validation_split(len(s.y_train), seed)
     X, y = tensor(s.X_train[fit_rows], device), tensor(s.y_train[fit_rows], device)
     Z = tensor(initial_inducing(s.X_train[fit_rows], m, seed), device)

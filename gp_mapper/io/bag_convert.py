@@ -27,6 +27,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from gp_mapper.mapping.pose_buffer import NS_PER_S
+
 from .aalto import MICROTESLA_SENSORS, AaltoSequence, read_aalto_sequence
 from .bag_writer import (
     BASE_EPOCH_NS,
@@ -50,7 +52,6 @@ _LOG = logging.getLogger(__name__)
 # Gap between sequences: far above the mapper's pose gap (0.2 s) and pose wait (0.5 s), so no
 # pose is ever interpolated across two sequences.
 SEQUENCE_GAP_S = 5.0
-_NS_PER_S = 1_000_000_000
 
 
 class ConvertSummary(NamedTuple):
@@ -83,7 +84,7 @@ class ConvertSummary(NamedTuple):
     @property
     def duration_s(self) -> float:
         """Seconds from the first to the last stamp (gaps between sequences included)."""
-        return (self.end_ns - self.start_ns) / _NS_PER_S
+        return (self.end_ns - self.start_ns) / NS_PER_S
 
 
 def convert_aalto(
@@ -146,9 +147,7 @@ def convert_aalto(
             _LOG.warning("%s sequence %d: dropped %d non-finite rows", sensor, seq, dropped)
         dropped_total += dropped
         data = _first_seconds(data, max_seconds)
-        stamps = next_start_ns + np.rint((data.time_s - data.time_s[0]) * _NS_PER_S).astype(
-            np.int64
-        )
+        stamps = next_start_ns + np.rint((data.time_s - data.time_s[0]) * NS_PER_S).astype(np.int64)
         yaw = heading_from_track(data.time_s, data.loc_m)
         field_t = data.mag_ut * TESLA_PER_MICROTESLA
         if rotate_field_to_body:
@@ -158,7 +157,7 @@ def convert_aalto(
         field_parts.append((stamps, field_t))
         pose_parts.append((stamps[keep], position[keep], yaw_to_quaternion(yaw[keep])))
         starts.append(int(stamps[0]))
-        next_start_ns = int(stamps[-1]) + round(SEQUENCE_GAP_S * _NS_PER_S)
+        next_start_ns = int(stamps[-1]) + round(SEQUENCE_GAP_S * NS_PER_S)
 
     field = FieldStream(
         stamps_ns=np.concatenate([p[0] for p in field_parts]),
@@ -205,6 +204,6 @@ def _first_seconds(data: AaltoSequence, max_seconds: float | None) -> AaltoSeque
     if max_seconds is None:
         return data
     # Compared in whole nanoseconds, as stamped: 20.00 - 0.00 is 19.99999999 in float seconds.
-    elapsed_ns = np.rint((data.time_s - data.time_s[0]) * _NS_PER_S)
-    keep = elapsed_ns < round(max_seconds * _NS_PER_S)
+    elapsed_ns = np.rint((data.time_s - data.time_s[0]) * NS_PER_S)
+    keep = elapsed_ns < round(max_seconds * NS_PER_S)
     return AaltoSequence(data.time_s[keep], data.loc_m[keep], data.mag_ut[keep])

@@ -24,6 +24,7 @@ from rosbags.rosbag2 import Reader, ReaderError
 from rosbags.serde import SerdeError
 from rosbags.typesys import Stores, get_typestore
 
+from gp_mapper.mapping.pose_buffer import NS_PER_S
 from gp_mapper.mapping.records import FieldReading, Pose
 
 from .bag_writer import DEFAULT_MAG_TOPIC, DEFAULT_POSE_TOPIC
@@ -48,7 +49,6 @@ _LOG = logging.getLogger(__name__)
 DEFAULT_REORDER_WINDOW_S = 0.2
 # Storage file suffix -> storage identifier (the suffixes rosbag2 and rosbags use).
 STORAGE_SUFFIXES: Mapping[str, str] = MappingProxyType({".mcap": "mcap", ".db3": "sqlite3"})
-_NS_PER_S = 1_000_000_000
 # Names of a folder's entries quoted in a "no bag here" error, at most.
 MAX_LISTED = 10
 # What a damaged bag raises inside rosbags (found by truncating and overwriting bytes of MCAP
@@ -98,7 +98,7 @@ class BagInfo(NamedTuple):
     @property
     def duration_s(self) -> float:
         """Seconds from the first to the last message (bag time)."""
-        return (self.end_ns - self.start_ns) / _NS_PER_S
+        return (self.end_ns - self.start_ns) / NS_PER_S
 
 
 def bag_info(path: str | os.PathLike[str]) -> BagInfo:
@@ -169,7 +169,7 @@ def read_bag(
         )
     with _open(bag) as reader:
         pose_type = _check_topics(bag, reader, mag_topic, pose_topic, pose_type)
-    window_ns = round(reorder_window_s * _NS_PER_S)
+    window_ns = round(reorder_window_s * NS_PER_S)
     return _records(bag, mag_topic, pose_topic, pose_type, window_ns)
 
 
@@ -264,7 +264,7 @@ def _storage_of(bag: Path) -> str:
 
 
 def _stamp_ns(header: Any) -> int:
-    return int(header.stamp.sec) * _NS_PER_S + int(header.stamp.nanosec)
+    return int(header.stamp.sec) * NS_PER_S + int(header.stamp.nanosec)
 
 
 def _to_field(msg: Any) -> FieldReading:

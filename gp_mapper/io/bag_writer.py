@@ -29,6 +29,8 @@ from rosbags.rosbag2 import StoragePlugin, Writer, WriterError
 from rosbags.typesys import Stores, get_typestore
 from rosbags.typesys.store import Typestore
 
+from gp_mapper.mapping.pose_buffer import NS_PER_S
+
 from .errors import BagError
 from .pose_types import FIELD_MSGTYPE, POSE_MSGTYPES
 
@@ -65,7 +67,6 @@ BASE_EPOCH_NS = 1_700_000_000 * 1_000_000_000
 TESLA_PER_MICROTESLA = 1e-6
 # rosbag2 metadata version written (rosbags' latest, what Jazzy's ros2 bag writes).
 BAG_VERSION = 9
-_NS_PER_S = 1_000_000_000
 
 
 class FieldStream(NamedTuple):
@@ -129,7 +130,7 @@ class BagSummary(NamedTuple):
     @property
     def duration_s(self) -> float:
         """Seconds from the first to the last stamp."""
-        return (self.end_ns - self.start_ns) / _NS_PER_S
+        return (self.end_ns - self.start_ns) / NS_PER_S
 
 
 def write_field_pose_bag(
@@ -343,7 +344,7 @@ def _move_into_place(staged: Path, target: Path, force: bool) -> None:
 
 def _header(typestore: Typestore, stamp_ns: int, frame_id: str) -> Any:
     types = typestore.types
-    sec, nanosec = divmod(stamp_ns, _NS_PER_S)
+    sec, nanosec = divmod(stamp_ns, NS_PER_S)
     return types["std_msgs/msg/Header"](
         stamp=types["builtin_interfaces/msg/Time"](sec=sec, nanosec=nanosec), frame_id=frame_id
     )

@@ -20,6 +20,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from gp_mapper.mapping.pose_buffer import NS_PER_S
+
 from .bag_writer import (
     BASE_EPOCH_NS,
     DEFAULT_MAG_TOPIC,
@@ -73,7 +75,6 @@ DEFAULT_NOISE_UT = 0.3
 # Lawnmower rows keep this far from the walls and lie this far apart, m.
 PATH_MARGIN_M = 0.5
 ROW_SPACING_M = 0.75
-_NS_PER_S = 1_000_000_000
 # The heading bias's curve per µT of amplitude: (A, B, C, D, E) of
 # A + B sin ψ + C cos ψ + D sin 2ψ + E cos 2ψ, a hard-iron first harmonic and a weaker soft-iron
 # second one (peak about 1.4 amplitudes). A = 0: a constant bias cannot be told from the field
@@ -340,7 +341,7 @@ def write_synthetic_bag(
     run = simulate_run(
         world, duration_s, rate_hz, seed, noise_ut=noise_ut, heading_bias_ut=heading_bias_ut
     )
-    stamps = BASE_EPOCH_NS + np.rint(run.time_s * _NS_PER_S).astype(np.int64)
+    stamps = BASE_EPOCH_NS + np.rint(run.time_s * NS_PER_S).astype(np.int64)
     keep = pose_sample_mask(run.time_s, pose_rate_hz)
     variance_t2 = (noise_ut * TESLA_PER_MICROTESLA) ** 2
     field_stream = FieldStream(
