@@ -9,7 +9,14 @@ import pytest
 import torch
 
 from gp_mapper.engine.core.greedy import PivotedCholesky
-from gp_mapper.engine.vips.bound import old_predictive, online_bound, reference_bound, upper_bound
+from gp_mapper.engine.vips.bound import (
+    old_predictive,
+    online_bound,
+    reference_bound,
+    upper_bound,
+    whitened_bound,
+    whitened_bound_prefixes,
+)
 
 from .conftest import OnlineToy, gauss_logpdf, naive_eq8, np64
 
@@ -118,3 +125,32 @@ def test_first_batch_bound_is_titsias_sgpr(rng: np.random.Generator) -> None:
     Q = Kuf.T @ np.linalg.solve(Kuu, Kuf)
     ref = gauss_logpdf(np64(y), Q + 0.05 * np.eye(40)) - 0.5 / 0.05 * (kff.sum() - np.trace(Q))
     assert ours == pytest.approx(ref, rel=1e-8)
+
+
+@pytest.mark.parametrize("with_old", [True, False])
+def test_prefix_bounds_from_one_factorisation_equal_each_prefix_evaluated_alone(
+    online_toy: OnlineToy, with_old: bool
+) -> None:
+    toy = online_toy
+    old = toy.old if with_old else None
+    k = toy.kernel_old
+    cols = torch.cat([toy.X, toy.old.Z])
+    cand = torch.zeros(cols.shape[0], dtype=torch.bool)
+    cand[: toy.X.shape[0]] = True
+    N = toy.X.shape[0]
+    with torch.no_grad():
+        pc = PivotedCholesky(k, cols, cand, 1e-8, old.Z if old else None,
+                             old.L if old else None)  # fmt: skip
+        pc.extend_to(pc.num_prefix + 25)
+        R = pc.rows()
+        kff = k.K_diag(toy.X).sum()
+        Kaa = k.K(toy.old.Z)
+        prefixes = whitened_bound_prefixes(R[:, :N], R[:, N:], toy.y, kff, toy.noise_old, old, Kaa)
+        alone = torch.stack(
+            [
+                whitened_bound(R[:m, :N], R[:m, N:], toy.y, kff, toy.noise_old, old, Kaa).value
+                for m in range(1, R.shape[0] + 1)
+            ]
+        )
+    assert prefixes.shape == (R.shape[0],)
+    torch.testing.assert_close(prefixes, alone, rtol=1e-10, atol=1e-8)

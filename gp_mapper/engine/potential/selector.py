@@ -31,7 +31,7 @@ from torch import Tensor
 from ..core.greedy import CONDITIONAL_VARIANCE_FLOOR, PivotedCholesky
 from ..core.linalg import Jitter, cholesky_with_jitter
 from ..settings import check, default
-from ..vips.bound import whitened_bound
+from ..vips.bound import whitened_bound_prefixes
 from ..vips.selectors import (
     REFERENCE_PIVOTS,
     Selection,
@@ -152,16 +152,14 @@ class PotentialVips:
         kff_sum = kernel.K_diag(X).sum()
         Kaa = kernel.K(old.Z) if has_old else None
 
-        def bound_of(rows: Tensor) -> float:
+        def bounds_of(rows: Tensor) -> Tensor:
             # First batch: the uniform field's rows are new inducing variables like the rest.
-            return float(
-                whitened_bound(
-                    rows[:, :n], rows[:, n + C :], y, kff_sum, problem.noise_variance,
-                    old if has_old else None, Kaa,
-                ).value
+            return whitened_bound_prefixes(
+                rows[:, :n], rows[:, n + C :], y, kff_sum, problem.noise_variance,
+                old if has_old else None, Kaa,
             )  # fmt: skip
 
-        found = vips_search(pc, problem, C, bound_of, self.delta)
+        found = vips_search(pc, problem, C, bounds_of, self.delta)
         chosen = [j - n for j in pc.pivots[: found.num_added]]
         Z = torch.cat([prefix_Z, candidates_P[chosen]])
         return Selection(Z, found.num_added, found.reason, found.bound, found.reference,

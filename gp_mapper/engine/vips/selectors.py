@@ -17,7 +17,7 @@ from ..core.greedy import PivotedCholesky
 from ..core.kernels import Kernel
 from ..core.linalg import Jitter
 from ..settings import check, default
-from .bound import whitened_bound
+from .bound import whitened_bound_prefixes
 from .posterior import CarriedPosterior
 
 # Above this many new points L* is no longer the value with every datum inducing but the bound
@@ -121,15 +121,13 @@ class Vips:
         kff_sum = problem.kernel.K_diag(X).sum()
         Kaa = problem.kernel.K(old.Z) if old is not None and M_a > 0 else None
 
-        def bound_of(R: Tensor) -> float:
-            """L̂ at the rows ``L_b⁻¹ K(b, [X; Z_a])`` of an inducing set b."""
-            return float(
-                whitened_bound(
-                    R[:, :N], R[:, N:], y, kff_sum, problem.noise_variance, old, Kaa
-                ).value
+        def bounds_of(R: Tensor) -> Tensor:
+            """L̂ at every prefix of the rows ``L_b⁻¹ K(b, [X; Z_a])`` of an inducing set b."""
+            return whitened_bound_prefixes(
+                R[:, :N], R[:, N:], y, kff_sum, problem.noise_variance, old, Kaa
             )
 
-        found = vips_search(pc, problem, N, bound_of, self.delta)
+        found = vips_search(pc, problem, N, bounds_of, self.delta)
         Z = torch.cat([_old_Z(problem), X[pc.pivots[: found.num_added]]])
         return Selection(Z, found.num_added, found.reason, found.bound, found.reference,
                          found.threshold)  # fmt: skip
@@ -145,26 +143,44 @@ class VipsResult(NamedTuple):
     threshold: float  # γ
 
 
+class _SequenceBounds:
+    """L̂ at prefixes of the greedy sequence, each factorisation serving every shorter prefix."""
+
+    def __init__(self, pc: PivotedCholesky, bounds_of: Callable[[Tensor], Tensor]) -> None:
+        self._pc = pc
+        self._bounds_of = bounds_of
+        self._values: list[float] = []
+
+    def at(self, size: int) -> float:
+        """L̂ with the first ``size`` rows of the sequence as the inducing set."""
+        if size > len(self._values):  # rows are nested: the longest built serves them all
+            self._values = self._bounds_of(self._pc.rows()).tolist()
+        return self._values[size - 1]
+
+
 def vips_search(
     pc: PivotedCholesky,
     problem: SelectionProblem,
     num_candidates: int,
-    bound_of: Callable[[Tensor], float],
+    bounds_of: Callable[[Tensor], Tensor],
     delta: float,
 ) -> VipsResult:
     """The shortest prefix of the greedy sequence ``pc`` with ``L̂ ≥ L* − δ|L* − L_noise|``.
 
     L̂ is non-decreasing along the nested sequence (θ fixed), so the prefix is found by doubling
-    then bisection. ``pc`` starts with the forced prefix (the old inducing points); ``bound_of``
-    gives L̂ at its rows; ``num_candidates`` is how many pivots the sequence could take.
+    then bisection. ``pc`` starts with the forced prefix (the old inducing points);
+    ``bounds_of`` gives L̂ at every prefix of a set of rows (``whitened_bound_prefixes``), so
+    one evaluation answers every shorter prefix; ``num_candidates`` is how many pivots the
+    sequence could take.
     """
     M_a = pc.num_prefix
     max_new = max(0, min(num_candidates, problem.max_inducing - M_a))
+    sequence = _SequenceBounds(pc, bounds_of)
 
     def bound_at(k: int) -> float:
-        return bound_of(pc.rows(M_a + k))
+        return sequence.at(M_a + k)
 
-    l_star = _reachable_reference(pc, num_candidates, bound_of)
+    l_star = _reachable_reference(pc, num_candidates, sequence, bounds_of)
     gamma = l_star - delta * abs(l_star - problem.noise_model_lml)
 
     # Doubling: the first k (new points) with L̂ ≥ γ, or the largest k that can be built.
@@ -195,7 +211,12 @@ def vips_search(
     return VipsResult(hi, "threshold", value, l_star, gamma)
 
 
-def _reachable_reference(pc: PivotedCholesky, N: int, bound_of: Callable[[Tensor], float]) -> float:
+def _reachable_reference(
+    pc: PivotedCholesky,
+    N: int,
+    sequence: _SequenceBounds,
+    bounds_of: Callable[[Tensor], Tensor],
+) -> float:
     """L*: the best L̂ the greedy sequence can reach, every informative new datum inducing.
 
     Why not the closed form ``reference_bound``: each inducing point keeps a residual of about
@@ -205,21 +226,22 @@ def _reachable_reference(pc: PivotedCholesky, N: int, bound_of: Callable[[Tensor
     point of every batch. The authors' code has the same consistency: L* = L_SGPR(Z = X).
 
     Cost: the greedy sequence is run to the floor while that is cheaper than a Cholesky of
-    the batch (a robot's dense batches have low numerical rank); otherwise the Schur
-    complement of the old points gives every datum at once in O(N³ + N² M_a). Above
-    REFERENCE_PIVOTS new points L* is the bound at that many greedy points, a lower proxy.
+    the batch (a robot's dense batches have low numerical rank), and its one evaluation then
+    gives L̂ at every prefix the search asks for; otherwise the Schur complement of the old
+    points gives every datum at once in O(N³ + N² M_a). Above REFERENCE_PIVOTS new points L*
+    is the bound at that many greedy points, a lower proxy.
     """
     M_a = pc.num_prefix
     greedy_budget = max(GREEDY_REFERENCE_MIN, N // GREEDY_REFERENCE_FRACTION)
     pc.extend_to(M_a + min(N, greedy_budget))
     if pc.next_pivot() is None:
-        return bound_of(pc.rows())
+        return sequence.at(pc.size)
     if N <= REFERENCE_PIVOTS:
         R = pc.saturated_rows()
         if R is not None:
-            return bound_of(R)
+            return float(bounds_of(R)[-1])
     pc.extend_to(M_a + min(N, REFERENCE_PIVOTS))
-    return bound_of(pc.rows())
+    return sequence.at(pc.size)
 
 
 @dataclass(frozen=True)
