@@ -64,6 +64,10 @@ def test_vips_keeps_old_points_and_respects_the_cap(rng: np.random.Generator) ->
     torch.testing.assert_close(engine.posterior.Z[: Z_first.shape[0]], Z_first)
     capped = run(Vips(0.001), parts, max_inducing=12)
     assert capped.num_inducing == 12
+    # At the cap the set is kept as it is, and the reference bound is not computed at all.
+    report = capped.update(*parts[0])
+    assert report.accepted and report.reason == "max_inducing"
+    assert report.num_added == 0 and report.reference is None and capped.num_inducing == 12
 
 
 def test_cv_trace_rule_and_cap(rng: np.random.Generator) -> None:

@@ -139,8 +139,8 @@ class VipsResult(NamedTuple):
     num_added: int  # new pivots taken (a prefix of the sequence)
     reason: str  # "threshold", "max_inducing" or "no_information"
     bound: float | None  # L̂ there
-    reference: float  # L*
-    threshold: float  # γ
+    reference: float | None  # L* (None: not needed, the cap was reached)
+    threshold: float | None  # γ
 
 
 class _SequenceBounds:
@@ -175,6 +175,8 @@ def vips_search(
     """
     M_a = pc.num_prefix
     max_new = max(0, min(num_candidates, problem.max_inducing - M_a))
+    if max_new == 0:  # at the cap nothing can be added: L*, the costliest step, decides nothing
+        return VipsResult(0, "max_inducing", None, None, None)
     sequence = _SequenceBounds(pc, bounds_of)
 
     def bound_at(k: int) -> float:
