@@ -149,6 +149,14 @@ class Kernel(nn.Module, metaclass=ABCMeta):
         """
         return self
 
+    # Targets whose rows this kernel tags as different quantities with their own levels (a
+    # field's components); the engine keeps running statistics per group.
+    num_target_groups: int = 1
+
+    def target_groups(self, X: Tensor) -> Tensor | None:
+        """The group [N] (0 .. num_target_groups - 1) of each observation row; None: one."""
+        return None
+
     def negligible_distance(self, rel_tol: float) -> float | None:
         """Distance beyond which k(x, x') < rel_tol · k(x, x) (None: no such distance).
 

@@ -85,6 +85,13 @@ class CurlFreeKernel(Kernel):
             inverse_softplus_with_floor(earth_variance, VARIANCE_FLOOR)
         )
 
+    num_target_groups = 3  # a reading's x, y and z have their own levels
+
+    def target_groups(self, X: Tensor) -> Tensor:
+        """0, 1, 2 for rows of B_x, B_y, B_z (or of the uniform field's components)."""
+        _check_rows(X)
+        return _component(X[:, TAG_COLUMN].round().long())
+
     @property
     def earth_variance(self) -> Tensor:
         return softplus_with_floor(self.raw_earth_variance, VARIANCE_FLOOR)

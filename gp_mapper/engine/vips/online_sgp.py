@@ -36,7 +36,7 @@ from .posterior import CarriedPosterior, Posterior
 from .report import UpdateReport
 from .robust import screen_outliers
 from .selectors import Selection, SelectionProblem, Selector, Vips, selector_from_spec
-from .stats import RunningStats, noise_model_log_likelihood
+from .stats import GroupedStats
 
 STATE_FORMAT_VERSION = 1
 DEFAULT_MAX_INDUCING = 2000
@@ -79,7 +79,7 @@ class _State:
     kernel: Kernel
     noise: GaussianNoise
     carried: CarriedPosterior | None
-    stats: RunningStats
+    stats: GroupedStats
     num_updates: int
     posterior: Posterior | None
 
@@ -150,7 +150,9 @@ class OnlineSparseGP:
         noise = GaussianNoise(noise_variance, self.pass_noise_variance).to(
             device=self.device, dtype=dtype
         )
-        self._state = _State(kernel, noise, None, RunningStats.empty(), 0, None)
+        self._state = _State(
+            kernel, noise, None, GroupedStats.empty(kernel.num_target_groups), 0, None
+        )
         self._input_dim: int | None = None
         self._report: UpdateReport | None = None
 
@@ -188,7 +190,7 @@ class OnlineSparseGP:
         return self._state.carried
 
     @property
-    def stats(self) -> RunningStats:
+    def stats(self) -> GroupedStats:
         return self._state.stats
 
     @property
@@ -258,8 +260,9 @@ class OnlineSparseGP:
         m_before = self.num_inducing
         n_batch = X_t.shape[0]
         # Outliers reach neither the running statistics, nor the selection, nor the fit.
+        group = state.kernel.target_groups(X_t)
         screen = screen_outliers(
-            X_t, y_t, state.kernel, state.noise.variance, state.posterior, self.outlier_z
+            X_t, y_t, state.kernel, state.noise.variance, state.posterior, self.outlier_z, group
         )
         num_outliers = screen.num_outliers
         if num_outliers == n_batch:
@@ -275,8 +278,9 @@ class OnlineSparseGP:
             )
         if num_outliers:
             X_t, y_t = X_t[screen.keep], y_t[screen.keep]
-        stats = state.stats.updated(y_t)
-        l_noise = noise_model_log_likelihood(y_t, stats)
+            group = None if group is None else group[screen.keep]
+        stats = state.stats.updated(y_t, group)
+        l_noise = stats.log_likelihood(y_t, group)
         problem = SelectionProblem(
             X_t,
             y_t,
@@ -384,7 +388,7 @@ class OnlineSparseGP:
             seconds_total=end - start,
         )
 
-    def _hyperprior(self, stats: RunningStats) -> LogNormalHyperprior | None:
+    def _hyperprior(self, stats: GroupedStats) -> LogNormalHyperprior | None:
         if self.hyperprior_scale == 0.0:
             return None
         centres = {
@@ -418,7 +422,7 @@ class OnlineSparseGP:
             "pass_noise_variance": np.array(self.pass_noise_variance),
             "initial_hyperparameters": np.array(json.dumps(self._initial)),
             "num_updates": np.array(s.num_updates),
-            "stats": np.array([s.stats.count, s.stats.mean, s.stats.m2], dtype=np.float64),
+            "stats": s.stats.to_array(),
             "input_dim": np.array(-1 if self._input_dim is None else self._input_dim),
         }
         for name, raw in raw_parameters(s.kernel).items():
@@ -503,8 +507,12 @@ class OnlineSparseGP:
             noise.raw_variance.copy_(tensor("noise.raw_variance"))
         for p in (*kernel.parameters(), *noise.parameters()):
             p.requires_grad_(False)
-        count, mean, m2 = np.asarray(state["stats"], dtype=np.float64).tolist()
-        stats = RunningStats(int(count), mean, m2)
+        stats = GroupedStats.from_array(state["stats"])
+        if len(stats.groups) != kernel.num_target_groups:
+            raise StateError(
+                f"engine state has statistics of {len(stats.groups)} target groups; its kernel "
+                f"has {kernel.num_target_groups}"
+            )
         input_dim = int(np.asarray(state["input_dim"]))
         carried = None
         posterior = None

@@ -66,6 +66,7 @@ def screen_outliers(
     noise_variance: Tensor,
     posterior: Posterior | None,
     z_max: float,
+    group: Tensor | None = None,
 ) -> Screen:
     """Flag readings whose residual is more than ``z_max`` robust standard deviations out.
 
@@ -76,6 +77,8 @@ def screen_outliers(
         noise_variance: σ² at the current θ (µT²), a 0-d tensor.
         posterior: the current map, or None before the first batch.
         z_max: the threshold in standard deviations; 0 keeps every reading.
+        group: the target group [N] of each row (``Kernel.target_groups``): before the first
+            map each group is judged against its own median and MAD; None: one group.
 
     Returns:
         Which readings to keep and every reading's z-score.
@@ -86,9 +89,8 @@ def screen_outliers(
     with torch.no_grad():
         noise_variance = noise_variance.detach()
         if posterior is None:
-            residual = y - y.median()
-            mad_std = MAD_TO_STD * residual.abs().median()
-            scale = torch.clamp(mad_std, min=noise_variance.sqrt()).expand(n)
+            residual, scale = _batch_residuals(y, group)
+            scale = torch.clamp(scale, min=noise_variance.sqrt())
         else:
             mean, var = posterior.predict(X)
             residual = y - mean
@@ -100,6 +102,19 @@ def screen_outliers(
         implausible = residual.abs() > z_max * prior_scale
         outlier = (signed_z.abs() > z_max) & (~agrees | implausible)
     return Screen(~outlier, signed_z.abs())
+
+
+def _batch_residuals(y: Tensor, group: Tensor | None) -> tuple[Tensor, Tensor]:
+    """Residuals from the median of each group and the group's robust scale, both [N]."""
+    if group is None:
+        group = torch.zeros(y.shape[0], dtype=torch.long, device=y.device)
+    residual, scale = torch.empty_like(y), torch.empty_like(y)
+    for g in group.unique():
+        rows = group == g
+        r = y[rows] - y[rows].median()
+        residual[rows] = r
+        scale[rows] = MAD_TO_STD * r.abs().median()
+    return residual, scale
 
 
 def _running_median(values: Tensor, half_width: int) -> Tensor:

@@ -150,3 +150,18 @@ def test_bad_batches_are_refused_with_clear_errors() -> None:
         model.predict_field(P)
     with pytest.raises(TypeError, match="CurlFreeKernel"):
         VectorFieldGP(SquaredExponential(), device="cpu")
+
+
+def test_statistics_keep_each_components_level_and_survive_the_state() -> None:
+    P, B = readings(90)
+    model = VectorFieldGP(kernel(), NOISE, fit_iterations=0, device="cpu")
+    assert model.update(P, B).accepted
+    stats = model.engine.stats
+    assert [g.count for g in stats.groups] == [90, 90, 90]
+    torch.testing.assert_close(
+        torch.tensor([g.mean for g in stats.groups], dtype=DTYPE), B.mean(0), rtol=1e-12, atol=0
+    )
+    within = float(((B - B.mean(0)) ** 2).sum()) / (3 * 90 - 3)
+    assert stats.variance == pytest.approx(within, rel=1e-12)  # not the levels' spread
+    restored = VectorFieldGP.from_state(model.state_dict(), device="cpu")
+    assert restored.engine.stats == stats
