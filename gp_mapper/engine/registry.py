@@ -158,6 +158,21 @@ def _gam() -> ModelEntry:
     )
 
 
+def _gam_stream() -> ModelEntry:
+    from .gam import StreamingAdditiveGP
+    from .spec import build_gam_stream
+
+    return ModelEntry(
+        "gam_stream",
+        "streaming",
+        "additive map (seed 003) streamed by VIPS on the online bound: offset + map with "
+        "heading, run and drift components (gam_components), a coupled posterior over all",
+        build_gam_stream,
+        StreamingAdditiveGP.from_state,
+        lambda n: {"selector": "fixed", "fixed_size": n, "max_inducing": n, "fit_iterations": 0},
+    )
+
+
 def _potential() -> ModelEntry:
     from .potential import VectorFieldGP
     from .spec import build_potential
@@ -184,6 +199,7 @@ _LOADERS: dict[str, Callable[[], ModelEntry]] = {
     "cagp_cg": lambda: _cagp("cagp_cg"),
     "gam": _gam,
     "potential": _potential,
+    "gam_stream": _gam_stream,
 }
 
 

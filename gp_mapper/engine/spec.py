@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from .acgp import AdaptiveCholeskyGP
     from .cagp import CaGP, CaGPCG
     from .exact import ExactGP
-    from .gam import AdditiveGP
+    from .gam import AdditiveGP, StreamingAdditiveGP
     from .model import Model
     from .potential import VectorFieldGP
     from .solvegp import SolveGP
@@ -56,7 +56,8 @@ class EngineSpec:
             acgp_refinements: acgp only.
         solve_*: solvegp only (see settings/solvegp.py).
         cagp_*: cagp and cagp_cg only (see settings/cagp.py).
-        gam_*: gam only (see settings/gam.py).
+        gam_*: gam only (see settings/gam.py); gam_components, the heading, run and drift
+            settings: gam_stream too.
         seed: acgp, solvegp, cagp, cagp_cg, gam.
     """
 
@@ -125,6 +126,8 @@ class EngineSpec:
     gam_drift_variance: float = default("gam_drift_variance")
     gam_drift_lengthscale: float = default("gam_drift_lengthscale")
     gam_drift_inducing: int = default("gam_drift_inducing")
+    gam_drift_spacing: float = default("gam_drift_spacing")
+    gam_drift_window: float = default("gam_drift_window")
     seed: int = default("seed")
 
     def __post_init__(self) -> None:
@@ -383,6 +386,58 @@ def build_gam(spec: EngineSpec, input_dim: int) -> AdditiveGP:
         map_layer=layer if nuisance else None,
         map_input_dim=input_dim if nuisance else None,
         auxiliary_inputs=auxiliary,
+    )
+
+
+def build_gam_stream(spec: EngineSpec, input_dim: int) -> StreamingAdditiveGP:
+    """The additive map streamed by VIPS (``gam_components``; spec seed003 §9 "Streaming
+    integration" (1)).
+
+    The map component's kernel is the node's (:func:`build_kernel`: the offset is its constant
+    part, present when ``offset`` is named and ``constant_variance`` > 0), so with
+    ``offset+map`` the model is the VIPS engine. Heading: the compass-deviation kernel; run: an
+    offset per run; drift: a Matérn-3/2 in time (zero-mean needs the log's span, which a stream
+    does not know; the coupled posterior carries its confounding with the offset). With
+    nuisance components the inducing variables are chosen by :class:`gam.AdditiveVips`; with
+    the map alone any selector of the VIPS engine does.
+    """
+    from .core.kernels import Matern32
+    from .gam import AdditiveVips, BlockKernel, CompassDeviation, RunOffset, StreamingAdditiveGP
+
+    names = parse_gam_components(spec.gam_components)
+    map_kernel = build_kernel(spec.replace(constant_variance=0.0), input_dim)
+    if "offset" in names and spec.constant_variance > 0.0:
+        map_kernel = build_kernel(spec, input_dim)
+    parts: dict[str, Kernel] = {"map": map_kernel}
+    if "heading" in names:
+        parts["heading"] = CompassDeviation(spec.gam_heading_variance)
+    if "run" in names:
+        parts["run"] = RunOffset(spec.gam_run_variance)
+    if "drift" in names:
+        parts["drift"] = Matern32(spec.gam_drift_variance, spec.gam_drift_lengthscale)
+    kernel = BlockKernel(parts, input_dim)
+    if spec.selector == "vips":
+        selector: Selector = AdditiveVips(spec.delta, spec.gam_drift_spacing, spec.gam_drift_window)
+    elif kernel.single:
+        selector = build_selector(spec)
+    else:
+        raise ValueError(
+            f"gam_stream with nuisance components ({spec.gam_components}) selects its inducing "
+            f"points with selector: vips; got selector: {spec.selector}"
+        )
+    return StreamingAdditiveGP(
+        kernel,
+        spec.noise_variance,
+        selector,
+        run_gap=spec.gam_run_gap,
+        device=spec.device,
+        dtype=DTYPES[spec.dtype],
+        max_inducing=spec.max_inducing,
+        fit_iterations=spec.fit_iterations,
+        hyperprior_scale=spec.hyperprior_scale,
+        outlier_z=spec.outlier_z,
+        pass_noise_variance=spec.pass_noise_variance,
+        jitter=Jitter(spec.jitter, spec.jitter_relative),
     )
 
 

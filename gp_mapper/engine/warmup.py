@@ -16,6 +16,8 @@ from .registry import model_entry
 from .spec import EngineSpec, build_engine
 
 WARMUP_POINTS = 32
+# Seconds between the throwaway readings of a model that reads time (gam_stream).
+WARMUP_PERIOD_S = 0.1
 
 
 def warm_up(spec: EngineSpec, input_dim: int) -> float:
@@ -34,7 +36,18 @@ def warm_up(spec: EngineSpec, input_dim: int) -> float:
         y = torch.sin(3.0 * X).sum(-1) + 0.1 * noise
         if vector:  # a field model takes the three components of each reading
             y = torch.stack([y, torch.cos(3.0 * X).sum(-1), 0.5 * y], dim=-1)
-        engine.update(X, y)
+        engine.update(_with_auxiliary(engine, X), y)
     if engine.posterior is not None:
         engine.predict(torch.zeros(4, input_dim, dtype=torch.float64))
     return time.perf_counter() - start
+
+
+def _with_auxiliary(engine: object, X: torch.Tensor) -> torch.Tensor:
+    """X with the columns a model with nuisance components reads after the position: a
+    heading sweep [rad] and evenly spaced times [s] (``gam_stream``'s ``auxiliary_inputs``)."""
+    columns = [X]
+    n = X.shape[0]
+    for name in getattr(engine, "auxiliary_inputs", ()):
+        steps = torch.arange(n, dtype=X.dtype)
+        columns.append((steps * (6.0 / n) if name == "yaw" else steps * WARMUP_PERIOD_S)[:, None])
+    return torch.cat(columns, dim=1)

@@ -22,7 +22,7 @@ from .solvegp import SOLVEGP_SETTINGS
 from .vips import VIPS_SETTINGS
 
 # Names of the models that run in the node (streaming) and of those `gp-mapper fit` runs.
-STREAMING_MODELS = ("vips", "potential")
+STREAMING_MODELS = ("vips", "potential", "gam_stream")
 BATCH_MODELS = ("exact", "acgp", "solvegp", "cagp", "cagp_cg", "gam")
 MODEL_NAMES = STREAMING_MODELS + BATCH_MODELS
 
@@ -30,7 +30,8 @@ MODEL_NAMES = STREAMING_MODELS + BATCH_MODELS
 COMMON_SETTINGS: tuple[Setting, ...] = (
     Setting("model", "vips", "str",
             "the model: vips = the streaming sparse GP (the node's); potential = the "
-            "three-axis curl-free field, streamed by VIPS (needs target: vector); exact, acgp, "
+            "three-axis curl-free field, streamed by VIPS (needs target: vector); gam_stream = "
+            "the additive map (gam_components) streamed by VIPS; exact, acgp, "
             "solvegp, cagp, cagp_cg, gam = batch models for gp-mapper fit",
             choices=MODEL_NAMES, read_only=True),
     Setting("kernel", "matern52", "str", "stationary kernel added to the constant",

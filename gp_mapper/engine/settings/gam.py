@@ -5,6 +5,9 @@ from __future__ import annotations
 from .setting import Setting
 
 GAM = ("gam",)
+# Settings the streaming additive model reads too.
+GAM_BOTH = ("gam", "gam_stream")
+GAM_STREAM = ("gam_stream",)
 
 # The magnetometer's additive components (spec seed003 §9), in the order the model holds them:
 # the map layer (offset + map) first, then the nuisance the map is cleaned of.
@@ -17,9 +20,10 @@ GAM_SETTINGS: tuple[Setting, ...] = (
             "additive components joined by '+': offset (a constant; its variance is "
             "constant_variance), map (the kernel setting on x, y; required), heading (the "
             "compass-deviation curve in the yaw), run (one offset per run, runs split at time "
-            "gaps of gam_run_gap), drift (zero-mean Matérn-3/2 in time); the map published is "
-            "offset + map, the others are removed from it",
-            pattern=r"[a-z_]+(\+[a-z_]+)*", read_only=True, models=GAM),
+            "gaps of gam_run_gap), drift (Matérn-3/2 in time: zero-mean over the log for gam, "
+            "on sliding inducing times for gam_stream); the map published is offset + map, "
+            "the others are removed from it",
+            pattern=r"[a-z_]+(\+[a-z_]+)*", read_only=True, models=GAM_BOTH),
     Setting("gam_posterior", "coupled_precision", "str",
             "q over the inducing values: coupled_precision (the paper's K_UU⁻¹ + BBᵀ of rank "
             "gam_rank), full_coupled (one full Gaussian, Titsias' optimum), mean_field (one "
@@ -39,23 +43,30 @@ GAM_SETTINGS: tuple[Setting, ...] = (
     Setting("gam_heading_variance", 1.0, "float",
             "initial prior variance of the heading curve's first- and second-harmonic "
             "coefficients [µT²]",
-            min=1e-6, max=1e6, models=GAM),
+            min=1e-6, max=1e6, models=GAM_BOTH),
     Setting("gam_run_variance", 1.0, "float",
             "initial prior variance of each run's offset [µT²]",
-            min=1e-6, max=1e6, models=GAM),
+            min=1e-6, max=1e6, models=GAM_BOTH),
     Setting("gam_run_gap", 5.0, "float",
             "a time gap between samples at least this long starts a new run (gp-mapper convert "
             "aalto lays its runs 5 s apart) [s]",
-            min=1e-3, max=1e7, models=GAM),
+            min=1e-3, max=1e7, models=GAM_BOTH),
     Setting("gam_drift_variance", 1.0, "float",
             "initial variance of the drift in time [µT²]",
-            min=1e-6, max=1e6, models=GAM),
+            min=1e-6, max=1e6, models=GAM_BOTH),
     Setting("gam_drift_lengthscale", 120.0, "float",
             "initial lengthscale of the drift in time [s]",
-            min=1e-3, max=1e7, models=GAM),
+            min=1e-3, max=1e7, models=GAM_BOTH),
     Setting("gam_drift_inducing", 32, "int",
             "inducing times of the drift, evenly spaced over the log [points]",
             min=2, max=100000, models=GAM),
+    Setting("gam_drift_spacing", 60.0, "float",
+            "streamed additive map (gam_stream): seconds between the drift's inducing times [s]",
+            min=1e-3, max=1e7, models=GAM_STREAM),
+    Setting("gam_drift_window", 1800.0, "float",
+            "streamed additive map (gam_stream): the drift keeps inducing times this far back "
+            "from the newest reading; older ones leave the set [s]",
+            min=1e-3, max=1e8, models=GAM_STREAM),
 )  # fmt: skip
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 from .setting import Setting
 
 VIPS = ("vips",)
-# The potential model runs the same VIPS rule and engine over its three-axis observations.
-VIPS_ENGINE = ("vips", "potential")
+# The potential model runs the same VIPS rule and engine over its three-axis observations, the
+# streaming additive model over its tagged rows.
+VIPS_ENGINE = ("vips", "potential", "gam_stream")
 # VIPS δ and OIPS ρ are open intervals (0, 1) in the paper; a ROS range is closed, so the table
 # stops just inside: δ = 0 would demand the reference bound itself, ρ = 1 never adds a point.
 OPEN_INTERVAL_EDGE = 1.0e-6

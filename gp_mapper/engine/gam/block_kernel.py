@@ -1,0 +1,167 @@
+"""The additive model as one kernel over tagged rows, so the streaming engine runs it unchanged.
+
+Spec seed003 §9 "Streaming integration" (1): every row is ``[p (d columns), ψ, run, t, tag]``,
+the position, the heading [rad], the run label, the time [s] and what the row stands for:
+
+- tag 0 (:data:`OBSERVATION`): the predictor ρ(x) = Σ_c f_c(x^(c)) at a reading;
+- tag c > 0 (:data:`COMPONENT_TAGS`): one component's value f_c at the row's own input, an
+  inducing variable (or a prediction of that component alone).
+
+So ``k(ρ(x), ρ(x')) = Σ_c k_c(x^(c), x'^(c))``, ``k(f_c(z), ρ(x)) = k_c(z^(c), x^(c))`` and
+``k(f_c(z), f_c'(z')) = 0`` for c ≠ c': K_aa, K_bb and K_ba are block-diagonal by component
+and the Bui bound over the union of the components' inducing sets is the additive model's,
+with a full coupled posterior over all of them.
+
+The ``map`` component carries the offset: its kernel is the node's ``Constant + stationary``
+on the position (the constant is rank one, so any map inducing point represents it). With
+``map`` alone an observation *is* its map value, the tag plays no part, and every matrix is the
+map kernel's on the position columns, computed exactly as the plain VIPS engine computes it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from ..core.kernels import Kernel, register_kernel_type
+from .component import component_kernel_from_spec
+
+OBSERVATION = 0
+# One tag per component, in the order the model holds them (settings/gam.py).
+COMPONENT_TAGS: Mapping[str, int] = {"map": 1, "heading": 2, "run": 3, "drift": 4}
+# The columns after the position, in this order; the tag is the last column.
+AUXILIARY_COLUMNS = ("yaw", "run", "time")
+# The column (after the position) each nuisance component reads.
+COMPONENT_COLUMN: Mapping[str, str] = {"heading": "yaw", "run": "run", "drift": "time"}
+
+
+def row_width(input_dim: int) -> int:
+    """Columns of a row: position, ψ, run, t, tag."""
+    return input_dim + len(AUXILIARY_COLUMNS) + 1
+
+
+def tagged_rows(positions: Tensor, yaw: Tensor, run: Tensor, time: Tensor, tag: int) -> Tensor:
+    """Rows [N, d + 4] of one kind at positions [N, d], headings, run labels and times [N]."""
+    tags = positions.new_full((positions.shape[0],), float(tag))
+    return torch.cat([positions, torch.stack([yaw, run, time, tags], dim=1)], dim=1)
+
+
+def tags_of(rows: Tensor) -> Tensor:
+    """The tag of each row [N] (integers)."""
+    return rows[:, -1].round().long()
+
+
+class BlockKernel(Kernel):
+    """``Σ_c k_c`` between observations, ``k_c`` to component c's rows, 0 across components.
+
+    Args:
+        components: the component kernels by name (keys of :data:`COMPONENT_TAGS`, ``map``
+            required). ``map`` reads the position columns (all of them: it is the node's map
+            kernel); each nuisance kernel reads its one column (:data:`COMPONENT_COLUMN`) as
+            its column 0.
+        input_dim: d, the number of position columns (2 or 3).
+    """
+
+    def __init__(self, components: Mapping[str, Kernel], input_dim: int) -> None:
+        super().__init__()
+        unknown = [name for name in components if name not in COMPONENT_TAGS]
+        if unknown or "map" not in components:
+            raise ValueError(
+                f"components must include map and be among {tuple(COMPONENT_TAGS)}; got "
+                f"{tuple(components)}"
+            )
+        if input_dim < 1:
+            raise ValueError(f"input_dim must be positive, got {input_dim}")
+        self.input_dim = input_dim
+        ordered = [name for name in COMPONENT_TAGS if name in components]
+        self.parts = nn.ModuleDict({name: components[name] for name in ordered})
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(self.parts.keys())
+
+    @property
+    def single(self) -> bool:
+        """Only the map: an observation and its map value are the same variable."""
+        return len(self.parts) == 1
+
+    def part(self, name: str) -> Kernel:
+        return self.parts[name]
+
+    def columns(self, rows: Tensor, name: str) -> Tensor:
+        """The inputs component ``name`` reads from rows [N, d + 4]."""
+        if name == "map":
+            return rows[:, : self.input_dim]
+        c = self.input_dim + AUXILIARY_COLUMNS.index(COMPONENT_COLUMN[name])
+        return rows[:, c : c + 1]
+
+    def _check(self, rows: Tensor) -> None:
+        if rows.ndim != 2 or rows.shape[1] != row_width(self.input_dim):
+            raise ValueError(
+                f"additive rows must be [N, {row_width(self.input_dim)}] (position, yaw, run, "
+                f"time, tag); got {tuple(rows.shape)}"
+            )
+
+    def _K(self, X: Tensor, X2: Tensor | None) -> Tensor:
+        self._check(X)
+        if X2 is not None:
+            self._check(X2)
+        if self.single:  # the plain map kernel, call for call (bit-for-bit the VIPS engine)
+            kernel = self.parts["map"]
+            return kernel.K(self.columns(X, "map"), None if X2 is None else self.columns(X2, "map"))
+        other = X if X2 is None else X2
+        ta, tb = tags_of(X), tags_of(other)
+        out = X.new_zeros((X.shape[0], other.shape[0]))
+        for name, kernel in self.parts.items():
+            ia = _rows_of(ta, COMPONENT_TAGS[name])
+            ib = _rows_of(tb, COMPONENT_TAGS[name])
+            if ia.numel() == 0 or ib.numel() == 0:
+                continue
+            whole = ia.numel() == X.shape[0] and ib.numel() == other.shape[0]
+            A = self.columns(X if whole else X[ia], name)
+            B = self.columns(other if whole else other[ib], name)
+            block = kernel.K(A, B)
+            if whole:
+                out = out + block
+            else:
+                out = out.index_put((ia[:, None], ib[None, :]), block, accumulate=True)
+        return out
+
+    def _K_diag(self, X: Tensor) -> Tensor:
+        self._check(X)
+        if self.single:
+            return self.parts["map"].K_diag(self.columns(X, "map"))
+        tags = tags_of(X)
+        out = X.new_zeros(X.shape[0])
+        for name, kernel in self.parts.items():
+            idx = _rows_of(tags, COMPONENT_TAGS[name])
+            if idx.numel():
+                diag = kernel.K_diag(self.columns(X[idx], name))
+                out = out.index_put((idx,), diag, accumulate=True)
+        return out
+
+    def to_spec(self) -> dict[str, Any]:
+        return {
+            "type": "additive_block",
+            "input_dim": self.input_dim,
+            "parts": {name: kernel.to_spec() for name, kernel in self.parts.items()},
+        }
+
+    def hyperparameter_groups(self) -> list[tuple[str, dict[str, Tensor]]]:
+        return [group for kernel in self.parts.values() for group in kernel.hyperparameter_groups()]
+
+
+def _rows_of(tags: Tensor, tag: int) -> Tensor:
+    """Indices of the observations and of component ``tag``'s rows."""
+    return torch.nonzero((tags == OBSERVATION) | (tags == tag)).squeeze(-1)
+
+
+def _from_spec(spec: dict[str, Any]) -> BlockKernel:
+    parts = {name: component_kernel_from_spec(s) for name, s in dict(spec["parts"]).items()}
+    return BlockKernel(parts, int(spec["input_dim"]))
+
+
+register_kernel_type("additive_block", _from_spec)
