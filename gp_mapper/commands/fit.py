@@ -391,6 +391,9 @@ def _fit_streaming(
         "last_update": gp.report.as_dict() if gp.report is not None else result.snapshot.report,
         "drops": {k.removeprefix("drop_"): v for k, v in d.items() if k.startswith("drop_")},
     }
+    nuisance = getattr(gp, "nuisance_summary", None)
+    if nuisance is not None:  # an additive model: its heading curve, drift and run offset
+        report["nuisance"] = nuisance()
     outputs.report.write_text(json.dumps(report, indent=2, default=str))
     outputs.theta.write_text(theta_yaml(gp.hyperparameters()))
     return FitResult(result.snapshot, report, outputs)

@@ -244,6 +244,7 @@ def _quiver(
 SUPPORT_LABELS = {
     "vips": "inducing points",
     "potential": "inducing points",
+    "gam_stream": "inducing points",
     "exact": "data points",
     "acgp": "kept points",
 }

@@ -45,6 +45,7 @@ from gp_mapper.mapping.records import (
     update_health,
 )
 from gp_mapper.mapping.snapshot import MapSnapshot
+from gp_mapper.mapping.windowing import window_model_inputs
 from gp_mapper.mapping.worker import SingleFlightWorker, WindowJob
 
 if TYPE_CHECKING:
@@ -247,7 +248,8 @@ class MappingPipeline:
                         logger.exception("the provisional map failed; the fitted one follows")
 
             try:
-                report = engine.update(window.X, window.y, on_selected, **update_options)
+                X = window_model_inputs(window, tuple(getattr(engine, "auxiliary_inputs", ())))
+                report = engine.update(X, window.y, on_selected, **update_options)
                 reason = report.reason
                 accepted = report.accepted
             except Exception as err:  # counted and logged below; the previous map stands
@@ -262,6 +264,8 @@ class MappingPipeline:
                     "last_update_fitted": int(not skip_fit),
                     "last_fit_reason": decision.reason if not skip_fit else "",
                     "bound_per_sample": bound / report.n if bound is not None else math.nan,
+                    # An additive model's nuisance estimates (heading curve, drift, run offset).
+                    **getattr(report, "nuisance", {}),
                 }
                 products = self._predict(engine.posterior, box)
         if not accepted:
@@ -538,6 +542,9 @@ class MappingPipeline:
         Scheduling: fits (updates that re-fitted θ), last_update_fitted, last_fit_reason
         (first, schedule, stale), bound_per_sample (nats), merged_windows, pending_samples,
         processing_samples (in the update under way).
+        An additive model (gam_stream) adds its nuisance estimates [µT]: heading_B .. heading_E
+        and heading_sd_max, drift and drift_sd, run, run_offset and run_offset_sd
+        (``AdditiveUpdateReport.nuisance``), for the components it has.
         """
         with self._snapshot_lock:
             out: dict[str, str | int | float] = dict(self._stats)
