@@ -1,4 +1,5 @@
-"""gp-mapper fit --model gam with nuisance components: a map cleaned of a heading bias."""
+"""gp-mapper fit --model gam (and gam_stream) with nuisance components: a map cleaned of a
+heading bias."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ import pytest
 
 from gp_mapper.cli import main as cli_main
 from gp_mapper.commands.fit import fit_bag
+from gp_mapper.commands.replay import replay_bag
 from gp_mapper.engine import model_from_state
+from gp_mapper.io.synthetic import heading_bias
 from gp_mapper.mapping.map_file import load_map
 
 BIAS_UT = 3.0
@@ -57,3 +60,35 @@ def test_an_unknown_component_is_a_clear_error(biased_bag: Path, tmp_path: Path,
                      "--set", "gam_components=offset+map+compass"])  # fmt: skip
     assert code == 2
     assert "unknown component(s) 'compass'" in capsys.readouterr().err
+
+
+def test_the_streamed_additive_map_reports_the_heading_curve_and_resumes(
+    biased_bag: Path, tmp_path: Path
+) -> None:
+    overrides = {"fit_iterations": 5, "lengthscale": 0.8, "batch_size": 200,
+                 "gam_components": "offset+map+heading+run"}  # fmt: skip
+    result = fit_bag(
+        biased_bag, tmp_path / "fit", model="gam_stream", overrides=overrides, progress=False
+    )
+    assert result.snapshot is not None and result.snapshot.support_m.shape[1] == 2
+    report = json.loads(result.outputs.report.read_text())
+    assert report["model"] == "gam_stream" and report["updates"] >= 3
+    nuisance = report["nuisance"]
+    assert len(nuisance["heading_curve_mean"]) == len(nuisance["heading_curve_sd"]) == 36
+    truth = heading_bias(np.array(nuisance["heading_curve_yaw"]), BIAS_UT)
+    assert np.sqrt(np.mean((np.array(nuisance["heading_curve_mean"]) - truth) ** 2)) < 0.5
+    assert nuisance["run"] == 0.0  # one run: no gap of gam_run_gap
+    # The last update's nuisance estimates are the flat values /diagnostics shows.
+    assert {"heading_B", "run_offset", "run_offset_sd"} <= set(report["last_update"])
+    assert "heading" not in result.outputs.theta.read_text()
+    # The saved map carries the clock: a replay resumes it and goes on counting.
+    resumed = replay_bag(
+        biased_bag,
+        tmp_path / "resumed",
+        resume=result.outputs.state,
+        overrides={**overrides, "model": "gam_stream"},
+        progress=False,
+    )
+    assert resumed.snapshot is not None
+    model = model_from_state(load_map(resumed.outputs.state).engine_state, device="cpu")
+    assert model.name == "gam_stream" and model.clock.run == 1  # the bag again: a new run
