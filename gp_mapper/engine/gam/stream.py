@@ -285,6 +285,18 @@ class StreamingAdditiveGP:
             raise ValueError(f"positions must be [S, {self.input_dim}]; got {tuple(Xs_t.shape)}")
         return posterior.predict(Xs_t)
 
+    def predict_reading(self, X: Tensor | np.ndarray) -> tuple[Tensor, Tensor]:
+        """The whole predictor's latent mean and variance [S] at model inputs X [S, d + aux]:
+        what a reading there would be, nuisance included (the coupled posterior, cross-terms
+        and all; add ``noise_variance`` for y). Times continue the stream's clock: a gap of
+        ``run_gap`` after the newest reading is a new run, whose offset is unknown."""
+        inner = self._engine.posterior
+        if inner is None:
+            raise RuntimeError("the model has no data yet: call update() first")
+        X_t, _ = self._validate(X, torch.zeros(len(X), dtype=self.dtype, device=self.device))
+        rows, _ = self._rows(X_t, OBSERVATION)
+        return inner.predict(rows)
+
     def predict_component(self, name: str, inputs: Tensor | np.ndarray) -> tuple[Tensor, Tensor]:
         """One component's latent mean and variance [S] at its own inputs.
 

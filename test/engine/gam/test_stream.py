@@ -264,3 +264,16 @@ def test_bad_inputs_and_states_are_refused_by_name() -> None:
                                gam_components="offset+map+heading"), 2)  # fmt: skip
     buffer = io.BytesIO()
     np.savez(buffer, **state)  # every field is a plain array: no pickle needed
+
+
+def test_a_reading_is_predicted_with_its_nuisance() -> None:
+    torch.set_num_threads(1)
+    model = all_components()
+    X, y = nuisance_stream()
+    stream(model, X[:-20], y[:-20], 3)
+    mean, var = model.predict_reading(X[-20:])
+    layer, _ = model.predict(X[-20:, :2])
+    heading, _ = model.predict_component("heading", X[-20:, 2])
+    assert float(torch.sqrt(torch.mean((mean - torch.as_tensor(y[-20:])) ** 2))) < 0.3
+    assert not torch.allclose(mean, layer + heading)  # run and drift are in it too
+    assert (var > 0).all() and model.clock.last_s == X[-21, 3]  # predicting commits nothing
