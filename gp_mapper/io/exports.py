@@ -93,6 +93,7 @@ def write_png_arrays(
     layers: dict[str, np.ndarray] | None = None,
     field_mean_ut: np.ndarray | None = None,
     field_variance_ut2: np.ndarray | None = None,
+    caption: str = "",
 ) -> Path:
     """Draw the mean and standard deviation side by side and save a PNG.
 
@@ -119,6 +120,7 @@ def write_png_arrays(
             map of one scalar.
         field_variance_ut2: [H, W, 3] their variances, µT²; given exactly with
             ``field_mean_ut``.
+        caption: a line under the title ("" for none): what an additive map removed.
 
     Returns:
         The path written.
@@ -199,7 +201,8 @@ def write_png_arrays(
     if trajectory.shape[0] or inducing.shape[0]:
         axes[0].legend(loc="upper right", fontsize="small", facecolor="0.4", framealpha=0.7)
     samples = "?" if num_samples is None else f"{num_samples}"
-    figure.suptitle(f"{title}: M = {inducing.shape[0]} {support_label}, N = {samples} samples")
+    heading = f"{title}: M = {inducing.shape[0]} {support_label}, N = {samples} samples"
+    figure.suptitle(heading + (f"\n{caption}" if caption else ""))
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png")
     return atomic_write_bytes(path, buffer.getvalue())
@@ -278,7 +281,31 @@ def write_png(
         layers=snapshot.layers,
         field_mean_ut=snapshot.field_mean,
         field_variance_ut2=snapshot.field_variance,
+        caption=nuisance_caption(snapshot.report),
     )
+
+
+def nuisance_caption(report: dict[str, Any]) -> str:
+    """One line of what an additive map (gam_stream) removed, from its last update's report:
+    the heading curve's coefficients, the drift and the current run's offset [µT]; "" for
+    another model."""
+
+    def number(key: str) -> bool:
+        # The batch model's report holds curves under some of these names, not numbers.
+        return isinstance(report.get(key), int | float) and not isinstance(report[key], bool)
+
+    parts = []
+    if all(number(f"heading_{c}") for c in "BCDE"):
+        coefficients = ", ".join(f"{c} {report[f'heading_{c}']:+.2f}" for c in "BCDE")
+        parts.append(f"heading B sin ψ + C cos ψ + D sin 2ψ + E cos 2ψ: {coefficients}")
+    if number("drift") and number("drift_sd"):
+        parts.append(f"drift {report['drift']:+.2f} ± {report['drift_sd']:.2f}")
+    if number("run_offset") and number("run_offset_sd") and number("run"):
+        parts.append(
+            f"run {int(report['run'])} offset {report['run_offset']:+.2f} ± "
+            f"{report['run_offset_sd']:.2f}"
+        )
+    return ("map layer (offset + map); removed [µT]: " + "; ".join(parts)) if parts else ""
 
 
 # --- Nav2 map_server

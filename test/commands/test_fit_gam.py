@@ -13,6 +13,7 @@ from gp_mapper.cli import main as cli_main
 from gp_mapper.commands.fit import fit_bag
 from gp_mapper.commands.replay import replay_bag
 from gp_mapper.engine import model_from_state
+from gp_mapper.io.exports import nuisance_caption
 from gp_mapper.io.synthetic import heading_bias
 from gp_mapper.mapping.map_file import load_map
 
@@ -81,6 +82,9 @@ def test_the_streamed_additive_map_reports_the_heading_curve_and_resumes(
     # The last update's nuisance estimates are the flat values /diagnostics shows.
     assert {"heading_B", "run_offset", "run_offset_sd"} <= set(report["last_update"])
     assert "heading" not in result.outputs.theta.read_text()
+    caption = nuisance_caption(result.snapshot.report)  # under the PNG's title
+    assert "heading B sin ψ" in caption and "run 0 offset" in caption
+    assert nuisance_caption({"kernel_variance": 1.0}) == ""
     # The saved map carries the clock: a replay resumes it and goes on counting.
     resumed = replay_bag(
         biased_bag,
