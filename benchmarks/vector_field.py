@@ -22,11 +22,14 @@ The streams run as the node runs them: θ is re-fitted on the node's schedule (i
 windows, then every 20th or when the bound says θ is stale; ``--fit-every-batch`` for the
 seed paper's every batch), and each stream's ``pass_noise_variance`` is its target's
 between-pass excess variance, measured on the training readings alone: readings within 1 cm
-of each other, 10 s or more apart, less the same within a pass (``--pass-noise 0`` for white
-noise only). Within a 9-second batch the noise a fit sees is ~0.1 µT² per component, between
-passes of the same place it is 2-10 µT² (orientation and calibration residue that turns with
-the pass); the potential model, which must explain all three components by one curl-free
-field, turns that discrepancy into wild field where it is missing (issue 15's diagnosis).
+of each other, 10 s or more apart, less the same within a pass, where a window spans less
+than 10 s (the ``stream`` split's 9 s batches at 50 Hz; the ``runs`` split's thinned windows
+span 80 s and several passes, whose discrepancy the fit then sees as noise itself;
+``--pass-noise on|0`` to force it). Within a 9-second batch the noise a fit sees is ~0.1 µT²
+per component, between passes of the same place it is 2-10 µT² (orientation and calibration
+residue that turns with the pass); the potential model, which must explain all three
+components by one curl-free field, turns that discrepancy into wild field where it is missing
+(issue 15's diagnosis).
 
 Columns: RMSE of each component and of ‖B‖ [µT]; NLPD (vector rows: of the three components,
 the mean over components and test points, each under N(mean, var + σ²); the norm row: of
@@ -481,9 +484,10 @@ def main(argv: list[str] | None = None) -> int:
         "would (its first windows, then every fit_every_windows-th or when stale)",
     )  # fmt: skip
     parser.add_argument(
-        "--pass-noise", default="auto", choices=("auto", "0"),
-        help="auto: each stream's pass_noise_variance = its target's between-pass excess "
-        "variance at the same place in the training readings; 0: white noise only",
+        "--pass-noise", default="auto", choices=("auto", "on", "0"),
+        help="on: each stream's pass_noise_variance = its target's between-pass excess "
+        "variance at the same place in the training readings; auto: on where a window spans "
+        "less than a pass (10 s: the stream split), else 0; 0: white noise only",
     )  # fmt: skip
     parser.add_argument(
         "--quick", action="store_true",
@@ -533,9 +537,12 @@ def main(argv: list[str] | None = None) -> int:
         split = make_split(name, args.quick, args.test_every)
         described[name] = split.describe
         pass_noise[name] = pass_noise_estimates(split)
-        how = Protocol(
-            args.fit_every_batch, pass_noise[name] if args.pass_noise == "auto" else None
-        )
+        # A window that spans several passes fits their discrepancy as noise itself; only
+        # windows shorter than a pass need it added.
+        span = float(np.median([split.t[w.stop - 1] - split.t[w.start] for w in split.windows]))
+        pass_noise[name]["window_span_s"] = span
+        use = args.pass_noise == "on" or (args.pass_noise == "auto" and span < PASS_GAP_S)
+        how = Protocol(args.fit_every_batch, pass_noise[name] if use else None)
         print(f"split {name}: {split.describe}", file=sys.stderr, flush=True)
         results[name] = {}
         for model in models:
