@@ -1,8 +1,9 @@
 """The additive GP (seed 003) on magnetometer data: the map cleaned of heading bias and run offsets.
 
-Offline parts (a) and (b) of issue 14; every fit is ``gp-mapper fit --model gam`` (the batch
-model, coupled precision posterior) with the node's default kernel (Constant + Matérn-5/2) and
-initial θ, float64, on CPU.
+Issue 14's parts (a), (b) and (c). The offline fits are ``gp-mapper fit --model gam`` (the
+batch model, coupled precision posterior), the streamed ones ``gam_stream`` (the VIPS engine
+over the block kernel), all with the node's default kernel (Constant + Matérn-5/2) and initial
+θ, float64, on CPU.
 
 (a) ``heading_world``: the synthetic room of ``gp-mapper convert synthetic`` driven for
     ``--duration`` s with ``--heading-bias`` µT of compass-deviation bias on ‖B‖ (the fixed
@@ -21,11 +22,22 @@ initial θ, float64, on CPU.
     offset's prior variance and the drift's prior variance to the map's and the noise's. The
     exact GP's figure on this split, 4.18 µT RMSE (issue 15), is printed beside them.
 
-Part (c) of the issue (runs 6-9, recorded after metal shelves were brought in, streamed with a
-drift or map × time component) is out of scope here: it needs the streaming model, which has
-no additive form yet.
+(a) streamed: the same bag through ``gp-mapper fit --model gam_stream`` (the pipeline, as
+    ``replay`` streams it: every reading, windows of ``batch_size``, the node's fit schedule),
+    rows ``single (streamed)`` (offset+map: the VIPS engine) and ``additive (streamed)``.
+(c) ``changing_field``: the Aalto invensense runs 1-9 streamed in order by ``gam_stream``
+    (every 10th sample, windows of ``--window`` samples, runs laid 5 s apart on one time line
+    as ``convert aalto`` lays them; θ fitted on the first 5 windows and every 10th after).
+    Runs 6-9 were recorded after metal shelves were brought in: the field differs from runs
+    1-5 and changes across runs. Each of runs 6-9 is scored on its last minute, predicted from
+    everything streamed before it (that minute is absorbed after it is scored): RMSE and NLPD
+    of ‖B‖ (µT) of the stationary map (offset+map), the map with run offsets
+    (offset+map+run) and with a drift too (offset+map+run+drift, Matérn-3/2 in time on
+    sliding inducing times); the additive rows predict the reading, nuisance included
+    (``predict_reading``: the current run's offset and the drift at that time).
 
-    python benchmarks/gam_magnetic.py [--parts heading_world,aalto_runs] [--json out.json]
+    python benchmarks/gam_magnetic.py [--parts heading_world,aalto_runs,changing_field]
+        [--json out.json]
 """
 
 from __future__ import annotations
@@ -47,6 +59,7 @@ from gp_mapper.commands.fit import fit_bag
 from gp_mapper.engine import EngineSpec, build_model, model_from_state
 from gp_mapper.engine.core.device import resolve_device, set_cpu_threads
 from gp_mapper.io import convert_aalto, load_aalto_sequence, read_bag, write_synthetic_bag
+from gp_mapper.io.bag_convert import SEQUENCE_GAP_S
 from gp_mapper.io.model_inputs import with_auxiliary_inputs
 from gp_mapper.io.synthetic import heading_bias, make_synthetic_world
 from gp_mapper.mapping import MapperConfig
@@ -70,6 +83,13 @@ EXACT_REFERENCE_RMSE_UT = 4.18
 MAP_INDUCING = 400
 ITERATIONS = 150
 SEED = 0
+# (c) The changing field: runs 1-9 in order, runs 6-9 scored on their last minute.
+STREAM_RUNS = tuple(range(1, 10))
+CHANGED_RUNS = (6, 7, 8, 9)
+HELD_OUT_S = 60.0
+WINDOW = 100
+FIT_FIRST_WINDOWS = 5
+FIT_EVERY_WINDOWS = 10
 
 
 def covered_grid() -> np.ndarray:
@@ -121,6 +141,35 @@ def heading_world(args: argparse.Namespace) -> dict[str, Any]:
             )
             entry["heading_sd_mean"] = float(np.mean(curve["sd"]))
             entry["heading_coefficients_BCDE"] = curve["coefficients_BCDE"]
+        out[row] = entry
+        print(f"  heading_world {row}: RMSE {entry['rmse']:.3f} µT in {seconds:.0f} s", flush=True)
+    for row, components in (("single_streamed", "offset+map"),
+                            ("additive_streamed", "offset+map+heading")):  # fmt: skip
+        overrides = {"gam_components": components, "device": args.device}
+        start = time.perf_counter()
+        result = fit_bag(
+            bag, args.scratch / f"heading_{row}", model="gam_stream", overrides=overrides,
+            seed=SEED, progress=False,
+        )  # fmt: skip
+        seconds = time.perf_counter() - start
+        model = model_from_state(load_map(result.outputs.state).engine_state, device="cpu")
+        mean, var = (t.numpy() for t in model.predict(torch.as_tensor(grid)))
+        entry = {
+            "rmse": rmse(mean, truth),
+            "nlpd": nlpd(mean, var, truth),
+            "seconds": seconds,
+            "N": int(result.report["samples_used"]),
+            "M": int(result.report["M"]),
+            "hyperparameters": result.report["hyperparameters"],
+        }
+        nuisance = result.report.get("nuisance", {})
+        if "heading_curve_mean" in nuisance:
+            psi = np.asarray(nuisance["heading_curve_yaw"])
+            entry["heading_rmse"] = rmse(
+                np.asarray(nuisance["heading_curve_mean"]), heading_bias(psi, args.heading_bias)
+            )
+            entry["heading_sd_mean"] = float(np.mean(nuisance["heading_curve_sd"]))
+            entry["heading_coefficients_BCDE"] = [nuisance[f"heading_{c}"] for c in "BCDE"]
         out[row] = entry
         print(f"  heading_world {row}: RMSE {entry['rmse']:.3f} µT in {seconds:.0f} s", flush=True)
     return out
@@ -186,6 +235,65 @@ def aalto_runs(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+def stream_runs(model: Any, runs: dict[int, Any], args: argparse.Namespace) -> dict[int, Any]:
+    """Stream the runs in order; score each changed run's last minute before absorbing it."""
+    windows, offset_s, scores = 0, 0.0, {}
+
+    def absorb(X: np.ndarray, y: np.ndarray) -> None:
+        nonlocal windows
+        for part in np.array_split(np.arange(len(y)), max(1, round(len(y) / args.window))):
+            fit = windows < FIT_FIRST_WINDOWS or windows % FIT_EVERY_WINDOWS == 0
+            model.update(X[part], y[part], fit=fit)
+            windows += 1
+
+    for r, seq in runs.items():
+        t = seq.time_s[::THIN] + offset_s
+        offset_s = float(t[-1]) + SEQUENCE_GAP_S
+        y = np.linalg.norm(seq.mag_ut[::THIN], axis=1)
+        X = seq.loc_m[::THIN]
+        if model.auxiliary_inputs:
+            X = np.column_stack([X, t])
+        held = t > t[-1] - HELD_OUT_S if r in CHANGED_RUNS else np.zeros(len(t), bool)
+        absorb(X[~held], y[~held])
+        if held.any():
+            predict = model.predict_reading if model.auxiliary_inputs else model.predict
+            mean, var = (v.cpu().numpy() for v in predict(X[held]))
+            var_y = var + model.noise_variance
+            scores[r] = {"rmse": rmse(mean, y[held]), "nlpd": nlpd(mean, var_y, y[held]),
+                         "n": int(held.sum())}  # fmt: skip
+            absorb(X[held], y[held])
+    scores["windows"] = windows
+    return scores
+
+
+def changing_field(args: argparse.Namespace) -> dict[str, Any]:
+    """Part (c): runs 1-9 streamed in order; runs 6-9 scored on their last minute."""
+    runs = {r: load_aalto_sequence(aalto_dir(), seq=r) for r in STREAM_RUNS}
+    rows = {"stationary": "offset+map", "run": "offset+map+run",
+            "drift": "offset+map+run+drift"}  # fmt: skip
+    out: dict[str, Any] = {}
+    for row, components in rows.items():
+        spec = EngineSpec(model="gam_stream", gam_components=components, device=args.device,
+                          fit_iterations=args.stream_iterations, seed=SEED)  # fmt: skip
+        model = build_model(spec, 2)
+        start = time.perf_counter()
+        scores = stream_runs(model, runs, args)
+        seconds = time.perf_counter() - start
+        windows = scores.pop("windows")
+        out[row] = {
+            "per_run": scores,
+            "rmse": float(np.sqrt(np.mean([scores[r]["rmse"] ** 2 for r in CHANGED_RUNS]))),
+            "nlpd": float(np.mean([scores[r]["nlpd"] for r in CHANGED_RUNS])),
+            "seconds": seconds,
+            "M": model.num_inducing,
+            "windows": windows,
+            "hyperparameters": model.hyperparameters(),
+        }
+        print(f"  changing_field {row}: RMSE {out[row]['rmse']:.3f} µT, M {model.num_inducing}, "
+              f"{seconds:.0f} s", flush=True)  # fmt: skip
+    return out
+
+
 def fmt(value: Any, spec: str = ".3f") -> str:
     return "" if value is None else format(value, spec)
 
@@ -193,12 +301,16 @@ def fmt(value: Any, spec: str = ".3f") -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_run_arguments(parser)
-    parser.add_argument("--parts", default="heading_world,aalto_runs", help="comma-separated")
+    parser.add_argument("--parts", default="heading_world,aalto_runs,changing_field",
+                        help="comma-separated")  # fmt: skip
     parser.add_argument("--heading-bias", type=float, default=HEADING_BIAS_UT, help="µT")
     parser.add_argument("--duration", type=float, default=DURATION_S, help="synthetic run [s]")
     parser.add_argument("--samples", type=int, default=SAMPLES, help="synthetic readings used")
     parser.add_argument("--map-inducing", type=int, default=MAP_INDUCING)
     parser.add_argument("--iterations", type=int, default=ITERATIONS, help="L-BFGS iterations")
+    parser.add_argument("--window", type=int, default=WINDOW, help="(c): samples per update")
+    parser.add_argument("--stream-iterations", type=int, default=100,
+                        help="(c): L-BFGS iterations of a streamed fit")  # fmt: skip
     parser.add_argument(
         "--scratch", type=Path, default=Path("/tmp/gp_mapper_gam_magnetic"),
         help="where the bags and fits are kept",
@@ -218,6 +330,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"skipped aalto_runs: no data under {aalto_dir()}")
         else:
             results["aalto_runs"] = aalto_runs(args)
+    if "changing_field" in parts:
+        if not aalto_dir().is_dir():
+            print(f"skipped changing_field: no data under {aalto_dir()}")
+        else:
+            results["changing_field"] = changing_field(args)
     if "heading_world" in results:
         r = results["heading_world"]
         print(f"\n## (a) heading_world: synthetic room, {args.heading_bias:g} µT heading bias, "
@@ -229,7 +346,12 @@ def main(argv: list[str] | None = None) -> int:
               fmt(r["single"]["seconds"], ".0f")],
              ["additive", "offset+map+heading", fmt(r["additive"]["rmse"]),
               fmt(r["additive"]["nlpd"]), fmt(r["additive"].get("heading_rmse")),
-              fmt(r["additive"]["seconds"], ".0f")]],
+              fmt(r["additive"]["seconds"], ".0f")],
+             *[[row.replace("_", " (") + ")", components, fmt(r[row]["rmse"]),
+                fmt(r[row]["nlpd"]), fmt(r[row].get("heading_rmse")),
+                fmt(r[row]["seconds"], ".0f")]
+               for row, components in (("single_streamed", "offset+map"),
+                                       ("additive_streamed", "offset+map+heading"))]],
         ))  # fmt: skip
     if "aalto_runs" in results:
         r = results["aalto_runs"]
@@ -245,6 +367,21 @@ def main(argv: list[str] | None = None) -> int:
         table.append(["exact GP (issue 15)", "Constant + Matérn-5/2",
                       fmt(EXACT_REFERENCE_RMSE_UT, ".2f"), "", ""])  # fmt: skip
         print(format_table(["model", "components", "RMSE µT", "NLPD", "seconds"], table))
+    if "changing_field" in results:
+        r = results["changing_field"]
+        print(f"\n## (c) changing_field: invensense runs 1-9 streamed in order (every {THIN}th "
+              f"sample, {args.window} per update); runs 6-9 scored on their last "
+              f"{HELD_OUT_S:.0f} s, predicted from what came before (‖B‖, µT)")  # fmt: skip
+        table = []
+        for row, components in (("stationary", "offset+map"), ("run", "offset+map+run"),
+                                ("drift", "offset+map+run+drift")):  # fmt: skip
+            e = r[row]
+            table.append([row, components,
+                          *[fmt(e["per_run"][k]["rmse"]) for k in CHANGED_RUNS],
+                          fmt(e["rmse"]), fmt(e["nlpd"]), str(e["M"]),
+                          fmt(e["seconds"], ".0f")])  # fmt: skip
+        print(format_table(["model", "components", *[f"run {k} RMSE" for k in CHANGED_RUNS],
+                            "RMSE (all)", "NLPD", "M", "seconds"], table))  # fmt: skip
     write_json(args.json, results)
     return 0
 
