@@ -396,13 +396,13 @@ def build_gam_stream(spec: EngineSpec, input_dim: int) -> StreamingAdditiveGP:
     The map component's kernel is the node's (:func:`build_kernel`: the offset is its constant
     part, present when ``offset`` is named and ``constant_variance`` > 0), so with
     ``offset+map`` the model is the VIPS engine. Heading: the compass-deviation kernel; run: an
-    offset per run; drift: a Matérn-3/2 in time (zero-mean needs the log's span, which a stream
-    does not know; the coupled posterior carries its confounding with the offset). With
+    offset per run after the first; drift: a Matérn-3/2 in time, zero at the first reading
+    (the level is the offset's: ``gam.block_kernel``). With
     nuisance components the inducing variables are chosen by :class:`gam.AdditiveVips`; with
     the map alone any selector of the VIPS engine does.
     """
-    from .core.kernels import Matern32
-    from .gam import AdditiveVips, BlockKernel, CompassDeviation, RunOffset, StreamingAdditiveGP
+    from .gam import AdditiveVips, BlockKernel, CompassDeviation, StreamingAdditiveGP
+    from .gam.block_kernel import AnchoredMatern32, LaterRunOffset
 
     names = parse_gam_components(spec.gam_components)
     map_kernel = build_kernel(spec.replace(constant_variance=0.0), input_dim)
@@ -412,9 +412,9 @@ def build_gam_stream(spec: EngineSpec, input_dim: int) -> StreamingAdditiveGP:
     if "heading" in names:
         parts["heading"] = CompassDeviation(spec.gam_heading_variance)
     if "run" in names:
-        parts["run"] = RunOffset(spec.gam_run_variance)
+        parts["run"] = LaterRunOffset(spec.gam_run_variance)
     if "drift" in names:
-        parts["drift"] = Matern32(spec.gam_drift_variance, spec.gam_drift_lengthscale)
+        parts["drift"] = AnchoredMatern32(spec.gam_drift_variance, spec.gam_drift_lengthscale)
     kernel = BlockKernel(parts, input_dim)
     if spec.selector == "vips":
         selector: Selector = AdditiveVips(spec.delta, spec.gam_drift_spacing, spec.gam_drift_window)

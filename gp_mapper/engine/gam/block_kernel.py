@@ -16,6 +16,15 @@ The ``map`` component carries the offset: its kernel is the node's ``Constant + 
 on the position (the constant is rank one, so any map inducing point represents it). With
 ``map`` alone an observation *is* its map value, the tag plays no part, and every matrix is the
 map kernel's on the position columns, computed exactly as the plain VIPS engine computes it.
+
+The field's level is shared by the offset, the run offsets and the drift: left free, the fit
+hands part of it to the nuisance and the published map layer (offset + map) is off by that
+much (12 µT in a one-run stream fitted without a hyperprior). The batch model makes the drift
+zero-mean over the log, whose span a stream does not know; here the nuisance is anchored to
+the stream's start instead: the first run is the reference (:class:`LaterRunOffset`: an
+offset per later run) and the drift is zero at the first reading (:class:`AnchoredMatern32`),
+so the map layer's level is the first run's at the start, and later runs and times are
+measured against it.
 """
 
 from __future__ import annotations
@@ -26,8 +35,9 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ..core.kernels import Kernel, register_kernel_type
+from ..core.kernels import Kernel, Matern32, register_kernel_type
 from .component import component_kernel_from_spec
+from .run_offset import RunOffset
 
 OBSERVATION = 0
 # One tag per component, in the order the model holds them (settings/gam.py).
@@ -52,6 +62,48 @@ def tagged_rows(positions: Tensor, yaw: Tensor, run: Tensor, time: Tensor, tag: 
 def tags_of(rows: Tensor) -> Tensor:
     """The tag of each row [N] (integers)."""
     return rows[:, -1].round().long()
+
+
+class LaterRunOffset(RunOffset):
+    """``v · [round(r) = round(r') ≠ 0]``: an offset per run after the first, run 0 the
+    reference (its readings carry no run offset; module docstring)."""
+
+    kind = "later_run_offset"
+
+    def _K(self, X: Tensor, X2: Tensor | None) -> Tensor:
+        other = X if X2 is None else X2
+        later = (torch.round(X[:, 0]) != 0)[:, None] & (torch.round(other[:, 0]) != 0)[None, :]
+        return super()._K(X, X2) * later.to(X.dtype)
+
+    def _K_diag(self, X: Tensor) -> Tensor:
+        return self.variance * (torch.round(X[:, 0]) != 0).to(X.dtype)
+
+    def hyperparameter_groups(self) -> list[tuple[str, dict[str, Tensor]]]:
+        return [(RunOffset.kind, {"variance": self.variance})]  # named as the batch model's
+
+
+class AnchoredMatern32(Matern32):
+    """Matérn-3/2 in time conditioned on f(0) = 0: ``k(t, t') − k(t, 0) k(0, t') / σ²``.
+
+    The drift since the stream's first reading (time 0; module docstring). Far from 0 (beyond a
+    few lengthscales) it is the stationary kernel again: the drift may wander, but the level at
+    the start belongs to the offset.
+    """
+
+    kind = "anchored_matern32"
+
+    def _K(self, X: Tensor, X2: Tensor | None) -> Tensor:
+        other = X if X2 is None else X2
+        origin = X.new_zeros((1, X.shape[1]))
+        to_a, to_b = super()._K(X, origin), super()._K(origin, other)
+        return super()._K(X, X2) - to_a @ to_b / self.variance
+
+    def _K_diag(self, X: Tensor) -> Tensor:
+        k0 = super()._K(X, X.new_zeros((1, X.shape[1])))[:, 0]
+        return self.variance - k0 * k0 / self.variance
+
+    def hyperparameter_groups(self) -> list[tuple[str, dict[str, Tensor]]]:
+        return [(Matern32.kind, {"variance": self.variance, "lengthscale": self.lengthscale})]
 
 
 class BlockKernel(Kernel):
@@ -153,14 +205,28 @@ class BlockKernel(Kernel):
     def hyperparameter_groups(self) -> list[tuple[str, dict[str, Tensor]]]:
         return [group for kernel in self.parts.values() for group in kernel.hyperparameter_groups()]
 
+    def floor_checked_groups(self) -> list[tuple[str, dict[str, Tensor]]]:
+        """The map's groups only, for the engine's health check (``vips.health``): a nuisance
+        variance on its floor says the data have no heading bias, run offset or drift, which is
+        an answer, not a collapse."""
+        return self.parts["map"].hyperparameter_groups()
+
 
 def _rows_of(tags: Tensor, tag: int) -> Tensor:
     """Indices of the observations and of component ``tag``'s rows."""
     return torch.nonzero((tags == OBSERVATION) | (tags == tag)).squeeze(-1)
 
 
+def _part_from_spec(spec: dict[str, Any]) -> Kernel:
+    if spec.get("type") == LaterRunOffset.kind:
+        return LaterRunOffset(spec["variance"], spec["active_dims"])
+    if spec.get("type") == AnchoredMatern32.kind:
+        return AnchoredMatern32(spec["variance"], spec["lengthscale"])
+    return component_kernel_from_spec(spec)
+
+
 def _from_spec(spec: dict[str, Any]) -> BlockKernel:
-    parts = {name: component_kernel_from_spec(s) for name, s in dict(spec["parts"]).items()}
+    parts = {name: _part_from_spec(s) for name, s in dict(spec["parts"]).items()}
     return BlockKernel(parts, int(spec["input_dim"]))
 
 

@@ -7,10 +7,11 @@ Spec seed003 §9 "Streaming integration" (3), each component in its own input sp
   grows with the explored area; old map points are kept.
 - ``heading``: the four headings at which the rank-4 compass-deviation kernel is represented
   exactly (:data:`.heading.HEADING_INDUCING_RAD`), from the first window on.
-- ``run``: one value per run seen (runs are independent a priori: an old run's value costs
-  one row and keeps what was learnt of it).
-- ``drift``: times on a grid of ``spacing`` seconds over the last ``window`` seconds; older
-  ones leave the set (the Bui bound projects what they carried onto the new set).
+- ``run``: one value per run seen after the first, the reference (runs are independent a
+  priori: an old run's value costs one row and keeps what was learnt of it).
+- ``drift``: times on a grid of ``spacing`` seconds over the last ``window`` seconds, but not
+  time 0, where the anchored drift is zero; older ones leave the set (the Bui bound projects
+  what they carried onto the new set).
 
 The nuisance rows are a forced prefix of the greedy sequence, after the old map points, so the
 bound VIPS compares is always the whole model's. With ``map`` alone there is no prefix to add
@@ -139,7 +140,8 @@ class AdditiveVips:
         if "run" in kernel.names:
             seen = old_Z[old_tags == COMPONENT_TAGS["run"], d + 1].round()
             runs = torch.unique(X[:, d + 1].round())
-            fresh = runs[~torch.isin(runs, seen)]
+            # The first run is the reference: it has no offset of its own (block_kernel.py).
+            fresh = runs[~torch.isin(runs, seen) & (runs != 0)]
             if fresh.numel():
                 new_rows.append(_rows(zeros, "run", run=fresh))
         if "drift" in kernel.names:
@@ -165,7 +167,8 @@ class AdditiveVips:
         last = math.ceil(t_hi / self.drift_spacing)
         # Before the window's start too, so that the earliest readings have a point either side.
         k = torch.arange(first - 1, last + 1, dtype=t.dtype, device=t.device)
-        return k * self.drift_spacing
+        # The drift is anchored at 0 (the first reading): a point there has no variance.
+        return k[k != 0] * self.drift_spacing
 
 
 def _rows(

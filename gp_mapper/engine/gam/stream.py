@@ -335,9 +335,10 @@ class StreamingAdditiveGP:
         if "heading" in names:
             yaw = torch.linspace(0.0, 2.0 * math.pi, REPORT_HEADINGS + 1, dtype=self.dtype)[:-1]
             mean, var = self.predict_component("heading", yaw)
-            # The curve lies in the span of the four harmonics: least squares is exact.
+            # The curve lies in the span of the four harmonics, orthogonal over the even grid
+            # (FᵀF = 18 I): the normal equations are exact and, unlike lstsq, repeat bit for bit.
             features = deviation_features(yaw.to(mean))
-            coefficients = torch.linalg.lstsq(features, mean[:, None]).solution[:, 0]
+            coefficients = torch.linalg.solve(features.mT @ features, features.mT @ mean)
             out.update(zip(("heading_B", "heading_C", "heading_D", "heading_E"),
                            coefficients.cpu().tolist(), strict=True))  # fmt: skip
             out["heading_sd_max"] = float(var.max().sqrt())

@@ -20,9 +20,10 @@ GAM_SETTINGS: tuple[Setting, ...] = (
             "additive components joined by '+': offset (a constant; its variance is "
             "constant_variance), map (the kernel setting on x, y; required), heading (the "
             "compass-deviation curve in the yaw), run (one offset per run, runs split at time "
-            "gaps of gam_run_gap), drift (Matérn-3/2 in time: zero-mean over the log for gam, "
-            "on sliding inducing times for gam_stream); the map published is offset + map, "
-            "the others are removed from it",
+            "gaps of gam_run_gap; gam_stream: per run after the first), drift (Matérn-3/2 in "
+            "time: zero-mean over the log for gam; gam_stream: zero at the first reading, on "
+            "sliding inducing times); the map published is offset + map, the others are "
+            "removed from it",
             pattern=r"[a-z_]+(\+[a-z_]+)*", read_only=True, models=GAM_BOTH),
     Setting("gam_posterior", "coupled_precision", "str",
             "q over the inducing values: coupled_precision (the paper's K_UU⁻¹ + BBᵀ of rank "

@@ -95,9 +95,7 @@ def fit_problem(
             f"the batch's own noise level {level:.3g} µT²"
         )
     evidence = {"variance": spread, "constant_variance": median * median}
-    for (kind, old), (_, new) in zip(
-        before.hyperparameter_groups(), after.hyperparameter_groups(), strict=True
-    ):
+    for (kind, old), (_, new) in zip(_checked(before), _checked(after), strict=True):
         for name, value in new.items():
             floor = {"variance": VARIANCE_FLOOR, "lengthscale": LENGTHSCALE_FLOOR}.get(name)
             if floor is None or name not in old:
@@ -116,6 +114,14 @@ def fit_problem(
                 f"(from {_fmt(old[name])} to {_fmt(value)})"
             )
     return ""
+
+
+def _checked(kernel: Kernel) -> list[tuple[str, dict[str, Tensor]]]:
+    """The groups a collapse is looked for in: a kernel may leave out parameters whose floor is
+    a legitimate answer (``floor_checked_groups``: an additive model's nuisance components,
+    which vanish where the data have no heading bias or drift); all of them by default."""
+    checked = getattr(kernel, "floor_checked_groups", None)
+    return kernel.hyperparameter_groups() if checked is None else checked()
 
 
 def _fmt(value: Tensor) -> str:

@@ -200,7 +200,8 @@ def test_runs_split_at_gaps_and_drift_times_slide() -> None:
     X, y = nuisance_stream()
     stream(model, X, y, 4)
     assert model.clock.run == 1 and model.clock.origin_s == X[0, 3]
-    assert model.num_inducing_of("run") == 2 and model.num_inducing_of("heading") == 4
+    # The first run is the reference: only the second has an offset of its own.
+    assert model.num_inducing_of("run") == 1 and model.num_inducing_of("heading") == 4
     Z = model.engine.carried.Z
     drift_times = Z[Z[:, -1] == COMPONENT_TAGS["drift"], 4]
     # Inside the window (60 s back from the newest reading, one spacing of margin): older
@@ -210,6 +211,32 @@ def test_runs_split_at_gaps_and_drift_times_slide() -> None:
     summary = model.nuisance_summary()
     assert summary["run"] == 1.0 and summary["run_offset_sd"] > 0.0
     assert len(summary["drift_time_s"]) == len(drift_times) and summary["drift_sd"] > 0.0
+
+
+def test_the_nuisance_leaves_the_level_to_the_map_layer() -> None:
+    """One run, no heading bias, no drift, θ by maximum likelihood: the map layer keeps the
+    field's level (a free run offset took 12 µT of it) and the vanished heading curve is not
+    taken for a collapse (every fitted θ is committed)."""
+    torch.set_num_threads(1)
+    rng = np.random.default_rng(0)
+    n = 480
+    t = np.arange(n) * 0.5
+    xy = np.column_stack([3.0 * np.cos(t / 10.0), 3.0 * np.sin(t / 7.0)])
+    field = 48.0 + np.sin(xy[:, 0]) + np.cos(xy[:, 1])
+    X = np.column_stack([xy, np.mod(t / 3.0, 2.0 * math.pi), t])
+    y = field + 0.05 * rng.standard_normal(n)
+    spec = EngineSpec(**{**QUICK, "kernel_variance": 1.0, "lengthscale": 1.0,
+                         "constant_variance": 500.0}, model="gam_stream", hyperprior_scale=0.0,
+                      gam_components="offset+map+heading+run+drift")  # fmt: skip
+    model = build_model(spec, 2)
+    for part in np.array_split(np.arange(n), 4):
+        report = model.update(X[part], y[part])
+        assert report.accepted and report.fit_refused == "" and report.fit_iterations > 0
+    mean, _ = model.predict(xy)
+    assert abs(float(np.mean(mean.numpy() - field))) < 0.05
+    summary = model.nuisance_summary()
+    assert summary["run_offset"] == 0.0 and summary["run_offset_sd"] == 0.0  # the reference
+    assert np.max(np.abs(summary["heading_curve_mean"])) < 0.05
 
 
 def test_state_round_trips_and_the_stream_continues_alike(tmp_path) -> None:
