@@ -205,7 +205,7 @@ class StreamingAdditiveGP:
         if inner is None:
             return None
         if self._posterior is None or self._inner is not inner:
-            self._posterior = _map_layer(inner, self.kernel)
+            self._posterior = _map_layer(inner)
             self._inner = inner
         return self._posterior
 
@@ -262,17 +262,17 @@ class StreamingAdditiveGP:
         if on_selected is not None:
 
             def hook(inner: Posterior) -> None:
-                on_selected(_map_layer(inner, self.kernel))
+                on_selected(_map_layer(inner))
 
         report = self._engine.update(rows, y_t, hook, fit=fit)
         if report.accepted:
             self._clock = clock
         nuisance = self.nuisance_summary() if report.accepted else {}
+        fields = {f.name: getattr(report, f.name) for f in dataclasses.fields(report)}
         self._report = AdditiveUpdateReport(
-            **{f.name: getattr(report, f.name) for f in dataclasses.fields(report)},
+            **{**fields, "hyperparameters": self.hyperparameters()},
             nuisance={k: v for k, v in nuisance.items() if not isinstance(v, list)},
         )
-        self._report = dataclasses.replace(self._report, hyperparameters=self.hyperparameters())
         return self._report
 
     def predict(self, Xs: Tensor | np.ndarray) -> tuple[Tensor, Tensor]:
@@ -446,13 +446,15 @@ class StreamingAdditiveGP:
         return cls._wrap(engine, run_gap, clock)
 
 
-def _map_layer(inner: Posterior, kernel: BlockKernel) -> Posterior:
+def _map_layer(inner: Posterior) -> Posterior:
     """The posterior of offset + map at positions [S, d] from the one over tagged rows.
 
     The map layer is the map component's variable, uncorrelated a priori with every other
     component's inducing values, so its prediction needs only the map rows of α and W (the
     coupling with the nuisance is in W's map block already).
     """
+    kernel = inner.kernel
+    assert isinstance(kernel, BlockKernel)
     map_kernel = kernel.part("map")
     d = kernel.input_dim
     local = map_kernel.without_constant()
