@@ -342,6 +342,24 @@ def test_a_vector_map_publishes_components_and_field_arrows(
         assert all(m.type == Marker.ARROW and m.header.frame_id == "map" for m in markers)
 
 
+def test_an_additive_map_publishes_its_map_layer_and_nuisance_diagnostics(
+    ros_context: Context, spinner: Spinner
+) -> None:
+    parameters = {"model": "gam_stream", "gam_components": "offset+map+heading+run+drift"}
+    with harness(ros_context, spinner, parameters) as h:
+        h.feed(WINDOW)
+        diag = h.wait_samples(WINDOW)
+        assert diag["model"] == "gam_stream" and int(diag["failed_updates"]) == 0
+        # the heading curve, the drift and the run offset, beside the map's own figures
+        for key in ("heading_B", "heading_E", "heading_sd_max", "drift", "drift_sd",
+                    "run_offset_sd"):  # fmt: skip
+            assert np.isfinite(float(diag[key])), key
+        known = convert.occupancy_to_array(h.latest("mean")) != -1
+        assert known.any()
+        cloud = h.cloud()
+        assert np.all(np.isfinite(cloud["mean"][known]))
+
+
 def test_a_scalar_map_has_no_field_arrows(mapper: MapperHarness) -> None:
     mapper.feed(WINDOW)
     mapper.wait_samples(WINDOW)
