@@ -50,7 +50,8 @@ class EngineSpec:
         device: "auto", "cpu", "cuda" or "cuda:N".
         dtype: "float64" or "float32".
         selector, delta, eta, rho, fixed_size, max_inducing, hyperprior_scale, outlier_z,
-            pass_noise_variance: vips (all but selector, eta, rho, fixed_size: potential too).
+            pass_noise_variance, theta_memory: vips (all but selector, eta, rho, fixed_size:
+            potential too).
         potential_offset, potential_inducing: potential only (see settings/potential.py).
         acgp_block_size, acgp_initial_block, acgp_rel_tol, acgp_abs_tol, acgp_max_points,
             acgp_refinements: acgp only.
@@ -82,6 +83,7 @@ class EngineSpec:
     hyperprior_scale: float = default("hyperprior_scale")
     outlier_z: float = default("outlier_z")
     pass_noise_variance: float = default("pass_noise_variance")
+    theta_memory: bool = default("theta_memory")
     potential_offset: float = default("potential_offset")
     potential_inducing: str = default("potential_inducing")
     acgp_block_size: int = default("acgp_block_size")
@@ -188,6 +190,7 @@ def build_online_sgp(spec: EngineSpec, input_dim: int) -> OnlineSparseGP:
         hyperprior_scale=spec.hyperprior_scale,
         outlier_z=spec.outlier_z,
         pass_noise_variance=spec.pass_noise_variance,
+        theta_memory=spec.theta_memory,
         jitter=Jitter(spec.jitter, spec.jitter_relative),
     )
 
@@ -228,6 +231,7 @@ def build_potential(spec: EngineSpec, input_dim: int) -> VectorFieldGP:
         hyperprior_scale=spec.hyperprior_scale,
         outlier_z=spec.outlier_z,
         pass_noise_variance=spec.pass_noise_variance,
+        theta_memory=spec.theta_memory,
         jitter=Jitter(spec.jitter, spec.jitter_relative),
     )
 

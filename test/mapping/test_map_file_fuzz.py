@@ -50,6 +50,7 @@ OPTIONAL_ENGINE_MEMBERS = frozenset(
         "engine.model.npy",
         "engine.outlier_z.npy",
         "engine.pass_noise_variance.npy",
+        "engine.theta_memory.npy",
     }
 )
 

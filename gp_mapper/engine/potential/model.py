@@ -46,9 +46,10 @@ class VectorFieldGP:
             :class:`~.selector.FieldReadings`.
         input_dim: 2 (positions (x, y), z = 0) or 3 (x, y, z) [m].
         device, dtype, max_inducing, fit_iterations, jitter, seed, hyperprior_scale,
-            outlier_z, pass_noise_variance: as for :class:`~..vips.OnlineSparseGP`, which runs
-            the update (``max_inducing`` counts the uniform field's three variables too; the
-            outlier screen judges each component).
+            outlier_z, pass_noise_variance, theta_memory: as for
+            :class:`~..vips.OnlineSparseGP`, which runs the update (``max_inducing`` counts
+            the uniform field's three variables too; the outlier screen judges each
+            component).
     """
 
     name: ClassVar[str] = "potential"
@@ -70,6 +71,7 @@ class VectorFieldGP:
         hyperprior_scale: float = 0.0,
         outlier_z: float = DEFAULT_OUTLIER_Z,
         pass_noise_variance: float = DEFAULT_PASS_NOISE_VARIANCE,
+        theta_memory: bool = False,
     ) -> None:
         if not isinstance(kernel, CurlFreeKernel):
             raise TypeError(f"the potential model needs a CurlFreeKernel; got {type(kernel)}")
@@ -89,6 +91,7 @@ class VectorFieldGP:
             hyperprior_scale=hyperprior_scale,
             outlier_z=outlier_z,
             pass_noise_variance=pass_noise_variance,
+            theta_memory=theta_memory,
         )
         self._posterior: FieldPosterior | None = None
         self._report: UpdateReport | None = None

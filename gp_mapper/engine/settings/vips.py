@@ -8,6 +8,8 @@ VIPS = ("vips",)
 # The potential model runs the same VIPS rule and engine over its three-axis observations, the
 # streaming additive model over its tagged rows.
 VIPS_ENGINE = ("vips", "potential", "gam_stream")
+# The models whose engine takes the θ memory (the additive stream fits its θ its own way).
+STREAMING_THETA = ("vips", "potential")
 # VIPS δ and OIPS ρ are open intervals (0, 1) in the paper; a ROS range is closed, so the table
 # stops just inside: δ = 0 would demand the reference bound itself, ρ = 1 never adds a point.
 OPEN_INTERVAL_EDGE = 1.0e-6
@@ -40,6 +42,12 @@ VIPS_SETTINGS: tuple[Setting, ...] = (
             "first map) is dropped before the fit, unless its neighbours agree (a real change "
             "of the field); 0 = off, below ~4 good readings go too",
             min=0.0, max=1.0e3, models=VIPS_ENGINE),
+    Setting("theta_memory", False, "bool",
+            "carry each fitted window's evidence about the hyperparameters into the next fits "
+            "(the curvature of its bound, summed: a Laplace posterior of θ) instead of fitting "
+            "each window by its own bound alone, as the paper does; recommended for the "
+            "potential model, whose single-window fits inflate the field variance",
+            models=STREAMING_THETA),
     Setting("pass_noise_variance", 0.0, "float",
             "noise variance added to the fitted one: the part of a reading's error that stays "
             "the same along a pass (heading-dependent calibration residue, pose offset), which "

@@ -7,6 +7,7 @@ Bui et al. (2017) collapsed online bound with inducing points chosen by a :class
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import math
@@ -37,6 +38,7 @@ from .report import UpdateReport
 from .robust import screen_outliers
 from .selectors import Selection, SelectionProblem, Selector, Vips, selector_from_spec
 from .stats import GroupedStats
+from .theta_memory import ThetaMemory
 
 STATE_FORMAT_VERSION = 1
 DEFAULT_MAX_INDUCING = 2000
@@ -106,6 +108,9 @@ class OnlineSparseGP:
         pass_noise_variance: a fixed noise variance added to the fitted one (``noise.py``):
             the part of a reading's error that a window cannot tell from the field because it
             stays the same along a pass. ``noise_variance`` reports the sum.
+        theta_memory: carry each fitted window's evidence about θ into the next fits (the
+            Laplace curvature of its bound, ``theta_memory.py``); False fits each window's θ
+            by that window's bound alone, as the paper does.
     """
 
     name: ClassVar[str] = "vips"
@@ -126,6 +131,7 @@ class OnlineSparseGP:
         hyperprior_scale: float = 0.0,
         outlier_z: float = DEFAULT_OUTLIER_Z,
         pass_noise_variance: float = DEFAULT_PASS_NOISE_VARIANCE,
+        theta_memory: bool = False,
     ) -> None:
         if max_inducing < 1:
             raise ValueError(f"max_inducing must be at least 1, got {max_inducing}")
@@ -155,6 +161,8 @@ class OnlineSparseGP:
         )
         self._input_dim: int | None = None
         self._report: UpdateReport | None = None
+        self.theta_memory = bool(theta_memory)
+        self._memory: ThetaMemory | None = None
 
     # ------------------------------------------------------------------ read-only views
     @property
@@ -331,16 +339,22 @@ class OnlineSparseGP:
         old, Z, n = state.carried, selection.Z, X_t.shape[0]
 
         prior = self._hyperprior(stats)
+        params = [*kernel.parameters(), *noise.parameters()]
+        memory = self._memory if self.theta_memory else None
+
+        def window_bound() -> Tensor:
+            return online_bound(kernel, noise.variance, Z, X_t, y_t, old, self.jitter)[0].value
 
         def loss() -> Tensor:
-            terms, _ = online_bound(kernel, noise.variance, Z, X_t, y_t, old, self.jitter)
-            objective = terms.value if prior is None else terms.value + prior.log_density(kernel)
+            objective = window_bound()
+            if prior is not None:
+                objective = objective + prior.log_density(kernel)
+            if memory is not None:
+                objective = objective + memory.log_density(params)
             return -objective / n
 
         fit = (
-            fit_hyperparameters(
-                loss, [*kernel.parameters(), *noise.parameters()], self.fit_iterations
-            )
+            fit_hyperparameters(loss, params, self.fit_iterations)
             if fit_theta
             else FitResult(True, math.nan, math.nan, 0, "not fitted: θ kept")
         )
@@ -355,6 +369,14 @@ class OnlineSparseGP:
         )
         if fit_refused:
             kernel, noise = state.kernel, state.noise  # never modified in place: shared
+        elif self.theta_memory and fit_theta and fit.ok and fit.iterations > 0:
+            # If the curvature fails, this window's evidence is lost; the others' stays.
+            with contextlib.suppress(NumericalError, RuntimeError):
+                memory = (
+                    ThetaMemory.first(window_bound, params)
+                    if memory is None
+                    else memory.absorbed(window_bound, params)
+                )
         try:
             terms, carried, posterior = _posterior_at(kernel, noise, Z, X_t, y_t, old, self.jitter)
         except NumericalError as err:
@@ -362,6 +384,7 @@ class OnlineSparseGP:
         for p in (*kernel.parameters(), *noise.parameters()):
             p.requires_grad_(False)
         self._state = _State(kernel, noise, carried, stats, state.num_updates + 1, posterior)
+        self._memory = memory
         self._input_dim = X_t.shape[1]
         end = time.perf_counter()
         return UpdateReport(
@@ -420,6 +443,7 @@ class OnlineSparseGP:
             "hyperprior_scale": np.array(self.hyperprior_scale),
             "outlier_z": np.array(self.outlier_z),
             "pass_noise_variance": np.array(self.pass_noise_variance),
+            "theta_memory": np.array(self.theta_memory),
             "initial_hyperparameters": np.array(json.dumps(self._initial)),
             "num_updates": np.array(s.num_updates),
             "stats": s.stats.to_array(),
@@ -428,6 +452,9 @@ class OnlineSparseGP:
         for name, raw in raw_parameters(s.kernel).items():
             out[f"kernel.{name}"] = raw
         out["noise.raw_variance"] = s.noise.raw_variance.detach().cpu().numpy()
+        if self._memory is not None:
+            out["theta_memory.centre"] = self._memory.centre.cpu().numpy()
+            out["theta_memory.precision"] = self._memory.precision.cpu().numpy()
         if s.carried is not None:
             for name in ("Z", "L", "P", "v", "L_D"):
                 out[f"carried.{name}"] = getattr(s.carried, name).detach().cpu().numpy()
@@ -476,6 +503,8 @@ class OnlineSparseGP:
                 # States from before the outlier screen: the engine's default screen.
                 outlier_z=float(np.asarray(state.get("outlier_z", DEFAULT_OUTLIER_Z))),
                 pass_noise_variance=pass_noise,
+                # States from before the θ memory: none.
+                theta_memory=bool(np.asarray(state.get("theta_memory", False))),
             )
             engine._initial = {
                 k: float(v)
@@ -507,6 +536,15 @@ class OnlineSparseGP:
             noise.raw_variance.copy_(tensor("noise.raw_variance"))
         for p in (*kernel.parameters(), *noise.parameters()):
             p.requires_grad_(False)
+        if "theta_memory.centre" in state:
+            size = sum(p.numel() for p in (*kernel.parameters(), *noise.parameters()))
+            centre, precision = tensor("theta_memory.centre"), tensor("theta_memory.precision")
+            if centre.shape != (size,) or precision.shape != (size, size):
+                raise StateError(
+                    f"theta_memory: shapes {tuple(centre.shape)} and {tuple(precision.shape)}, "
+                    f"expected ({size},) and ({size}, {size})"
+                )
+            self._memory = ThetaMemory(centre, precision)
         stats = GroupedStats.from_array(state["stats"])
         if len(stats.groups) != kernel.num_target_groups:
             raise StateError(
