@@ -8,7 +8,7 @@ over the block kernel), all with the node's default kernel (Constant + Matérn-5
 (a) ``heading_world``: the synthetic room of ``gp-mapper convert synthetic`` driven for
     ``--duration`` s with ``--heading-bias`` µT of compass-deviation bias on ‖B‖ (the fixed
     curve ``gp_mapper.io.synthetic.HEADING_BIAS_SHAPE``), fitted on ``--samples`` random
-    readings by ``fit_bag`` with ``gam_components`` offset+map (the single map GP) and
+    readings by ``fit_bag`` with ``components`` offset+map (the single map GP) and
     offset+map+heading (additive; the heading from the bag's pose orientation). Scored against
     the TRUE field ‖B‖ on a 0.2 m grid over the area the path covers: RMSE and NLPD (µT; the
     map layer's latent mean and variance, no noise), and the RMSE of the fitted heading curve
@@ -113,7 +113,7 @@ def heading_world(args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for row, components in (("single", "offset+map"), ("additive", "offset+map+heading")):
         overrides = {
-            "gam_components": components,
+            "components": components,
             "gam_map_inducing": args.map_inducing,
             "gam_iterations": args.iterations,
             "device": args.device,
@@ -145,7 +145,7 @@ def heading_world(args: argparse.Namespace) -> dict[str, Any]:
         print(f"  heading_world {row}: RMSE {entry['rmse']:.3f} µT in {seconds:.0f} s", flush=True)
     for row, components in (("single_streamed", "offset+map"),
                             ("additive_streamed", "offset+map+heading")):  # fmt: skip
-        overrides = {"gam_components": components, "device": args.device}
+        overrides = {"components": components, "device": args.device}
         start = time.perf_counter()
         result = fit_bag(
             bag, args.scratch / f"heading_{row}", model="gam_stream", overrides=overrides,
@@ -203,7 +203,7 @@ def aalto_runs(args: argparse.Namespace) -> dict[str, Any]:
                            "exact_reference_rmse": EXACT_REFERENCE_RMSE_UT}  # fmt: skip
     for row, components in rows.items():
         spec = EngineSpec(
-            model="gam", gam_components=components, gam_map_inducing=args.map_inducing,
+            model="gam", components=components, gam_map_inducing=args.map_inducing,
             gam_iterations=args.iterations, device=args.device, seed=SEED,
         )  # fmt: skip
         model = build_model(spec, 2)
@@ -273,7 +273,7 @@ def changing_field(args: argparse.Namespace) -> dict[str, Any]:
             "drift": "offset+map+run+drift"}  # fmt: skip
     out: dict[str, Any] = {}
     for row, components in rows.items():
-        spec = EngineSpec(model="gam_stream", gam_components=components, device=args.device,
+        spec = EngineSpec(model="gam_stream", components=components, device=args.device,
                           fit_iterations=args.stream_iterations, seed=SEED)  # fmt: skip
         model = build_model(spec, 2)
         start = time.perf_counter()

@@ -74,7 +74,7 @@ EXAMPLES = """examples:
   gp-mapper fit run.mcap --model vips --params config/gp_mapper.yaml --out out/vips
   gp-mapper fit run.mcap --model potential --out out/potential   # the field vector
   gp-mapper fit run.mcap --model acgp --set acgp_rel_tol=0.005 --set kernel=matern32 --out out/a
-  gp-mapper fit run.mcap --model gam --set gam_components=offset+map+heading+run --out out/gam
+  gp-mapper fit run.mcap --model gam --set components=offset+map+heading+run --out out/gam
 
 then launch the node with the fitted hyperparameters:
   ros2 launch gp_mapper gp_mapper.launch.py params_file:=out/acgp/theta.yaml

@@ -166,7 +166,7 @@ def _gam_stream() -> ModelEntry:
         "gam_stream",
         "streaming",
         "additive map (seed 003) streamed by VIPS on the online bound: offset + map with "
-        "heading, run and drift components (gam_components), a coupled posterior over all",
+        "heading, run and drift components (components), a coupled posterior over all",
         build_gam_stream,
         StreamingAdditiveGP.from_state,
         lambda n: {"selector": "fixed", "fixed_size": n, "max_inducing": n, "fit_iterations": 0},

@@ -17,7 +17,7 @@ import torch
 from .core.kernels import Constant, Kernel, kernel_from_spec
 from .core.linalg import Jitter
 from .settings import SETTING_BY_NAME, default
-from .settings.gam import GAM_MAP_LAYER, parse_gam_components
+from .settings.gam import GAM_MAP_LAYER, parse_components
 from .vips.selectors import ConditionalVariance, FixedSize, Oips, Selector, Vips
 
 if TYPE_CHECKING:
@@ -57,7 +57,7 @@ class EngineSpec:
             acgp_refinements: acgp only.
         solve_*: solvegp only (see settings/solvegp.py).
         cagp_*: cagp and cagp_cg only (see settings/cagp.py).
-        gam_*: gam only (see settings/gam.py); gam_components, the heading, run and drift
+        gam_*: gam only (see settings/gam.py); components, the heading, run and drift
             settings: gam_stream too.
         seed: acgp, solvegp, cagp, cagp_cg, gam.
     """
@@ -117,7 +117,7 @@ class EngineSpec:
     cagp_chunk: int = default("cagp_chunk")
     cagp_block_order: str = default("cagp_block_order")
     cagp_cg_tolerance: float = default("cagp_cg_tolerance")
-    gam_components: str = default("gam_components")
+    components: str = default("components")
     gam_posterior: str = default("gam_posterior")
     gam_rank: int = default("gam_rank")
     gam_map_inducing: int = default("gam_map_inducing")
@@ -137,7 +137,7 @@ class EngineSpec:
             # Raises ValueError naming the setting; stores the canonical type (5 -> 5.0).
             object.__setattr__(self, f.name, SETTING_BY_NAME[f.name].check(getattr(self, f.name)))
         Jitter(self.jitter, self.jitter_relative)  # raises ValueError on a bad pair
-        parse_gam_components(self.gam_components)  # raises ValueError naming a bad component
+        parse_components(self.components)  # raises ValueError naming a bad component
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -344,7 +344,7 @@ def build_cagp_cg(spec: EngineSpec, input_dim: int) -> CaGPCG:
 
 
 def build_gam(spec: EngineSpec, input_dim: int) -> AdditiveGP:
-    """The additive GP (seed 003) with the spec's components (``gam_components``).
+    """The additive GP (seed 003) with the spec's components (``components``).
 
     offset + map (the default) or map alone: the map reads the first two input columns (all
     of them for 2-D inputs, so its θ has the node's flat names); its inducing points are drawn
@@ -355,7 +355,7 @@ def build_gam(spec: EngineSpec, input_dim: int) -> AdditiveGP:
     """
     from .gam import AdditiveGP, Component, auxiliary_inputs, nuisance_components
 
-    names = parse_gam_components(spec.gam_components)
+    names = parse_components(spec.components)
     auxiliary = auxiliary_inputs(names)
     width = input_dim + len(auxiliary)
     map_columns = None if width <= 2 else [0, 1]
@@ -394,7 +394,7 @@ def build_gam(spec: EngineSpec, input_dim: int) -> AdditiveGP:
 
 
 def build_gam_stream(spec: EngineSpec, input_dim: int) -> StreamingAdditiveGP:
-    """The additive map streamed by VIPS (``gam_components``; spec seed003 §9 "Streaming
+    """The additive map streamed by VIPS (``components``; spec seed003 §9 "Streaming
     integration" (1)).
 
     The map component's kernel is the node's (:func:`build_kernel`: the offset is its constant
@@ -408,7 +408,7 @@ def build_gam_stream(spec: EngineSpec, input_dim: int) -> StreamingAdditiveGP:
     from .gam import AdditiveVips, BlockKernel, CompassDeviation, StreamingAdditiveGP
     from .gam.block_kernel import AnchoredMatern32, LaterRunOffset
 
-    names = parse_gam_components(spec.gam_components)
+    names = parse_components(spec.components)
     map_kernel = build_kernel(spec.replace(constant_variance=0.0), input_dim)
     if "offset" in names and spec.constant_variance > 0.0:
         map_kernel = build_kernel(spec, input_dim)
@@ -426,7 +426,7 @@ def build_gam_stream(spec: EngineSpec, input_dim: int) -> StreamingAdditiveGP:
         selector = build_selector(spec)
     else:
         raise ValueError(
-            f"gam_stream with nuisance components ({spec.gam_components}) selects its inducing "
+            f"gam_stream with nuisance components ({spec.components}) selects its inducing "
             f"points with selector: vips; got selector: {spec.selector}"
         )
     return StreamingAdditiveGP(

@@ -1,6 +1,6 @@
 """The model inputs beyond position: heading, run label and time, from collected samples.
 
-The additive model's nuisance components (``gam_components`` heading, run, drift) read one
+The additive model's nuisance components (``components`` heading, run, drift) read one
 column each after the position (``AdditiveGP.auxiliary_inputs``):
 
 - ``yaw`` [rad]: the yaw of the pose orientation at each sample; where a pose had none (NaN),

@@ -34,7 +34,7 @@ def biased_bag(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_fit_with_nuisance_components_reports_them_and_maps_offset_plus_map(
     biased_bag: Path, tmp_path: Path
 ) -> None:
-    overrides = {**QUICK, "gam_components": "offset+map+heading+run+drift"}
+    overrides = {**QUICK, "components": "offset+map+heading+run+drift"}
     result = fit_bag(
         biased_bag, tmp_path, model="gam", overrides=overrides, max_samples=300, progress=False
     )
@@ -58,7 +58,7 @@ def test_fit_with_nuisance_components_reports_them_and_maps_offset_plus_map(
 
 def test_an_unknown_component_is_a_clear_error(biased_bag: Path, tmp_path: Path, capsys) -> None:
     code = cli_main(["fit", str(biased_bag), "--model", "gam", "--out", str(tmp_path),
-                     "--set", "gam_components=offset+map+compass"])  # fmt: skip
+                     "--set", "components=offset+map+compass"])  # fmt: skip
     assert code == 2
     assert "unknown component(s) 'compass'" in capsys.readouterr().err
 
@@ -67,7 +67,7 @@ def test_the_streamed_additive_map_reports_the_heading_curve_and_resumes(
     biased_bag: Path, tmp_path: Path
 ) -> None:
     overrides = {"fit_iterations": 5, "lengthscale": 0.8, "batch_size": 200,
-                 "gam_components": "offset+map+heading+run"}  # fmt: skip
+                 "components": "offset+map+heading+run"}  # fmt: skip
     result = fit_bag(
         biased_bag, tmp_path / "fit", model="gam_stream", overrides=overrides, progress=False
     )

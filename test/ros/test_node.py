@@ -345,7 +345,7 @@ def test_a_vector_map_publishes_components_and_field_arrows(
 def test_an_additive_map_publishes_its_map_layer_and_nuisance_diagnostics(
     ros_context: Context, spinner: Spinner
 ) -> None:
-    parameters = {"model": "gam_stream", "gam_components": "offset+map+heading+run+drift"}
+    parameters = {"model": "gam_stream", "components": "offset+map+heading+run+drift"}
     with harness(ros_context, spinner, parameters) as h:
         h.feed(WINDOW)
         diag = h.wait_samples(WINDOW)

@@ -31,7 +31,7 @@ COMMON_SETTINGS: tuple[Setting, ...] = (
     Setting("model", "vips", "str",
             "the model: vips = the streaming sparse GP (the node's); potential = the "
             "three-axis curl-free field, streamed by VIPS (needs target: vector); gam_stream = "
-            "the additive map (gam_components) streamed by VIPS; exact, acgp, "
+            "the additive map (components) streamed by VIPS; exact, acgp, "
             "solvegp, cagp, cagp_cg, gam = batch models for gp-mapper fit",
             choices=MODEL_NAMES, read_only=True),
     Setting("kernel", "matern52", "str", "stationary kernel added to the constant",

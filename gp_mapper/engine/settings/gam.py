@@ -16,7 +16,7 @@ GAM_COMPONENT_NAMES = ("offset", "map", "heading", "run", "drift")
 GAM_MAP_LAYER = ("offset", "map")
 
 GAM_SETTINGS: tuple[Setting, ...] = (
-    Setting("gam_components", "offset+map", "str",
+    Setting("components", "offset+map", "str",
             "additive components joined by '+': offset (a constant; its variance is "
             "constant_variance), map (the kernel setting on x, y; required), heading (the "
             "compass-deviation curve in the yaw), run (one offset per run, runs split at time "
@@ -71,8 +71,8 @@ GAM_SETTINGS: tuple[Setting, ...] = (
 )  # fmt: skip
 
 
-def parse_gam_components(text: str) -> tuple[str, ...]:
-    """The component names of a ``gam_components`` value, in :data:`GAM_COMPONENT_NAMES` order.
+def parse_components(text: str) -> tuple[str, ...]:
+    """The component names of a ``components`` value, in :data:`GAM_COMPONENT_NAMES` order.
 
     Raises:
         ValueError: an empty or unknown name, a repeated one, or no ``map``.
@@ -81,12 +81,12 @@ def parse_gam_components(text: str) -> tuple[str, ...]:
     unknown = [n for n in names if n not in GAM_COMPONENT_NAMES]
     if unknown:
         raise ValueError(
-            f"gam_components: unknown component(s) {', '.join(repr(n) for n in unknown)} in "
+            f"components: unknown component(s) {', '.join(repr(n) for n in unknown)} in "
             f"{text!r}; choose from {', '.join(GAM_COMPONENT_NAMES)} joined by '+'"
         )
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
-        raise ValueError(f"gam_components: {', '.join(repeated)} given more than once in {text!r}")
+        raise ValueError(f"components: {', '.join(repeated)} given more than once in {text!r}")
     if "map" not in names:
-        raise ValueError(f"gam_components: {text!r} has no map (the component that is the map)")
+        raise ValueError(f"components: {text!r} has no map (the component that is the map)")
     return tuple(n for n in GAM_COMPONENT_NAMES if n in names)

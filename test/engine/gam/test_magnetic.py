@@ -26,7 +26,7 @@ from gp_mapper.engine.gam.zero_mean import (
     matern32_interval_double_integral,
     matern32_interval_integral,
 )
-from gp_mapper.engine.settings.gam import parse_gam_components
+from gp_mapper.engine.settings.gam import parse_components
 from gp_mapper.io.synthetic import heading_bias, make_synthetic_world, simulate_run
 
 DTYPE = torch.float64
@@ -45,9 +45,9 @@ MAP_ERROR_RATIO = 0.75
 
 # ---------------------------------------------------------------- component lists
 def test_component_lists_parse_in_catalogue_order() -> None:
-    assert parse_gam_components("offset+map") == ("offset", "map")
-    assert parse_gam_components("drift+map+heading") == ("map", "heading", "drift")
-    assert parse_gam_components("map+run+offset") == ("offset", "map", "run")
+    assert parse_components("offset+map") == ("offset", "map")
+    assert parse_components("drift+map+heading") == ("map", "heading", "drift")
+    assert parse_components("map+run+offset") == ("offset", "map", "run")
 
 
 @pytest.mark.parametrize(
@@ -60,20 +60,20 @@ def test_component_lists_parse_in_catalogue_order() -> None:
 )
 def test_bad_component_lists_are_refused_by_name(text: str, match: str) -> None:
     with pytest.raises(ValueError, match=match):
-        parse_gam_components(text)
+        parse_components(text)
     with pytest.raises(ValueError, match=match):
-        EngineSpec(model="gam", gam_components=text)
+        EngineSpec(model="gam", components=text)
 
 
 def test_default_components_are_unchanged() -> None:
     model = build_model(EngineSpec(model="gam", device="cpu"), 2)
-    assert EngineSpec().gam_components == "offset+map"
+    assert EngineSpec().components == "offset+map"
     assert model.component_names == ("offset", "map")
     assert model.map_layer is None and model.auxiliary_inputs == ()
 
 
 def test_nuisance_components_read_the_columns_after_the_map_inputs() -> None:
-    spec = EngineSpec(**QUICK, gam_components="offset+map+heading+run+drift")
+    spec = EngineSpec(**QUICK, components="offset+map+heading+run+drift")
     model = build_model(spec, 3)
     assert model.component_names == ("offset", "map", "heading", "run", "drift")
     assert model.auxiliary_inputs == auxiliary_inputs(model.component_names)
@@ -152,7 +152,7 @@ def robot_fits() -> dict[str, object]:
     xy, yaw, y, world = robot()
     out: dict[str, object] = {"world": world}
     for components, X in (("offset+map", xy), ("offset+map+heading", np.column_stack([xy, yaw]))):
-        spec = EngineSpec(**{**QUICK, "gam_iterations": 200}, gam_components=components,
+        spec = EngineSpec(**{**QUICK, "gam_iterations": 200}, components=components,
                           gam_map_inducing=ROBOT_INDUCING)  # fmt: skip
         model = build_model(spec, 2)
         assert model.fit(X, y).accepted
@@ -217,7 +217,7 @@ def test_state_round_trips_with_every_nuisance_component() -> None:
     time_s = np.arange(n) * 2.0
     y = 45.0 + np.sin(xy[:, 0]) + 0.5 * np.sin(yaw) + 0.3 * run + 0.05 * rng.standard_normal(n)
     X = np.column_stack([xy, yaw, run, time_s])
-    spec = EngineSpec(**QUICK, gam_components="offset+map+heading+run+drift",
+    spec = EngineSpec(**QUICK, components="offset+map+heading+run+drift",
                       gam_map_inducing=20, gam_drift_inducing=8)  # fmt: skip
     model = build_model(spec, 2)
     report = model.fit(X, y)

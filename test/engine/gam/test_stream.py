@@ -8,6 +8,7 @@ bad inputs are refused by name.
 from __future__ import annotations
 
 import io
+import itertools
 import math
 
 import numpy as np
@@ -72,7 +73,7 @@ def test_with_the_map_alone_the_stream_is_the_vips_engine_bit_for_bit() -> None:
     run = simulate_run(world, 60.0, 10.0, 1)
     X, y = run.position_m, np.linalg.norm(run.mag_ut, axis=1)
     vips = build_model(EngineSpec(**QUICK, model="vips"), 2)
-    gam = build_model(EngineSpec(**QUICK, model="gam_stream", gam_components="offset+map"), 2)
+    gam = build_model(EngineSpec(**QUICK, model="gam_stream", components="offset+map"), 2)
     assert isinstance(gam, StreamingAdditiveGP) and gam.auxiliary_inputs == ()
     stream(vips, X, y, 4)
     stream(gam, X, y, 4)
@@ -80,14 +81,18 @@ def test_with_the_map_alone_the_stream_is_the_vips_engine_bit_for_bit() -> None:
 
 
 def test_on_the_path_3_stream_the_map_alone_is_the_vips_engine(magnetic_dir) -> None:
+    """The seed paper's stream: all of path 3 in its 20 batches, at the node's settings."""
     torch.set_num_threads(1)
     seq = load_aalto_sequence(magnetic_dir, seq=3)
-    X, y = seq.loc_m[:1200], np.linalg.norm(seq.mag_ut, axis=1)[:1200]
-    settings = {**QUICK, "kernel_variance": 1.0, "lengthscale": 1.0, "constant_variance": 500.0}
-    vips = build_model(EngineSpec(**settings, model="vips"), 2)
-    gam = build_model(EngineSpec(**settings, model="gam_stream"), 2)
-    stream(vips, X, y, 3)
-    stream(gam, X, y, 3)
+    X, y = seq.loc_m, np.linalg.norm(seq.mag_ut, axis=1)
+    size = (len(y) - len(y) % 20) // 20 - 1  # the authors' split: 19 batches of this size
+    bounds = [*range(0, 20 * size, size), len(y)]
+    vips = build_model(EngineSpec(device="cpu", model="vips"), 2)
+    gam = build_model(EngineSpec(device="cpu", model="gam_stream", components="offset+map"), 2)
+    for model in (vips, gam):
+        for start, stop in itertools.pairwise(bounds):
+            assert model.update(X[start:stop], y[start:stop]).accepted
+    assert vips.num_inducing > 50  # a real map, not a stuck start
     assert_same_engine(vips, gam)
 
 
@@ -134,7 +139,7 @@ def robot_streams() -> dict[str, object]:
     xy, yaw, _, y, world = robot()
     out: dict[str, object] = {"world": world}
     for components, X in (("offset+map", xy), ("offset+map+heading", np.column_stack([xy, yaw]))):
-        spec = EngineSpec(**QUICK, model="gam_stream", gam_components=components)
+        spec = EngineSpec(**QUICK, model="gam_stream", components=components)
         model = build_model(spec, 2)
         stream(model, X, y, ROBOT_WINDOWS)
         out[components] = model
@@ -188,7 +193,7 @@ def all_components() -> StreamingAdditiveGP:
         gam_run_gap=5.0,
         gam_drift_spacing=20.0,
         gam_drift_window=60.0,
-        gam_components="offset+map+heading+run+drift",
+        components="offset+map+heading+run+drift",
     )
     return build_model(spec, 2)
 
@@ -227,7 +232,7 @@ def test_the_nuisance_leaves_the_level_to_the_map_layer() -> None:
     y = field + 0.05 * rng.standard_normal(n)
     spec = EngineSpec(**{**QUICK, "kernel_variance": 1.0, "lengthscale": 1.0,
                          "constant_variance": 500.0}, model="gam_stream", hyperprior_scale=0.0,
-                      gam_components="offset+map+heading+run+drift")  # fmt: skip
+                      components="offset+map+heading+run+drift")  # fmt: skip
     model = build_model(spec, 2)
     for part in np.array_split(np.arange(n), 4):
         report = model.update(X[part], y[part])
@@ -288,7 +293,7 @@ def test_bad_inputs_and_states_are_refused_by_name() -> None:
         StreamingAdditiveGP.from_state({**state, "model": np.array("vips")})
     with pytest.raises(ValueError, match="selects its inducing points with selector: vips"):
         build_model(EngineSpec(**QUICK, model="gam_stream", selector="cv",
-                               gam_components="offset+map+heading"), 2)  # fmt: skip
+                               components="offset+map+heading"), 2)  # fmt: skip
     buffer = io.BytesIO()
     np.savez(buffer, **state)  # every field is a plain array: no pickle needed
 
