@@ -94,6 +94,7 @@ def write_png_arrays(
     field_mean_ut: np.ndarray | None = None,
     field_variance_ut2: np.ndarray | None = None,
     caption: str = "",
+    nuisance: dict[str, Any] | None = None,
 ) -> Path:
     """Draw the mean and standard deviation side by side and save a PNG.
 
@@ -121,6 +122,8 @@ def write_png_arrays(
         field_variance_ut2: [H, W, 3] their variances, µT²; given exactly with
             ``field_mean_ut``.
         caption: a line under the title ("" for none): what an additive map removed.
+        nuisance: an additive map's report (``nuisance_caption``'s input); with the heading
+            curve's coefficients, the curve removed from the map is drawn as one more panel.
 
     Returns:
         The path written.
@@ -159,8 +162,9 @@ def write_png_arrays(
             values, name = _std(values), name.removesuffix("variance") + "standard deviation"
         panels.append(_Panel(values, name.replace("_", " ")))
 
+    curve = heading_curve(nuisance or {})
     width, height = PNG_PANEL_IN
-    rows = -(-len(panels) // columns)
+    rows = -(-(len(panels) + (curve is not None)) // columns)
     figure = Figure(figsize=(width * columns, height * rows), dpi=PNG_DPI, layout="constrained")
     axes = figure.subplots(rows, columns, squeeze=False).ravel()
     for ax in axes[len(panels) :]:
@@ -198,6 +202,8 @@ def write_png_arrays(
         ax.set_xlabel("x [m]")
         ax.set_ylabel("y [m]")
         ax.set_title(panel.name)
+    if curve is not None:
+        _draw_heading_curve(axes[len(panels)], *curve)
     if trajectory.shape[0] or inducing.shape[0]:
         axes[0].legend(loc="upper right", fontsize="small", facecolor="0.4", framealpha=0.7)
     samples = "?" if num_samples is None else f"{num_samples}"
@@ -282,7 +288,45 @@ def write_png(
         field_mean_ut=snapshot.field_mean,
         field_variance_ut2=snapshot.field_variance,
         caption=nuisance_caption(snapshot.report),
+        nuisance=snapshot.report,
     )
+
+
+def heading_curve(report: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, float] | None:
+    """The heading correction an additive map removed, from its report: headings [deg] every
+    degree, the curve B sin ψ + C cos ψ + D sin 2ψ + E cos 2ψ there [µT], and the largest sd
+    of the curve [µT] (the report keeps that, not the sd at every heading); None without one."""
+    keys = [f"heading_{c}" for c in "BCDE"]
+    offline = report.get("heading_curve")  # the batch model's: coefficients and sd per input
+    if all(isinstance(report.get(k), int | float) for k in keys):
+        b, c, d, e = (float(report[k]) for k in keys)
+        sd = report.get("heading_sd_max")
+    elif isinstance(offline, dict) and len(offline.get("coefficients_BCDE", ())) == 4:
+        b, c, d, e = (float(v) for v in offline["coefficients_BCDE"])
+        sd = max((float(v) for v in offline.get("sd", ())), default=0.0)
+    else:
+        return None
+    degrees = np.arange(0.0, 361.0)
+    psi = np.deg2rad(degrees)
+    curve = b * np.sin(psi) + c * np.cos(psi) + d * np.sin(2 * psi) + e * np.cos(2 * psi)
+    return degrees, curve, float(sd) if isinstance(sd, int | float) else 0.0
+
+
+def _draw_heading_curve(ax: Any, degrees: np.ndarray, curve: np.ndarray, sd: float) -> None:
+    ax.set_visible(True)
+    ax.plot(degrees, curve, color="C0", label="heading correction")
+    if sd > 0.0:
+        ax.fill_between(
+            degrees, curve - 2 * sd, curve + 2 * sd, color="C0", alpha=0.25,
+            label="± 2 sd (the largest)",
+        )  # fmt: skip
+    ax.axhline(0.0, color="0.5", lw=0.6)
+    ax.set_xlim(0.0, 360.0)
+    ax.set_xticks(np.arange(0, 361, 90))
+    ax.set_xlabel("heading ψ [deg]")
+    ax.set_ylabel("removed from |B| [µT]")
+    ax.set_title("heading correction")
+    ax.legend(loc="upper right", fontsize="small")
 
 
 def nuisance_caption(report: dict[str, Any]) -> str:

@@ -251,3 +251,27 @@ def test_a_vector_map_draws_four_columns_and_stores_its_components(
         for k, axis in enumerate("xyz"):
             np.testing.assert_array_equal(data[f"b{axis}"], field[..., k])
             np.testing.assert_array_equal(data[f"var_b{axis}"], field_var[..., k])
+
+
+def test_the_heading_correction_is_drawn_from_either_models_report(tmp_path) -> None:
+    from matplotlib.image import imread
+
+    from gp_mapper.io.exports import heading_curve
+
+    streamed = {"heading_B": 3.0, "heading_C": -1.8, "heading_D": 1.2, "heading_E": 0.9,
+                "heading_sd_max": 0.1}  # fmt: skip
+    degrees, curve, sd = heading_curve(streamed)
+    # B sin ψ + C cos ψ + D sin 2ψ + E cos 2ψ: at 0° C + E, at 90° B − E.
+    assert curve[0] == pytest.approx(-1.8 + 0.9) and curve[90] == pytest.approx(3.0 - 0.9)
+    assert degrees[-1] == 360.0 and sd == 0.1
+    offline = {"heading_curve": {"coefficients_BCDE": [3.0, -1.8, 1.2, 0.9], "sd": [0.2, 0.3]}}
+    np.testing.assert_allclose(heading_curve(offline)[1], curve)
+    assert heading_curve(offline)[2] == 0.3
+    assert heading_curve({"kernel_variance": 1.0}) is None
+    x, y = np.linspace(0.0, 2.0, 5), np.linspace(0.0, 1.0, 3)
+    grid = np.ones((3, 5))
+    plain = imread(write_png_arrays(tmp_path / "plain.png", x, y, grid, grid))
+    with_curve = imread(
+        write_png_arrays(tmp_path / "curve.png", x, y, grid, grid, nuisance=streamed)
+    )
+    assert with_curve.shape[0] > plain.shape[0]  # a second row of panels: the curve
