@@ -40,6 +40,7 @@ from gp_mapper.io import bag_info, read_bag, write_grids_npz, write_nav2_map, wr
 from gp_mapper.io.errors import IoLayerError
 from gp_mapper.io.model_inputs import with_auxiliary_inputs
 from gp_mapper.mapping import PARAMETER_BY_NAME, MapperConfig, MapSnapshot
+from gp_mapper.mapping.config import check_components_model
 from gp_mapper.mapping.errors import ConfigError, MapFileError
 from gp_mapper.mapping.grid import extend_box
 from gp_mapper.mapping.inputs import CollectedSamples, collect_samples
@@ -271,7 +272,17 @@ def fit_bag(
             file and the fault); ValueError from the model on data it refuses.
     """
     node_values, model_settings = split_overrides(overrides or {})
-    if model_entry(model).target == VECTOR_TARGET:
+    entry = model_entry(model)
+    if entry.kind == "streaming":
+        # The node config runs this model: its checks (target, components) judge it.
+        node_values = {**node_values, "model": model}
+    elif "components" in node_values:
+        # A batch model's components are its own setting, not the node's (whose model the
+        # config would judge them against).
+        components = node_values.pop("components")
+        check_components_model(str(components), model)
+        model_settings = {**model_settings, "components": components}
+    if entry.target == VECTOR_TARGET:
         # A model of the field vector maps target: vector; the config says so (unless the
         # command line says otherwise, which the config then refuses with the reason).
         node_values = {"target": VECTOR_TARGET, **node_values, "model": model}

@@ -270,6 +270,28 @@ def _check_target_model(target: str, model: str) -> None:
     )
 
 
+# The models that take nuisance components.
+ADDITIVE_MODELS = ("gam", "gam_stream")
+
+
+def check_components_model(components: str, model: str) -> None:
+    """Nuisance components (heading, run, drift) are the additive models' alone: any other
+    model would map the readings with the nuisance left in, silently.
+
+    Raises:
+        ConfigError: naming the components and the models that take them.
+    """
+    from gp_mapper.engine.settings.gam import GAM_MAP_LAYER, parse_components
+
+    nuisance = [c for c in parse_components(components) if c not in GAM_MAP_LAYER]
+    if nuisance and model not in ADDITIVE_MODELS:
+        raise ConfigError(
+            f"components: {components} has nuisance components ({', '.join(nuisance)}), which "
+            f"only an additive model removes: set model: gam_stream (streamed) or fit with "
+            f"--model gam; model {model!r} maps the readings as they are"
+        )
+
+
 def _default(name: str) -> Any:
     return PARAMETER_BY_NAME[name].default
 
@@ -336,6 +358,7 @@ class MapperConfig:
                 raise ConfigError(f"engine spec has no field {name!r}")
             PARAMETER_BY_NAME[name].validate(getattr(self.engine, name))
         _check_target_model(self.target, self.engine.model)
+        check_components_model(self.engine.components, self.engine.model)
         if not self.field_min < self.field_max:
             raise ConfigError(
                 f"field_min must be below field_max; got {self.field_min} and {self.field_max}"

@@ -167,3 +167,11 @@ def test_a_vector_target_and_a_vector_model_go_together() -> None:
             MapperConfig.from_dict({"model": "potential", "target": target})
     with pytest.raises(ConfigError, match="target: vector"):
         MapperConfig(target="vector", engine=EngineSpec(model="vips"))
+
+
+def test_nuisance_components_need_an_additive_model() -> None:
+    streamed = MapperConfig.from_dict({"model": "gam_stream", "components": "offset+map+heading"})
+    assert streamed.engine.components == "offset+map+heading"
+    assert MapperConfig.from_dict({"components": "offset+map"}).engine.model == "vips"
+    with pytest.raises(ConfigError, match=r"\(heading, drift\).*model: gam_stream.*'vips'"):
+        MapperConfig.from_dict({"components": "offset+map+heading+drift"})
