@@ -41,6 +41,7 @@ from ..vips.online_sgp import (
 )
 from ..vips.posterior import BLOCK_CUTOFF
 from ..vips.selectors import Selector
+from ..vips.wrapped import EngineViews
 from .block_kernel import COMPONENT_TAGS, OBSERVATION, BlockKernel, tagged_rows, tags_of
 from .block_selector import AdditiveVips
 from .heading import deviation_features
@@ -83,7 +84,7 @@ class AdditiveUpdateReport(UpdateReport):
         return flat
 
 
-class StreamingAdditiveGP:
+class StreamingAdditiveGP(EngineViews):
     """Streaming additive map: offset + map, heading, run, drift (module docstring).
 
     Args:
@@ -153,19 +154,6 @@ class StreamingAdditiveGP:
 
     # ------------------------------------------------------------------ read-only views
     @property
-    def device(self) -> torch.device:
-        return self._engine.device
-
-    @property
-    def dtype(self) -> torch.dtype:
-        return self._engine.dtype
-
-    @property
-    def engine(self) -> OnlineSparseGP:
-        """The engine over the tagged rows (do not update it directly)."""
-        return self._engine
-
-    @property
     def kernel(self) -> BlockKernel:
         kernel = self._engine.kernel
         assert isinstance(kernel, BlockKernel)
@@ -195,10 +183,6 @@ class StreamingAdditiveGP:
         return self._clock
 
     @property
-    def noise_variance(self) -> float:
-        return self._engine.noise_variance
-
-    @property
     def posterior(self) -> Posterior | None:
         """The map layer's posterior (offset + map) at positions [S, d]."""
         inner = self._engine.posterior
@@ -224,10 +208,6 @@ class StreamingAdditiveGP:
         if carried is None:
             return 0
         return int((tags_of(carried.Z) == COMPONENT_TAGS[name]).sum())
-
-    @property
-    def num_updates(self) -> int:
-        return self._engine.num_updates
 
     @property
     def report(self) -> AdditiveUpdateReport | None:

@@ -28,6 +28,7 @@ from ..vips.online_sgp import (
     DEFAULT_PASS_NOISE_VARIANCE,
 )
 from ..vips.selectors import Selector
+from ..vips.wrapped import EngineViews
 from .functionals import field_rows, field_targets, spatial
 from .kernel import CurlFreeKernel
 from .posterior import FieldPosterior
@@ -36,7 +37,7 @@ from .selector import PotentialVips, num_potential
 INPUT_DIMS = (2, 3)
 
 
-class VectorFieldGP:
+class VectorFieldGP(EngineViews):
     """Streaming map of the field vector B(p) from a scalar potential (module docstring).
 
     Args:
@@ -107,27 +108,10 @@ class VectorFieldGP:
 
     # ------------------------------------------------------------------ read-only views
     @property
-    def device(self) -> torch.device:
-        return self._engine.device
-
-    @property
-    def dtype(self) -> torch.dtype:
-        return self._engine.dtype
-
-    @property
-    def engine(self) -> OnlineSparseGP:
-        """The scalar engine over the tagged functionals (do not update it directly)."""
-        return self._engine
-
-    @property
     def kernel(self) -> CurlFreeKernel:
         kernel = self._engine.kernel
         assert isinstance(kernel, CurlFreeKernel)
         return kernel
-
-    @property
-    def noise_variance(self) -> float:
-        return self._engine.noise_variance
 
     @property
     def posterior(self) -> FieldPosterior | None:
@@ -143,10 +127,6 @@ class VectorFieldGP:
         """Potential (or field) inducing variables, the uniform field's three left out."""
         carried = self._engine.carried
         return 0 if carried is None else num_potential(carried.Z)
-
-    @property
-    def num_updates(self) -> int:
-        return self._engine.num_updates
 
     @property
     def report(self) -> UpdateReport | None:

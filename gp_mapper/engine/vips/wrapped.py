@@ -1,0 +1,39 @@
+"""What every model built on the streaming engine reads straight from it.
+
+The three-axis model (``potential``) and the streamed additive map (``gam.stream``) run
+:class:`~.online_sgp.OnlineSparseGP` over tagged rows of their own; these views are theirs
+unchanged.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .online_sgp import OnlineSparseGP
+
+
+class EngineViews:
+    """Read-only views of the wrapped engine ``self._engine``."""
+
+    _engine: OnlineSparseGP
+
+    @property
+    def device(self) -> torch.device:
+        return self._engine.device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self._engine.dtype
+
+    @property
+    def engine(self) -> OnlineSparseGP:
+        """The engine over the model's tagged rows (do not update it directly)."""
+        return self._engine
+
+    @property
+    def noise_variance(self) -> float:
+        return self._engine.noise_variance
+
+    @property
+    def num_updates(self) -> int:
+        return self._engine.num_updates
