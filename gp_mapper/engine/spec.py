@@ -175,6 +175,20 @@ def build_selector(spec: EngineSpec) -> Selector:
     }[spec.selector]()
 
 
+def _engine_options(spec: EngineSpec) -> dict[str, Any]:
+    """The streaming engine's options, shared by every model that runs it."""
+    return {
+        "device": spec.device,
+        "dtype": DTYPES[spec.dtype],
+        "max_inducing": spec.max_inducing,
+        "fit_iterations": spec.fit_iterations,
+        "hyperprior_scale": spec.hyperprior_scale,
+        "outlier_z": spec.outlier_z,
+        "pass_noise_variance": spec.pass_noise_variance,
+        "jitter": Jitter(spec.jitter, spec.jitter_relative),
+    }
+
+
 def build_online_sgp(spec: EngineSpec, input_dim: int) -> OnlineSparseGP:
     """The streaming VIPS model (seed 000) the spec describes."""
     from .vips import OnlineSparseGP
@@ -183,15 +197,8 @@ def build_online_sgp(spec: EngineSpec, input_dim: int) -> OnlineSparseGP:
         build_kernel(spec, input_dim),
         spec.noise_variance,
         build_selector(spec),
-        device=spec.device,
-        dtype=DTYPES[spec.dtype],
-        max_inducing=spec.max_inducing,
-        fit_iterations=spec.fit_iterations,
-        hyperprior_scale=spec.hyperprior_scale,
-        outlier_z=spec.outlier_z,
-        pass_noise_variance=spec.pass_noise_variance,
+        **_engine_options(spec),
         theta_memory=spec.theta_memory,
-        jitter=Jitter(spec.jitter, spec.jitter_relative),
     )
 
 
@@ -224,15 +231,8 @@ def build_potential(spec: EngineSpec, input_dim: int) -> VectorFieldGP:
         spec.noise_variance,
         selector,
         input_dim=input_dim,
-        device=spec.device,
-        dtype=DTYPES[spec.dtype],
-        max_inducing=spec.max_inducing,
-        fit_iterations=spec.fit_iterations,
-        hyperprior_scale=spec.hyperprior_scale,
-        outlier_z=spec.outlier_z,
-        pass_noise_variance=spec.pass_noise_variance,
+        **_engine_options(spec),
         theta_memory=spec.theta_memory,
-        jitter=Jitter(spec.jitter, spec.jitter_relative),
     )
 
 
@@ -434,14 +434,7 @@ def build_gam_stream(spec: EngineSpec, input_dim: int) -> StreamingAdditiveGP:
         spec.noise_variance,
         selector,
         run_gap=spec.gam_run_gap,
-        device=spec.device,
-        dtype=DTYPES[spec.dtype],
-        max_inducing=spec.max_inducing,
-        fit_iterations=spec.fit_iterations,
-        hyperprior_scale=spec.hyperprior_scale,
-        outlier_z=spec.outlier_z,
-        pass_noise_variance=spec.pass_noise_variance,
-        jitter=Jitter(spec.jitter, spec.jitter_relative),
+        **_engine_options(spec),
     )
 
 
