@@ -51,6 +51,7 @@ OPTIONAL_ENGINE_MEMBERS = frozenset(
         "engine.outlier_z.npy",
         "engine.pass_noise_variance.npy",
         "engine.theta_memory.npy",
+        "engine.local_fit_inducing.npy",
     }
 )
 

@@ -33,6 +33,7 @@ from ..settings import default as setting_default
 from ..state import describe_hyperparameters, raw_parameters
 from .bound import BoundTerms, carry, online_bound
 from .health import fit_problem
+from .local_fit import FitProblem, local_fit_problem
 from .posterior import CarriedPosterior, Posterior
 from .report import UpdateReport
 from .robust import screen_outliers
@@ -111,6 +112,10 @@ class OnlineSparseGP:
         theta_memory: carry each fitted window's evidence about θ into the next fits (the
             Laplace curvature of its bound, ``theta_memory.py``); False fits each window's θ
             by that window's bound alone, as the paper does.
+        local_fit_inducing: from this many inducing points on, θ is fitted on the bound of
+            the window's neighbourhood (``local_fit.py``) instead of the whole map's, so a fit
+            costs O(N S² + S³) for the S points near the window, not O(N M² + M³); 0 = always
+            the whole map, as in the paper. Kernels without a finite range always use it all.
     """
 
     name: ClassVar[str] = "vips"
@@ -132,6 +137,7 @@ class OnlineSparseGP:
         outlier_z: float = DEFAULT_OUTLIER_Z,
         pass_noise_variance: float = DEFAULT_PASS_NOISE_VARIANCE,
         theta_memory: bool = False,
+        local_fit_inducing: int = 0,
     ) -> None:
         if max_inducing < 1:
             raise ValueError(f"max_inducing must be at least 1, got {max_inducing}")
@@ -163,6 +169,9 @@ class OnlineSparseGP:
         self._report: UpdateReport | None = None
         self.theta_memory = bool(theta_memory)
         self._memory: ThetaMemory | None = None
+        if local_fit_inducing < 0:
+            raise ValueError(f"local_fit_inducing must be >= 0, got {local_fit_inducing}")
+        self.local_fit_inducing = int(local_fit_inducing)
 
     # ------------------------------------------------------------------ read-only views
     @property
@@ -342,8 +351,21 @@ class OnlineSparseGP:
         params = [*kernel.parameters(), *noise.parameters()]
         memory = self._memory if self.theta_memory else None
 
+        # On a large map θ is fitted on the window's neighbourhood (local_fit.py).
+        fitting = fit_theta and self.fit_iterations > 0
+        try:
+            region = (
+                local_fit_problem(state.kernel, Z, X_t, old, self.local_fit_inducing)
+                if fitting
+                else FitProblem(Z, old, False)
+            )
+        except NumericalError:
+            region = FitProblem(Z, old, False)
+
         def window_bound() -> Tensor:
-            return online_bound(kernel, noise.variance, Z, X_t, y_t, old, self.jitter)[0].value
+            return online_bound(
+                kernel, noise.variance, region.Z, X_t, y_t, region.old, self.jitter
+            )[0].value
 
         def loss() -> Tensor:
             objective = window_bound()
@@ -403,6 +425,7 @@ class OnlineSparseGP:
             fit_ok=fit.ok,
             fit_iterations=fit.iterations,
             fit_message=fit.reason,
+            fit_inducing=int(region.Z.shape[0]) if fitting else 0,
             fit_refused=fit_refused,
             hyperparameters=self.hyperparameters(),
             seconds_select=selected - start,
@@ -444,6 +467,7 @@ class OnlineSparseGP:
             "outlier_z": np.array(self.outlier_z),
             "pass_noise_variance": np.array(self.pass_noise_variance),
             "theta_memory": np.array(self.theta_memory),
+            "local_fit_inducing": np.array(self.local_fit_inducing),
             "initial_hyperparameters": np.array(json.dumps(self._initial)),
             "num_updates": np.array(s.num_updates),
             "stats": s.stats.to_array(),
@@ -505,6 +529,7 @@ class OnlineSparseGP:
                 pass_noise_variance=pass_noise,
                 # States from before the θ memory: none.
                 theta_memory=bool(np.asarray(state.get("theta_memory", False))),
+                local_fit_inducing=int(np.asarray(state.get("local_fit_inducing", 0))),
             )
             engine._initial = {
                 k: float(v)

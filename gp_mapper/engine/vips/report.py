@@ -22,6 +22,8 @@ class UpdateReport:
         threshold: γ = L* − δ|L* − L_noise| (VIPS), nats.
         bound_after_fit: L̂ at the fitted θ, nats.
         fit_ok, fit_iterations, fit_message: the L-BFGS outcome (θ kept at θ_o if not ok).
+        fit_inducing: inducing points in the bound θ was fitted on (fewer than m_after when
+            the fit used the window's neighbourhood, ``local_fit.py``; 0 without a fit).
         fit_refused: why the fitted θ failed the health check (``health.py``), the batch then
             committed under the previous θ; "" when the fitted θ was taken.
         hyperparameters: kernel hyperparameters and noise variance after the update.
@@ -45,6 +47,7 @@ class UpdateReport:
     fit_iterations: int = 0
     fit_message: str = ""
     fit_refused: str = ""
+    fit_inducing: int = 0
     hyperparameters: dict[str, float | list[float]] = field(default_factory=dict)
     seconds_select: float = 0.0
     seconds_provisional: float = 0.0
