@@ -10,6 +10,7 @@ import torch
 
 from gp_mapper.engine.core.greedy import PivotedCholesky
 from gp_mapper.engine.vips.bound import (
+    carry,
     old_predictive,
     online_bound,
     reference_bound,
@@ -154,3 +155,27 @@ def test_prefix_bounds_from_one_factorisation_equal_each_prefix_evaluated_alone(
         )
     assert prefixes.shape == (R.shape[0],)
     torch.testing.assert_close(prefixes, alone, rtol=1e-10, atol=1e-8)
+
+
+def test_the_same_set_under_the_same_theta_needs_no_new_factor(online_toy: OnlineToy) -> None:
+    """At the cap (Z_b = Z_a, θ kept) the fast path equals the general one. Z is dense enough
+    (SE, 40 points on [0, 10], ℓ = 0.8) that K_aa has eigenvalues far below the jitter: without
+    the jitter on a kept point's covariance with itself, A's old block is not I there."""
+    toy = online_toy
+    Z = torch.linspace(0.0, 10.0, 40, dtype=toy.X.dtype)[:, None]
+    with torch.no_grad():
+        assert float(torch.linalg.eigvalsh(toy.kernel_old.K(Z))[0]) < 1e-9
+        terms, f = online_bound(toy.kernel_old, toy.noise_old, Z, toy.X_old, toy.y_old, None, 1e-6)
+        carried = carry(Z, f, terms)
+        general, fg = online_bound(toy.kernel_old, toy.noise_old, Z, toy.X, toy.y, carried, 1e-6)
+        fast, ff = online_bound(
+            toy.kernel_old, toy.noise_old, Z, toy.X, toy.y, carried, 1e-6, same_set=True
+        )
+    assert ff.U is None and torch.equal(ff.L_b, carried.L)
+    assert float(fast.value) == pytest.approx(float(general.value), rel=1e-9)
+    scale = float(general.P.abs().max())
+    assert float((fast.P - general.P).abs().max()) < 1e-7 * scale
+    assert torch.allclose(fast.v, general.v, rtol=1e-7, atol=1e-7 * float(general.v.abs().max()))
+    # Kept points map onto themselves: A = L_b⁻¹ (K_ba + εI) L_a⁻ᵀ is I on the old block.
+    A = torch.linalg.solve_triangular(carried.L, fg.U.mT, upper=False).mT
+    assert torch.allclose(A, torch.eye(40, dtype=A.dtype), atol=1e-6)

@@ -140,13 +140,14 @@ def test_saturated_rows_give_the_bound_with_every_datum_inducing(
         K_all[old.num_inducing :, old.num_inducing :] += eps * torch.eye(N, dtype=K_all.dtype)
         K_all[: old.num_inducing, : old.num_inducing] = old.L @ old.L.mT
         L_all = torch.linalg.cholesky(K_all)
-        expected = torch.linalg.solve_triangular(
-            L_all, k.K(torch.cat([old.Z, X]), columns), upper=False
-        )
+        # The old points as columns are the old inducing variables: their prior is L' L'ᵀ.
+        K_cols = k.K(torch.cat([old.Z, X]), columns)
+        K_cols[: old.num_inducing, N:] = old.L @ old.L.mT
+        expected = torch.linalg.solve_triangular(L_all, K_cols, upper=False)
         torch.testing.assert_close(R, expected, rtol=1e-7, atol=1e-9)
         kff = k.K_diag(X).sum()
         value = float(
-            whitened_bound(R[:, :N], R[:, N:], y, kff, toy.noise_old, old, k.K(old.Z)).value
+            whitened_bound(R[:, :N], R[:, N:], y, kff, toy.noise_old, old, old.L @ old.L.mT).value
         )
         closed = float(reference_bound(k, toy.noise_old, X, y, old))
     # With a jitter far below σ², the reachable L* is the closed form.

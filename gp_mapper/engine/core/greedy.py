@@ -63,6 +63,11 @@ class PivotedCholesky:
         self.diag = self.prior_diag.clone()
         if prefix_Z is not None and prefix_Z.shape[0] > 0:
             R = solve_lower(prefix_L, kernel.K(prefix_Z, columns))
+            # A column that is a prefix point is the same inducing variable, jitter and all
+            # (bound.factors): its covariance with the prefix is prefix_L's row, so its row
+            # here is exactly that row of prefix_Lᵀ.
+            i, j = torch.nonzero((prefix_Z[:, None, :] == columns[None, :, :]).all(-1)).T
+            R[:, j] = prefix_L[i].mT
             self.num_prefix = prefix_Z.shape[0]
             self._rows[: self.num_prefix] = R
             self.diag = self.diag - (R * R).sum(0)

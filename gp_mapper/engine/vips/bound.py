@@ -18,6 +18,7 @@ from ..core.linalg import (
     Jitter,
     cholesky_with_jitter,
     gaussian_log_density,
+    jitter_scale,
     solve_lower,
 )
 from .posterior import CarriedPosterior
@@ -45,12 +46,14 @@ def whitened_bound(
 
     Args:
         V: L_b⁻¹ K_bf [M_b, N].
-        U: L_b⁻¹ K_ba [M_b, M_a] (ignored without ``old``).
+        U: L_b⁻¹ K_ba [M_b, M_a] (ignored without ``old``); None when the inducing set and θ
+            are the old ones (``Factors.same_set``): then A = I and K_aa − Q_aa = 0.
         y: targets [N].
         kff_diag_sum: Σᵢ k(xᵢ, xᵢ), scalar.
         noise_variance: σ², scalar.
         old: the carried posterior of the previous batch, or None for the first batch.
-        Kaa: K_θ(Z_a, Z_a) [M_a, M_a] under the new θ (no jitter).
+        Kaa: the old inducing variables' prior covariance under the new θ, K_θ(Z_a, Z_a) + εI
+            with the new set's jitter ε [M_a, M_a] (None with U).
 
     Returns:
         BoundTerms.
@@ -63,14 +66,18 @@ def whitened_bound(
     value = value - 0.5 * kff_diag_sum / s2 + 0.5 * torch.diagonal(d1).sum()
     P = d1
     if old is not None and old.num_inducing > 0:
-        A = solve_lower(old.L, U.mT).mT  # [M_b, M_a] = L_b⁻¹ K_ba L'⁻ᵀ
-        P = P + A @ old.P @ A.mT
-        Lb_c = Lb_c + A @ old.v
+        if U is None:  # the same inducing variables under the same prior: A = I
+            P = P + old.P
+            Lb_c = Lb_c + old.v
+        else:
+            A = solve_lower(old.L, U.mT).mT  # [M_b, M_a] = L_b⁻¹ K_ba L'⁻ᵀ
+            P = P + A @ old.P @ A.mT
+            Lb_c = Lb_c + A @ old.v
+            Kaa_w = solve_lower(old.L, solve_lower(old.L, Kaa).mT)  # L'⁻¹ K_aa L'⁻ᵀ
+            resid = Kaa_w - A.mT @ A  # L'⁻¹ (K_aa − Q_aa) L'⁻ᵀ
+            value = value - 0.5 * (old.P * resid).sum()
         w_old = solve_lower(old.L_D, old.v)
-        Kaa_w = solve_lower(old.L, solve_lower(old.L, Kaa).mT)  # L'⁻¹ K_aa L'⁻ᵀ
-        resid = Kaa_w - A.mT @ A  # L'⁻¹ (K_aa − Q_aa) L'⁻ᵀ
         value = value - 0.5 * (w_old @ w_old) + torch.log(torch.diagonal(old.L_D)).sum()
-        value = value - 0.5 * (old.P * resid).sum()
     P = 0.5 * (P + P.mT)
     eye = torch.eye(P.shape[0], dtype=P.dtype, device=P.device)
     # D = I + P ⪰ I, so a Cholesky needs no jitter unless P itself is corrupt.
@@ -126,26 +133,56 @@ def whitened_bound_prefixes(
     return constant + torch.cumsum(per_row, dim=0)
 
 
+def old_prior(old: CarriedPosterior) -> Tensor:
+    """``L' L'ᵀ`` [M_a, M_a]: the old inducing variables' prior, jitter included, under the θ
+    that made the carried factor: the selection's K_aa, whose θ is that one (``greedy.py``)."""
+    return old.L @ old.L.mT
+
+
 class Factors(NamedTuple):
     """Kernel factors for a given inducing set under one θ."""
 
     L_b: Tensor  # [M_b, M_b]
     jitter: Jitter
     V: Tensor  # [M_b, N]
-    U: Tensor  # [M_b, M_a]
-    Kaa: Tensor | None  # [M_a, M_a]
+    U: Tensor | None  # [M_b, M_a]; None when the set and θ are the old ones (A = I)
+    Kaa: Tensor | None  # [M_a, M_a] K_θ(Z_a, Z_a) + εI
     kff_diag_sum: Tensor
 
 
 def factors(
-    kernel: Kernel, Z: Tensor, X: Tensor, old: CarriedPosterior | None, jitter: float | Jitter
+    kernel: Kernel,
+    Z: Tensor,
+    X: Tensor,
+    old: CarriedPosterior | None,
+    jitter: float | Jitter,
+    *,
+    same_set: bool = False,
 ) -> Factors:
-    """Compute L_b, V = L_b⁻¹ K_bf, U = L_b⁻¹ K_ba and K_aa for inducing inputs Z [M_b, D]."""
-    L_b, used = cholesky_with_jitter(kernel.K(Z), jitter)
+    """Compute L_b, V = L_b⁻¹ K_bf, U = L_b⁻¹ K_ba and K_aa for inducing inputs Z [M_b, D].
+
+    The jitter ε of ``L_b = chol(K_bb + εI)`` belongs to the inducing variables: each is
+    f(z) plus its own N(0, ε), so an old inducing point kept in Z is the same variable and
+    its covariance with itself carries the ε too. Then the old posterior maps onto a superset
+    of its points exactly (A's old block is I, K_aa − Q_aa = 0), which ``K(Z, Z_a)`` alone
+    misses along directions where K_aa's eigenvalues are below ε.
+
+    Args:
+        same_set: Z is ``old.Z`` and ``kernel`` is the θ ``old.L`` was made under: L_b is
+            ``old.L`` and U, K_aa are not formed (nothing of size M³ but the caller's D).
+    """
+    if same_set and old is not None:
+        V = solve_lower(old.L, kernel.K(Z, X))
+        return Factors(old.L, old.jitter, V, None, None, kernel.K_diag(X).sum())
+    K_bb = kernel.K(Z)
+    L_b, used = cholesky_with_jitter(K_bb, jitter)
     V = solve_lower(L_b, kernel.K(Z, X))
     if old is not None and old.num_inducing > 0:
-        U = solve_lower(L_b, kernel.K(Z, old.Z))
-        Kaa = kernel.K(old.Z)
+        eps = used.amount(jitter_scale(torch.diagonal(K_bb).detach()))
+        same = (Z[:, None, :] == old.Z[None, :, :]).all(-1).to(Z.dtype)
+        U = solve_lower(L_b, kernel.K(Z, old.Z) + eps * same)
+        eye = torch.eye(old.num_inducing, dtype=Z.dtype, device=Z.device)
+        Kaa = kernel.K(old.Z) + eps * eye
     else:
         U = V.new_zeros((Z.shape[0], 0))
         Kaa = None
@@ -160,9 +197,12 @@ def online_bound(
     y: Tensor,
     old: CarriedPosterior | None,
     jitter: float | Jitter,
+    *,
+    same_set: bool = False,
 ) -> tuple[BoundTerms, Factors]:
-    """L̂ for inducing inputs Z under (kernel, σ²); differentiable in both."""
-    f = factors(kernel, Z, X, old, jitter)
+    """L̂ for inducing inputs Z under (kernel, σ²); differentiable in both (``same_set``:
+    see :func:`factors`)."""
+    f = factors(kernel, Z, X, old, jitter, same_set=same_set)
     return whitened_bound(f.V, f.U, y, f.kff_diag_sum, noise_variance, old, f.Kaa), f
 
 
@@ -237,6 +277,7 @@ def upper_bound(
     s2 = noise_variance
     t = f.kff_diag_sum - (f.V * f.V).sum()
     if old is not None and old.num_inducing > 0:
+        assert f.U is not None and f.Kaa is not None  # the general path of factors()
         t = t + torch.diagonal(f.Kaa).sum() - (f.U * f.U).sum()
     t = torch.clamp(t, min=0.0)
     d1 = (f.V @ f.V.mT) / (s2 + t)

@@ -60,19 +60,36 @@ def _posterior_at(
     y: Tensor,
     old: CarriedPosterior | None,
     jitter: Jitter,
+    same_prior: bool = False,
 ) -> tuple[BoundTerms, CarriedPosterior, Posterior]:
     """The online posterior with inducing inputs Z at (kernel, noise): bound, carry, cache.
+
+    Args:
+        same_prior: ``kernel`` is the θ the carried factor ``old.L`` was made under; with Z
+            equal to ``old.Z`` (a map at its cap, or a window that adds no point) the update
+            then needs no new factor of K(Z, Z) (``bound.factors``).
 
     Raises:
         NumericalError: a factorisation failed or a carried quantity is not finite.
     """
+    same_set = same_prior and old is not None and torch.equal(Z, old.Z)
     with torch.no_grad():
-        terms, factors = online_bound(kernel, noise.variance, Z, X, y, old, jitter)
+        terms, factors = online_bound(
+            kernel, noise.variance, Z, X, y, old, jitter, same_set=same_set
+        )
         carried = carry(Z, factors, terms)
         posterior = Posterior.from_carried(kernel, carried, float(noise.variance))
     if not all(bool(torch.isfinite(t).all()) for t in (carried.P, carried.v, posterior.W)):
         raise NumericalError("posterior has non-finite values")
     return terms, carried, posterior
+
+
+def _same_theta(kernel: Kernel, other: Kernel) -> bool:
+    """Whether two kernels of one structure hold the same raw parameters, bit for bit."""
+    return kernel is other or all(
+        torch.equal(p.detach(), q.detach())
+        for p, q in zip(kernel.parameters(), other.parameters(), strict=True)
+    )
 
 
 @dataclass(frozen=True)
@@ -333,8 +350,9 @@ class OnlineSparseGP:
         if on_selected is not None:
             try:
                 _, _, provisional = _posterior_at(
-                    state.kernel, state.noise, selection.Z, X_t, y_t, state.carried, self.jitter
-                )
+                    state.kernel, state.noise, selection.Z, X_t, y_t, state.carried, self.jitter,
+                    same_prior=True,
+                )  # fmt: skip
             except NumericalError:
                 provisional = None  # the fit may still succeed; the caller sees no early map
             if provisional is not None:
@@ -399,8 +417,11 @@ class OnlineSparseGP:
                     if memory is None
                     else memory.absorbed(window_bound, params)
                 )
+        same_prior = _same_theta(kernel, state.kernel)
         try:
-            terms, carried, posterior = _posterior_at(kernel, noise, Z, X_t, y_t, old, self.jitter)
+            terms, carried, posterior = _posterior_at(
+                kernel, noise, Z, X_t, y_t, old, self.jitter, same_prior=same_prior
+            )
         except NumericalError as err:
             return rejected(f"posterior failed: {err}", seconds_select=selected - start)
         for p in (*kernel.parameters(), *noise.parameters()):

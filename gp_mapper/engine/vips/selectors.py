@@ -17,7 +17,7 @@ from ..core.greedy import PivotedCholesky
 from ..core.kernels import Kernel
 from ..core.linalg import Jitter
 from ..settings import check, default
-from .bound import whitened_bound_prefixes
+from .bound import old_prior, whitened_bound_prefixes
 from .posterior import CarriedPosterior
 
 # Above this many new points L* is no longer the value with every datum inducing but the bound
@@ -119,7 +119,7 @@ class Vips:
         # The sequence may run past max_new: L* does not depend on the cap.
         pc = _decoupled(problem, min(N, REFERENCE_PIVOTS))
         kff_sum = problem.kernel.K_diag(X).sum()
-        Kaa = problem.kernel.K(old.Z) if old is not None and M_a > 0 else None
+        Kaa = old_prior(old) if old is not None and M_a > 0 else None
 
         def bounds_of(R: Tensor) -> Tensor:
             """L̂ at every prefix of the rows ``L_b⁻¹ K(b, [X; Z_a])`` of an inducing set b."""
