@@ -52,7 +52,7 @@ class EngineSpec:
         selector, delta, eta, rho, fixed_size, max_inducing, hyperprior_scale, outlier_z,
             pass_noise_variance, theta_memory: vips (all but selector, eta, rho, fixed_size:
             potential too).
-        local_fit_inducing: vips only.
+        local_fit_inducing, fit_max_seconds: vips only.
         potential_offset, potential_inducing: potential only (see settings/potential.py).
         acgp_block_size, acgp_initial_block, acgp_rel_tol, acgp_abs_tol, acgp_max_points,
             acgp_refinements: acgp only.
@@ -86,6 +86,7 @@ class EngineSpec:
     pass_noise_variance: float = default("pass_noise_variance")
     theta_memory: bool = default("theta_memory")
     local_fit_inducing: int = default("local_fit_inducing")
+    fit_max_seconds: float = default("fit_max_seconds")
     potential_offset: float = default("potential_offset")
     potential_inducing: str = default("potential_inducing")
     acgp_block_size: int = default("acgp_block_size")
@@ -202,6 +203,7 @@ def build_online_sgp(spec: EngineSpec, input_dim: int) -> OnlineSparseGP:
         **_engine_options(spec),
         theta_memory=spec.theta_memory,
         local_fit_inducing=spec.local_fit_inducing,
+        fit_max_seconds=spec.fit_max_seconds,
     )
 
 

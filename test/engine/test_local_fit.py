@@ -97,9 +97,9 @@ def test_a_fit_on_the_neighbourhood_commits_over_the_whole_map(threshold: int) -
     assert np.isfinite(engine.hyperparameters()["lengthscale"])
 
 
-def test_the_threshold_survives_a_state_round_trip() -> None:
-    model, _, _ = _streamed(800, 400, local_fit_inducing=123)
+def test_the_fit_limits_survive_a_state_round_trip() -> None:
+    model, _, _ = _streamed(800, 400, local_fit_inducing=123, fit_max_seconds=7.5)
     restored = type(model).from_state(model.state_dict())
-    assert restored.local_fit_inducing == 123
+    assert restored.local_fit_inducing == 123 and restored.fit_max_seconds == 7.5
     with pytest.raises(ValueError, match="local_fit_inducing"):
         type(model)(model.kernel, local_fit_inducing=-1)

@@ -52,6 +52,7 @@ OPTIONAL_ENGINE_MEMBERS = frozenset(
         "engine.pass_noise_variance.npy",
         "engine.theta_memory.npy",
         "engine.local_fit_inducing.npy",
+        "engine.fit_max_seconds.npy",
     }
 )
 

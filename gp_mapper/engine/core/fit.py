@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
@@ -31,8 +32,15 @@ class FitResult(NamedTuple):
     reason: str
 
 
+class _OutOfTimeError(Exception):
+    """Raised inside the closure when the fit's time budget is spent."""
+
+
 def fit_hyperparameters(
-    loss_fn: Callable[[], Tensor], params: Sequence[nn.Parameter], max_iterations: int
+    loss_fn: Callable[[], Tensor],
+    params: Sequence[nn.Parameter],
+    max_iterations: int,
+    max_seconds: float = 0.0,
 ) -> FitResult:
     """Minimise ``loss_fn()`` over ``params`` with L-BFGS and a strong-Wolfe line search.
 
@@ -43,6 +51,9 @@ def fit_hyperparameters(
         loss_fn: evaluates the loss (differentiable in ``params``).
         params: the raw parameters to optimise (modified in place).
         max_iterations: L-BFGS iteration budget (0 skips the fit).
+        max_seconds: wall-time budget (0: none). When it is spent the fit stops at its next
+            evaluation and keeps the best parameters evaluated so far: a live map waits for
+            no fit longer than this.
     """
     start = [p.detach().clone() for p in params]
 
@@ -71,19 +82,32 @@ def fit_hyperparameters(
         line_search_fn="strong_wolfe",
     )
     evaluations = 0
+    deadline = time.perf_counter() + max_seconds if max_seconds > 0.0 else math.inf
+    best_loss, best = loss_before, start
 
     def closure() -> Tensor:
-        nonlocal evaluations
+        nonlocal evaluations, best_loss, best
+        if time.perf_counter() > deadline:
+            raise _OutOfTimeError
         evaluations += 1
         optimiser.zero_grad()
         loss = loss_fn()
         if not torch.isfinite(loss):
             raise NumericalError("loss became non-finite")
+        if float(loss) < best_loss:
+            best_loss, best = float(loss), [p.detach().clone() for p in params]
         loss.backward()
         return loss
 
+    reason = "converged"
     try:
-        optimiser.step(closure)
+        try:
+            optimiser.step(closure)
+        except _OutOfTimeError:
+            with torch.no_grad():
+                for p, b in zip(params, best, strict=True):
+                    p.copy_(b)
+            reason = f"stopped at the {max_seconds:g} s budget after {evaluations} evaluations"
         with torch.no_grad():
             loss_after = float(loss_fn())
     except NumericalError as err:
@@ -96,7 +120,7 @@ def fit_hyperparameters(
         restore()
         return FitResult(False, loss_before, loss_before, evaluations, "fit made the bound worse")
     iterations = int(optimiser.state[optimiser._params[0]].get("n_iter", 0))
-    return FitResult(True, loss_before, loss_after, iterations, "converged")
+    return FitResult(True, loss_before, loss_after, iterations, reason)
 
 
 def single_step_lbfgs(params: Sequence[Tensor], lr: float = 1.0) -> torch.optim.LBFGS:

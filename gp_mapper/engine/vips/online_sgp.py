@@ -133,6 +133,8 @@ class OnlineSparseGP:
             the window's neighbourhood (``local_fit.py``) instead of the whole map's, so a fit
             costs O(N S² + S³) for the S points near the window, not O(N M² + M³); 0 = always
             the whole map, as in the paper. Kernels without a finite range always use it all.
+        fit_max_seconds: wall-time budget of one fit of θ (0: none, as in the paper); a fit
+            that runs out keeps the best θ it evaluated (``fit.fit_hyperparameters``).
     """
 
     name: ClassVar[str] = "vips"
@@ -155,6 +157,7 @@ class OnlineSparseGP:
         pass_noise_variance: float = DEFAULT_PASS_NOISE_VARIANCE,
         theta_memory: bool = False,
         local_fit_inducing: int = 0,
+        fit_max_seconds: float = 0.0,
     ) -> None:
         if max_inducing < 1:
             raise ValueError(f"max_inducing must be at least 1, got {max_inducing}")
@@ -189,6 +192,9 @@ class OnlineSparseGP:
         if local_fit_inducing < 0:
             raise ValueError(f"local_fit_inducing must be >= 0, got {local_fit_inducing}")
         self.local_fit_inducing = int(local_fit_inducing)
+        if not fit_max_seconds >= 0.0:
+            raise ValueError(f"fit_max_seconds must be >= 0, got {fit_max_seconds}")
+        self.fit_max_seconds = float(fit_max_seconds)
 
     # ------------------------------------------------------------------ read-only views
     @property
@@ -394,7 +400,7 @@ class OnlineSparseGP:
             return -objective / n
 
         fit = (
-            fit_hyperparameters(loss, params, self.fit_iterations)
+            fit_hyperparameters(loss, params, self.fit_iterations, self.fit_max_seconds)
             if fit_theta
             else FitResult(True, math.nan, math.nan, 0, "not fitted: θ kept")
         )
@@ -489,6 +495,7 @@ class OnlineSparseGP:
             "pass_noise_variance": np.array(self.pass_noise_variance),
             "theta_memory": np.array(self.theta_memory),
             "local_fit_inducing": np.array(self.local_fit_inducing),
+            "fit_max_seconds": np.array(self.fit_max_seconds),
             "initial_hyperparameters": np.array(json.dumps(self._initial)),
             "num_updates": np.array(s.num_updates),
             "stats": s.stats.to_array(),
@@ -551,6 +558,7 @@ class OnlineSparseGP:
                 # States from before the θ memory: none.
                 theta_memory=bool(np.asarray(state.get("theta_memory", False))),
                 local_fit_inducing=int(np.asarray(state.get("local_fit_inducing", 0))),
+                fit_max_seconds=float(np.asarray(state.get("fit_max_seconds", 0.0))),
             )
             engine._initial = {
                 k: float(v)
