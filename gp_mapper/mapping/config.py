@@ -220,7 +220,9 @@ PARAMETERS: tuple[ParameterInfo, ...] = (
     ParameterInfo("refit_bound_drop", 0.5, "float",
                   "re-fit on the next window when a window's bound per sample under the "
                   "current hyperparameters falls this far below that of the first window "
-                  "after the last fit (the map's statistics changed); 0 = off [nats/sample]",
+                  "after the last fit (the map's statistics changed); not while the map is at "
+                  "max_inducing, where the bound falls wherever the data leave its points; "
+                  "0 = off [nats/sample]",
                   min=0.0, max=1000.0),
 )  # fmt: skip
 

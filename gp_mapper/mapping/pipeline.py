@@ -258,6 +258,11 @@ class MappingPipeline:
             if accepted:
                 self._num_samples, self._stamp_ns, self._explored_box = samples, stamp_ns, box
                 bound = getattr(report, "bound_after_fit", None)
+                cap = getattr(engine, "max_inducing", None)
+                if cap is not None and int(getattr(report, "m_after", 0)) >= cap:
+                    # At its cap the map cannot add points where the data went: its bound drops
+                    # there whatever θ is, so it says nothing of a stale θ.
+                    bound = None
                 self._schedule.record(not skip_fit, bound, int(report.n))
                 fit_stats = {
                     "fits": self._schedule.fits,

@@ -118,3 +118,29 @@ def test_a_stale_window_triggers_a_fit_and_a_steady_stream_mostly_does_not() -> 
     assert "stale" in [r[2] for r in loud[1:3]]
     # Re-fitted, θ explains the noisy part: it is not re-fitted window after window.
     assert sum(r[1] for r in loud) <= 2
+
+
+def test_a_map_at_its_cap_is_not_refitted_for_a_falling_bound() -> None:
+    """At the cap the bound falls wherever the data leave the inducing points, whatever θ is."""
+    config = MapperConfig(
+        batch_size=100,
+        resolution=0.5,
+        bounds=(0.0, 8.0, 0.0, 10.0),
+        engine=EngineSpec(fit_iterations=20, device="cpu", max_inducing=4),
+        fit_first_windows=2,
+        fit_every_windows=0,
+        refit_bound_drop=0.5,
+    )
+    events, _ = noisy_stream()
+    reasons: list[str] = []
+    holder: list[MappingPipeline] = []
+
+    def on_snapshot(snapshot: MapSnapshot) -> None:
+        reasons.append(str(holder[0].diagnostics()["last_fit_reason"]))
+
+    with MappingPipeline(config, background=False, on_snapshot=on_snapshot) as pipeline:
+        holder.append(pipeline)
+        feed(pipeline, events)
+        assert pipeline.latest().support_m.shape[0] == 4
+    assert reasons[:2] == ["first", "first"] and len(reasons) >= 14
+    assert "stale" not in reasons
