@@ -76,7 +76,7 @@ class FitSchedule:
             return FitDecision(True, "schedule")
         return FitDecision(False, "")
 
-    def record(self, fitted: bool, bound: float | None, n: int) -> None:
+    def record(self, fitted: bool, bound: float | None, n: int, at_cap: bool = False) -> None:
         """Take note of a committed update.
 
         Args:
@@ -84,6 +84,8 @@ class FitSchedule:
             bound: the engine's bound on the window after the update (under the θ it was
                 committed with) [nats], or None if the engine reports none.
             n: samples in the window.
+            at_cap: the map is at its inducing-point cap. It cannot add points where the data
+                went, so its bound falls there whatever θ is: it says nothing of a stale θ.
         """
         if fitted:
             self.fits += 1
@@ -92,7 +94,7 @@ class FitSchedule:
             self._stale = False
             return
         self._since_fit += 1
-        if bound is None or n < 1 or not math.isfinite(bound):
+        if at_cap or bound is None or n < 1 or not math.isfinite(bound):
             return
         per_sample = bound / n
         if self._reference is None:

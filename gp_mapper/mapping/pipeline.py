@@ -259,11 +259,8 @@ class MappingPipeline:
                 self._num_samples, self._stamp_ns, self._explored_box = samples, stamp_ns, box
                 bound = getattr(report, "bound_after_fit", None)
                 cap = getattr(engine, "max_inducing", None)
-                if cap is not None and int(getattr(report, "m_after", 0)) >= cap:
-                    # At its cap the map cannot add points where the data went: its bound drops
-                    # there whatever θ is, so it says nothing of a stale θ.
-                    bound = None
-                self._schedule.record(not skip_fit, bound, int(report.n))
+                at_cap = cap is not None and int(getattr(report, "m_after", 0)) >= cap
+                self._schedule.record(not skip_fit, bound, int(report.n), at_cap)
                 fit_stats = {
                     "fits": self._schedule.fits,
                     "last_update_fitted": int(not skip_fit),

@@ -30,7 +30,9 @@ class PivotedCholesky:
         jitter: the jitter added to each pivot's variance (as in chol(K_bb + εI)); a float is
             relative.
         prefix_L: chol of the kernel over a forced prefix [M_a, M_a], whose inputs are
-            ``prefix_Z`` [M_a, D]; the rows start as ``prefix_L⁻¹ K(prefix_Z, columns)``.
+            ``prefix_Z`` [M_a, D]; the rows start as ``prefix_L⁻¹ K(prefix_Z, columns)``. If
+            ``columns`` ends with ``prefix_Z``, those last columns are the prefix's own
+            variables (their rows are ``prefix_Lᵀ``).
         max_new: the most pivots that will be added (sizes the row buffer).
     """
 
@@ -63,11 +65,13 @@ class PivotedCholesky:
         self.diag = self.prior_diag.clone()
         if prefix_Z is not None and prefix_Z.shape[0] > 0:
             R = solve_lower(prefix_L, kernel.K(prefix_Z, columns))
-            # A column that is a prefix point is the same inducing variable, jitter and all
-            # (bound.factors): its covariance with the prefix is prefix_L's row, so its row
-            # here is exactly that row of prefix_Lᵀ.
-            i, j = torch.nonzero((prefix_Z[:, None, :] == columns[None, :, :]).all(-1)).T
-            R[:, j] = prefix_L[i].mT
+            # Columns ending in the prefix points are those inducing variables, jitter and all
+            # (bound.factors): their covariance with the prefix is prefix_L prefix_Lᵀ, so their
+            # rows here are exactly prefix_Lᵀ. Only there: a reading at an inducing point's
+            # place is f there, without the jitter.
+            M_a = prefix_Z.shape[0]
+            if columns.shape[0] >= M_a and torch.equal(columns[-M_a:], prefix_Z):
+                R[:, -M_a:] = prefix_L.mT
             self.num_prefix = prefix_Z.shape[0]
             self._rows[: self.num_prefix] = R
             self.diag = self.diag - (R * R).sum(0)

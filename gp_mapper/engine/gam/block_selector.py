@@ -30,7 +30,7 @@ from torch import Tensor
 from ..core.greedy import PivotedCholesky
 from ..core.linalg import cholesky_with_jitter
 from ..settings import check, default
-from ..vips.bound import old_prior, whitened_bound_prefixes
+from ..vips.bound import whitened_bound_prefixes
 from ..vips.selectors import (
     REFERENCE_PIVOTS,
     Selection,
@@ -112,12 +112,11 @@ class AdditiveVips:
             prefix_Z, prefix_L, min(n, REFERENCE_PIVOTS),
         )  # fmt: skip
         kff_sum = kernel.K_diag(X).sum()
-        Kaa = old_prior(old) if has_old else None
 
         def bounds_of(rows: Tensor) -> Tensor:
             return whitened_bound_prefixes(
                 rows[:, :n], rows[:, 2 * n :], y, kff_sum, problem.noise_variance,
-                old if has_old else None, Kaa,
+                old if has_old else None,
             )  # fmt: skip
 
         found = vips_search(pc, problem, n, bounds_of, self.delta)

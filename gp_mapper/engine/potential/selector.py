@@ -31,7 +31,7 @@ from torch import Tensor
 from ..core.greedy import CONDITIONAL_VARIANCE_FLOOR, PivotedCholesky
 from ..core.linalg import Jitter, cholesky_with_jitter
 from ..settings import check, default
-from ..vips.bound import old_prior, whitened_bound_prefixes
+from ..vips.bound import whitened_bound_prefixes
 from ..vips.selectors import (
     REFERENCE_PIVOTS,
     Selection,
@@ -150,13 +150,12 @@ class PotentialVips:
             prefix_Z, prefix_L, min(C, REFERENCE_PIVOTS),
         )  # fmt: skip
         kff_sum = kernel.K_diag(X).sum()
-        Kaa = old_prior(old) if has_old else None
 
         def bounds_of(rows: Tensor) -> Tensor:
             # First batch: the uniform field's rows are new inducing variables like the rest.
             return whitened_bound_prefixes(
                 rows[:, :n], rows[:, n + C :], y, kff_sum, problem.noise_variance,
-                old if has_old else None, Kaa,
+                old if has_old else None,
             )  # fmt: skip
 
         found = vips_search(pc, problem, C, bounds_of, self.delta)

@@ -106,6 +106,11 @@ def whitened_bound_prefixes(
     of w. The old posterior's residual term ``(P_a ∘ (K̃_aa − AᵀA)).sum()`` loses
     ``a_iᵀ P_a a_i`` per row. One O(N M² + M³) evaluation then answers every size VIPS asks
     about, instead of one per doubling and bisection step.
+
+    Args:
+        Kaa: the old inducing variables' prior under the rows' θ; None (what a selection
+            passes: it holds θ at the carried one) means the carried prior ``L' L'ᵀ`` itself,
+            whose whitened form is I, so nothing of size M³ is formed for it.
     """
     N = y.shape[0]
     s2 = noise_variance
@@ -121,9 +126,12 @@ def whitened_bound_prefixes(
         P = P + AP @ A.mT
         Lb_c = Lb_c + A @ old.v
         w_old = solve_lower(old.L_D, old.v)
-        Kaa_w = solve_lower(old.L, solve_lower(old.L, Kaa).mT)
         constant = constant - 0.5 * (w_old @ w_old) + torch.log(torch.diagonal(old.L_D)).sum()
-        constant = constant - 0.5 * (old.P * Kaa_w).sum()
+        if Kaa is None:  # L'⁻¹ (L' L'ᵀ) L'⁻ᵀ = I
+            constant = constant - 0.5 * torch.diagonal(old.P).sum()
+        else:
+            Kaa_w = solve_lower(old.L, solve_lower(old.L, Kaa).mT)
+            constant = constant - 0.5 * (old.P * Kaa_w).sum()
         per_row = per_row + 0.5 * (AP * A).sum(-1)
     P = 0.5 * (P + P.mT)
     eye = torch.eye(P.shape[0], dtype=P.dtype, device=P.device)
@@ -131,12 +139,6 @@ def whitened_bound_prefixes(
     w = solve_lower(L_D, Lb_c)
     per_row = per_row + 0.5 * w * w - torch.log(torch.diagonal(L_D))
     return constant + torch.cumsum(per_row, dim=0)
-
-
-def old_prior(old: CarriedPosterior) -> Tensor:
-    """``L' L'ᵀ`` [M_a, M_a]: the old inducing variables' prior, jitter included, under the θ
-    that made the carried factor: the selection's K_aa, whose θ is that one (``greedy.py``)."""
-    return old.L @ old.L.mT
 
 
 class Factors(NamedTuple):

@@ -17,7 +17,7 @@ from ..core.greedy import PivotedCholesky
 from ..core.kernels import Kernel
 from ..core.linalg import Jitter
 from ..settings import check, default
-from .bound import old_prior, whitened_bound_prefixes
+from .bound import whitened_bound_prefixes
 from .posterior import CarriedPosterior
 
 # Above this many new points L* is no longer the value with every datum inducing but the bound
@@ -115,16 +115,14 @@ class Vips:
     def select(self, problem: SelectionProblem) -> Selection:
         X, y, old = problem.X, problem.y, problem.old
         N = X.shape[0]
-        M_a = 0 if old is None else old.num_inducing
         # The sequence may run past max_new: L* does not depend on the cap.
         pc = _decoupled(problem, min(N, REFERENCE_PIVOTS))
         kff_sum = problem.kernel.K_diag(X).sum()
-        Kaa = old_prior(old) if old is not None and M_a > 0 else None
 
         def bounds_of(R: Tensor) -> Tensor:
             """L̂ at every prefix of the rows ``L_b⁻¹ K(b, [X; Z_a])`` of an inducing set b."""
             return whitened_bound_prefixes(
-                R[:, :N], R[:, N:], y, kff_sum, problem.noise_variance, old, Kaa
+                R[:, :N], R[:, N:], y, kff_sum, problem.noise_variance, old
             )
 
         found = vips_search(pc, problem, N, bounds_of, self.delta)
