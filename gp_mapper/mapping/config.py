@@ -203,11 +203,19 @@ PARAMETERS: tuple[ParameterInfo, ...] = (
     # Scheduling the engine (seed000.md 12.3: the hyperparameter fit is most of an update).
     ParameterInfo("merge_limit", 4000, "int",
                   "windows closing while the engine is busy are merged into one waiting window "
-                  "of at most this many samples; past it that window is thinned evenly over "
-                  "its span (counted as window_overflow); 4000 = 20 s of a 200 Hz "
-                  "magnetometer, past which the selection's reference bound (up to 3000 "
-                  "greedy pivots) makes a merged window dearer per sample [samples]",
+                  "of at most this many samples; a full one waits for the engine and the next "
+                  "fills behind it; 4000 = 20 s of a 200 Hz magnetometer, past which the "
+                  "selection's reference bound (up to 3000 greedy pivots) makes a merged "
+                  "window dearer per sample [samples]",
                   min=1, max=1000000),
+    ParameterInfo("backlog_limit", 200000, "int",
+                  "most samples waiting for the engine in all merged windows together (taken "
+                  "as at least merge_limit); a slow stretch of updates (a fit, a large "
+                  "selection) is worked off by the faster ones after it, and only past this "
+                  "is the newest waiting window thinned evenly over its span (counted as "
+                  "window_overflow); 200000 = 1000 s of a 200 Hz magnetometer, ~15 MB "
+                  "[samples]",
+                  min=1, max=100000000),
     ParameterInfo("fit_first_windows", 5, "int",
                   "re-fit the hyperparameters on each of a map's first windows (the initial "
                   "values are guesses) [windows]",
@@ -344,6 +352,7 @@ class MapperConfig:
     unknown_variance_ratio: float = _default("unknown_variance_ratio")
     provisional_map: bool = _default("provisional_map")
     merge_limit: int = _default("merge_limit")
+    backlog_limit: int = _default("backlog_limit")
     fit_first_windows: int = _default("fit_first_windows")
     fit_every_windows: int = _default("fit_every_windows")
     refit_bound_drop: float = _default("refit_bound_drop")

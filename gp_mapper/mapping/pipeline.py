@@ -104,9 +104,14 @@ class MappingPipeline:
         self._stats: dict[str, Any] = self._fresh_stats(self._engine)
         self._resolution_logged = config.resolution
         self._worker = (
-            # Windows closing while the engine is busy merge into one waiting window, so none
-            # is dropped whole; only past merge_limit is it thinned (counted).
-            SingleFlightWorker(self._process, merge_cap=config.merge_limit) if background else None
+            # Windows closing while the engine is busy merge into waiting windows of at most
+            # merge_limit, so none is dropped; only past backlog_limit are they thinned
+            # (counted).
+            SingleFlightWorker(
+                self._process, merge_cap=config.merge_limit, backlog_cap=config.backlog_limit
+            )
+            if background
+            else None
         )
 
     @property

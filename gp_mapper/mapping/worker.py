@@ -1,12 +1,14 @@
-"""A single-flight background worker: one window in the engine, at most one waiting.
+"""A single-flight background worker: one window in the engine, a bounded backlog waiting.
 
-The producer never blocks on the engine. Every window submitted while another waits is merged
-into it, so no window is ever dropped for arriving while the engine is busy: the next update
-absorbs all of them at once (the engine's per-update cost grows with the map more than with
-the window, so a merged window costs little more than one). Only past a cap on the merged
-size is the waiting window thinned, uniformly over its span, and the samples thinned out are
-reported back for counting. Exceptions in the processing function are logged and never end
-the thread.
+The producer never blocks on the engine. A window submitted while the engine is busy is merged
+into the newest waiting window, so no window is ever dropped for arriving while the engine is
+busy: the next update absorbs all of them at once (the engine's per-update cost grows with the
+map more than with the window, so a merged window costs little more than one). A waiting
+window that has reached the merge cap is closed and the next one starts behind it, so a slow
+stretch of updates (a fit, a large selection) leaves a backlog that the faster updates after it
+work off, oldest first. Only when the backlog as a whole is full is the newest waiting window
+thinned, uniformly over its span, and the samples thinned out are reported back for counting.
+Exceptions in the processing function are logged and never end the thread.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -74,7 +77,11 @@ class SingleFlightWorker:
 
     Args:
         process: Called with each job in the worker thread.
-        merge_cap: Largest merged window (samples); a merged window beyond it is thinned to it.
+        merge_cap: Largest merged window (samples); a full waiting window closes and the next
+            window waits behind it.
+        backlog_cap: Most samples waiting in all windows together (at least ``merge_cap``;
+            default ``merge_cap``: one waiting window). Past it the newest waiting window is
+            thinned to stay within it.
         name: Thread name.
     """
 
@@ -83,14 +90,17 @@ class SingleFlightWorker:
         process: Callable[[WindowJob], None],
         *,
         merge_cap: int,
+        backlog_cap: int | None = None,
         name: str = "gp_mapper-worker",
     ) -> None:
         if merge_cap < 1:
             raise ValueError(f"merge_cap must be at least 1 sample; got {merge_cap}")
         self._process = process
         self._merge_cap = merge_cap
+        self._backlog_cap = merge_cap if backlog_cap is None else max(backlog_cap, merge_cap)
         self._cond = threading.Condition()
-        self._pending: WindowJob | None = None
+        self._pending: deque[WindowJob] = deque()
+        self._pending_samples = 0
         self._busy = False
         self._stop = False
         self._merged = 0
@@ -101,15 +111,15 @@ class SingleFlightWorker:
 
     @property
     def pending(self) -> int:
-        """Jobs waiting (0 or 1)."""
+        """Jobs waiting."""
         with self._cond:
-            return int(self._pending is not None)
+            return len(self._pending)
 
     @property
     def pending_samples(self) -> int:
-        """Samples in the waiting job (0 if none)."""
+        """Samples in the waiting jobs (0 if none)."""
         with self._cond:
-            return 0 if self._pending is None else len(self._pending.window.y)
+            return self._pending_samples
 
     @property
     def processing_samples(self) -> int:
@@ -131,18 +141,20 @@ class SingleFlightWorker:
 
     @property
     def thinned(self) -> int:
-        """Samples thinned out of merged windows past the cap so far."""
+        """Samples thinned out of merged windows with the backlog full so far."""
         with self._cond:
             return self._thinned
 
     def submit(self, job: WindowJob) -> int:
-        """Queue a job without blocking; merge it into a waiting one.
+        """Queue a job without blocking; merge it into the newest waiting one.
 
-        A waiting job of another generation (an older map) is replaced. A merged window over
-        ``merge_cap`` samples is thinned evenly to ``merge_cap``.
+        Waiting jobs of another generation (an older map) are dropped. A job that would take
+        the newest waiting window past ``merge_cap`` waits as a window of its own behind it,
+        unless the backlog would pass ``backlog_cap``: then it is merged and the merged window
+        is thinned evenly to fit (at most ``merge_cap``, the backlog at most ``backlog_cap``).
 
         Returns:
-            Samples lost to make room: thinned out, or in a replaced job (0 if none).
+            Samples lost to make room: thinned out, or in dropped jobs (0 if none).
 
         Raises:
             RuntimeError: the worker has been closed.
@@ -151,39 +163,58 @@ class SingleFlightWorker:
             if self._stop:
                 raise RuntimeError("the worker is closed")
             lost = 0
-            waiting = self._pending
-            if waiting is None or waiting.generation != job.generation:
-                lost = 0 if waiting is None else len(waiting.window.y)
-                merged = job
-            else:
-                merged = WindowJob(
-                    merge_windows(waiting.window, job.window),
-                    job.generation,
-                    min(waiting.closed_s, job.closed_s),
-                )
-                self._merged += 1
-            size = len(merged.window.y)
-            if size > self._merge_cap:
-                merged = merged._replace(window=thin_window(merged.window, self._merge_cap))
-                thinned = size - len(merged.window.y)
-                self._thinned += thinned
-                lost += thinned
-            self._pending = merged
+            if self._pending and self._pending[-1].generation != job.generation:
+                lost = self._clear_pending()
+            size = len(job.window.y)
+            newest = self._pending[-1] if self._pending else None
+            if newest is not None and len(newest.window.y) + size <= self._merge_cap:
+                self._replace_newest(self._merged_job(newest, job))
+            elif newest is None or self._pending_samples + size <= self._backlog_cap:
+                thin = thin_window(job.window, self._merge_cap)
+                lost += self._count_thinned(size - len(thin.y))
+                self._pending.append(job._replace(window=thin))
+                self._pending_samples += len(thin.y)
+            else:  # the backlog is full: the newest window absorbs the job at a lower density
+                older = self._pending_samples - len(newest.window.y)
+                merged = self._merged_job(newest, job)
+                thin = thin_window(merged.window, min(self._merge_cap, self._backlog_cap - older))
+                lost += self._count_thinned(len(merged.window.y) - len(thin.y))
+                self._replace_newest(merged._replace(window=thin))
             self._cond.notify_all()
             return lost
 
+    def _merged_job(self, waiting: WindowJob, job: WindowJob) -> WindowJob:
+        self._merged += 1
+        window = merge_windows(waiting.window, job.window)
+        return WindowJob(window, job.generation, min(waiting.closed_s, job.closed_s))
+
+    def _replace_newest(self, job: WindowJob) -> None:
+        self._pending_samples += len(job.window.y) - len(self._pending[-1].window.y)
+        self._pending[-1] = job
+
+    def _count_thinned(self, samples: int) -> int:
+        self._thinned += samples
+        return samples
+
+    def _clear_pending(self) -> int:
+        """Empty the backlog (under the lock); return its number of samples."""
+        samples = self._pending_samples
+        self._pending.clear()
+        self._pending_samples = 0
+        return samples
+
     def discard_pending(self) -> int:
-        """Drop the waiting job, if any; return its number of samples."""
+        """Drop the waiting jobs, if any; return their number of samples."""
         with self._cond:
-            waiting, self._pending = self._pending, None
+            samples = self._clear_pending()
             self._cond.notify_all()
-            return 0 if waiting is None else len(waiting.window.y)
+            return samples
 
     def wait_idle(self, timeout: float | None = None) -> bool:
         """Wait until nothing is waiting or running; False if `timeout` (s) ran out first."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
-            while self._pending is not None or self._busy:
+            while self._pending or self._busy:
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0.0:
                     return False
@@ -191,15 +222,16 @@ class SingleFlightWorker:
             return True
 
     def close(self, timeout: float | None = None) -> None:
-        """Stop the thread after the job in progress; a waiting job is discarded (logged)."""
+        """Stop the thread after the job in progress; waiting jobs are discarded (logged)."""
         with self._cond:
             self._stop = True
-            if self._pending is not None:
+            if self._pending:
                 logger.info(
-                    "discarding a waiting window of %d samples at close",
-                    len(self._pending.window.y),
+                    "discarding %d waiting window(s) of %d samples at close",
+                    len(self._pending),
+                    self._pending_samples,
                 )
-                self._pending = None
+                self._clear_pending()
             self._cond.notify_all()
         if threading.current_thread() is not self._thread:
             self._thread.join(timeout)
@@ -207,11 +239,12 @@ class SingleFlightWorker:
     def _run(self) -> None:
         while True:
             with self._cond:
-                while self._pending is None and not self._stop:
+                while not self._pending and not self._stop:
                     self._cond.wait()
                 if self._stop:
                     return
-                job, self._pending = self._pending, None
+                job = self._pending.popleft()
+                self._pending_samples -= len(job.window.y)
                 self._busy = True
                 self._running = len(job.window.y)
             try:

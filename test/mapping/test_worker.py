@@ -86,6 +86,61 @@ def test_a_burst_of_windows_reaches_the_engine_with_nothing_dropped() -> None:
     worker.close()
 
 
+def test_a_full_waiting_window_closes_and_the_backlog_is_worked_off_in_order() -> None:
+    recorder = Recorder()
+    worker = SingleFlightWorker(recorder, merge_cap=10, backlog_cap=25)
+    recorder.release.clear()
+    worker.submit(job(3, 0))
+    assert recorder.entered.wait(TIMEOUT_S)
+    for start in range(100, 700, 100):  # 6 windows of 4 while the engine is busy: 24 <= 25
+        assert worker.submit(job(4, start)) == 0
+    assert worker.pending == 3 and worker.pending_samples == 24 and worker.merged == 3
+    recorder.release.set()
+    assert worker.wait_idle(TIMEOUT_S)
+    assert [len(item.window.y) for item in recorder.seen] == [3, 8, 8, 8]
+    mapped = np.concatenate([item.window.y for item in recorder.seen[1:]])
+    expected = np.concatenate([np.arange(start, start + 4) for start in range(100, 700, 100)])
+    np.testing.assert_array_equal(mapped, expected)  # every sample, oldest first
+    assert worker.thinned == 0 and worker.pending_samples == 0
+    worker.close()
+
+
+def test_past_the_backlog_cap_the_newest_waiting_window_is_thinned() -> None:
+    recorder = Recorder()
+    worker = SingleFlightWorker(recorder, merge_cap=10, backlog_cap=20)
+    recorder.release.clear()
+    worker.submit(job(3, 0))
+    assert recorder.entered.wait(TIMEOUT_S)
+    lost = [worker.submit(job(6, start)) for start in range(100, 500, 100)]
+    # Three windows of 6 wait (6 + 6 > 10 each time); the fourth would make 24 > 20, so it is
+    # merged into the newest and the 12 thinned to the 8 the backlog has room for.
+    assert lost == [0, 0, 0, 4] and worker.thinned == 4
+    assert worker.pending == 3 and worker.pending_samples == 20
+    recorder.release.set()
+    assert worker.wait_idle(TIMEOUT_S)
+    assert [len(item.window.y) for item in recorder.seen] == [3, 6, 6, 8]
+    newest = recorder.seen[3].window.y
+    assert newest[0] == 300 and newest[-1] == 405  # both windows' ends are kept
+    assert worker.submit(job(2, 900, generation=1)) == 0
+    worker.close()
+
+
+def test_a_new_generation_drops_the_whole_backlog() -> None:
+    recorder = Recorder()
+    worker = SingleFlightWorker(recorder, merge_cap=4, backlog_cap=100)
+    recorder.release.clear()
+    worker.submit(job(3, 0))
+    assert recorder.entered.wait(TIMEOUT_S)
+    for start in (100, 200, 300):
+        worker.submit(job(4, start))
+    assert worker.pending == 3
+    assert worker.submit(job(2, 400, generation=1)) == 12
+    assert worker.pending == 1 and worker.pending_samples == 2
+    assert worker.discard_pending() == 2
+    recorder.release.set()
+    worker.close(TIMEOUT_S)
+
+
 def test_thin_window_keeps_an_even_spread_and_the_ends() -> None:
     n = 101
     window = Window(np.arange(2.0 * n).reshape(n, 2), np.arange(n, dtype=float), 1000,
