@@ -94,8 +94,9 @@ def fit_hyperparameters(
         loss = loss_fn()
         if not torch.isfinite(loss):
             raise NumericalError("loss became non-finite")
-        if float(loss) < best_loss:
-            best_loss, best = float(loss), [p.detach().clone() for p in params]
+        value = float(loss.detach())
+        if value < best_loss:
+            best_loss, best = value, [p.detach().clone() for p in params]
         loss.backward()
         return loss
 
