@@ -96,8 +96,8 @@ class DropCounts:
         duplicate: Samples at the position of the last kept sample, or closer to it than
             `min_spacing`.
         frame: Readings whose frame_id differs from `expected_frame`.
-        window_overflow: Samples lost because the worker was busy and the pending window was
-            already full.
+        window_overflow: Samples thinned out because the engine was busy and the backlog of
+            waiting windows was full (`backlog_limit`), or waiting for a map since replaced.
         failed_update: Samples in windows the engine rejected (the previous map stands).
         outlier: Samples the engine dropped from an accepted window, their value far outside
             the map's predictive distribution (`outlier_z`).
