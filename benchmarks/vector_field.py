@@ -154,7 +154,7 @@ def pass_noise_estimates(split: Split) -> dict[str, float]:
     return out
 
 
-def make_split(name: str, quick: bool, test_every: int) -> Split:
+def make_split(name: str, quick: bool, test_every: int, stream_thin: int = 1) -> Split:
     if name == "runs":
         X, B, t = stack(TRAIN_RUNS, THIN)
         Xt, Bt, _ = stack((TEST_RUN,))
@@ -162,10 +162,11 @@ def make_split(name: str, quick: bool, test_every: int) -> Split:
         train = f"runs {TRAIN_RUNS} every {THIN}th sample in batches of {BATCH_SIZE}"
         test = f"run {TEST_RUN}"
     else:
-        X, B, t = stack((TEST_RUN,))
+        X, B, t = stack((TEST_RUN,), stream_thin)
         Xt, Bt, _ = stack(TRAIN_RUNS)
         windows = stream_batches(len(X))
-        train = f"run {TEST_RUN} in {len(windows)} batches (magnetic_streaming.batches)"
+        every = "" if stream_thin == 1 else f" every {stream_thin}th reading,"
+        train = f"run {TEST_RUN},{every} in {len(windows)} batches (magnetic_streaming.batches)"
         test = f"runs {TRAIN_RUNS}"
     if quick:
         windows = windows[:QUICK_BATCHES]
@@ -474,6 +475,11 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     parser.add_argument("--test-every", type=int, default=1, help="test on every k-th reading")
     parser.add_argument(
+        "--stream-thin", type=int, default=1, metavar="K",
+        help="stream split: train every row on every K-th reading of run 3 (the engine-level "
+        "form of the node's min_spacing; 50 Hz readings at walking speed lie ~2 cm apart)",
+    )  # fmt: skip
+    parser.add_argument(
         "--set", action="append", default=[], metavar="NAME=VALUE",
         help="an engine setting for every model (the common start), e.g. --set "
         "kernel_variance=100 (repeatable; default: the node's defaults)",
@@ -534,7 +540,7 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, dict[str, dict]] = {}
     described, pass_noise = {}, {}
     for name in splits:
-        split = make_split(name, args.quick, args.test_every)
+        split = make_split(name, args.quick, args.test_every, args.stream_thin)
         described[name] = split.describe
         pass_noise[name] = pass_noise_estimates(split)
         # A window that spans several passes fits their discrepancy as noise itself; only
