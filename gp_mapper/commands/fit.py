@@ -327,7 +327,7 @@ def fit_bag(
         node_config = {**config.to_dict(), "model": name}
         return MapData(state, node_config, samples.trajectory_m, box, n, stamp_ns, samples.drops)
 
-    continuation = _save_states(model, gp, outputs, map_data)
+    continuation = _save_states(model, gp, spec, outputs, map_data)
     report = _report(model, bag, total, n, read_s, fit_report.as_dict(), gp, samples)
     if continuation is not None:
         report["streaming_continuation"] = continuation
@@ -336,14 +336,19 @@ def fit_bag(
 
 
 def _save_states(
-    model: str, gp: Any, outputs: FitOutputs, map_data: Callable[[dict, str], MapData]
+    model: str,
+    gp: Any,
+    spec: EngineSpec,
+    outputs: FitOutputs,
+    map_data: Callable[[dict, str], MapData],
 ) -> str | None:
     """Write the map file(s); for a model the stream can continue, say whether it could.
 
     Where the streaming model can carry the posterior on (solvegp), map_state.npz is the
-    streaming model's state (what ~/load_map and replay --resume take) and the fit keeps its
-    own file. If that conversion fails numerically, map_state.npz holds the fit itself (it is
-    still a map; it just cannot be streamed on) and the report says why.
+    streaming model's state (what ~/load_map and replay --resume take), with the spec's
+    streaming settings (the node's, so the continued map runs as a fresh one would), and the
+    fit keeps its own file. If that conversion fails numerically, map_state.npz holds the fit
+    itself (it is still a map; it just cannot be streamed on) and the report says why.
     """
     to_streaming = model_entry(model).to_streaming
     if to_streaming is None:
@@ -351,7 +356,7 @@ def _save_states(
         return None
     save_map(outputs.state.with_name(FITTED_STATE), map_data(gp.state_dict(), model))
     try:
-        streaming = to_streaming(gp)
+        streaming = to_streaming(gp, spec)
     except (NumericalError, ValueError) as err:
         _LOG.warning("the fit cannot be continued by the stream (%s); map_state.npz holds it", err)
         save_map(outputs.state, map_data(gp.state_dict(), model))

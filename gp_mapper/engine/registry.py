@@ -36,7 +36,8 @@ class ModelEntry(NamedTuple):
         exact_settings: settings (for N data points) under which the model's posterior is the
             exact GP's on all the data at fixed θ; the contract tests check it.
         to_streaming: for a batch model whose posterior the streaming model can carry on
-            (SOLVE-GP), the fitted model as a streaming model's state; None otherwise.
+            (SOLVE-GP), the fitted model and the spec (its streaming settings: the node's) to
+            a streaming model's state; None otherwise.
         target: "scalar" (y [N]: ‖B‖ or one component) or "vector" (y [N, 3]: the field in
             map_frame; the posterior also has ``predict_field``).
     """
@@ -47,7 +48,7 @@ class ModelEntry(NamedTuple):
     build: Callable[[EngineSpec, int], Model]
     from_state: Callable[[Mapping[str, Any], str | torch.device], Model]
     exact_settings: Callable[[int], dict[str, Any]]
-    to_streaming: Callable[[Any], dict[str, np.ndarray]] | None = None
+    to_streaming: Callable[[Any, EngineSpec], dict[str, np.ndarray]] | None = None
     target: str = "scalar"
 
 
@@ -94,8 +95,8 @@ def _acgp() -> ModelEntry:
 
 
 def _solvegp() -> ModelEntry:
-    from .solvegp import SolveGP, to_streaming_state
-    from .spec import build_solvegp
+    from .solvegp import SolveGP
+    from .spec import build_solvegp, solvegp_streaming_state
 
     return ModelEntry(
         "solvegp",
@@ -113,7 +114,7 @@ def _solvegp() -> ModelEntry:
             "solve_validation": 0.0,
             "fit_iterations": 0,
         },
-        to_streaming_state,
+        solvegp_streaming_state,
     )
 
 

@@ -12,6 +12,7 @@ import dataclasses
 from dataclasses import asdict, dataclass, fields
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import torch
 
 from .core.kernels import Constant, Kernel, kernel_from_spec
@@ -201,6 +202,26 @@ def build_online_sgp(spec: EngineSpec, input_dim: int) -> OnlineSparseGP:
         spec.noise_variance,
         build_selector(spec),
         **_engine_options(spec),
+        theta_memory=spec.theta_memory,
+        local_fit_inducing=spec.local_fit_inducing,
+        fit_max_seconds=spec.fit_max_seconds,
+    )
+
+
+def solvegp_streaming_state(model: SolveGP, spec: EngineSpec) -> dict[str, np.ndarray]:
+    """A fitted SOLVE-GP as the state of the stream that continues it, with the spec's
+    streaming settings (selector, cap, fit schedule per window, hyperprior, outlier screen,
+    neighbourhood fit, fit budget); θ, the jitter, the device and the dtype are the fit's."""
+    from .solvegp import to_streaming_state
+
+    return to_streaming_state(
+        model,
+        build_selector(spec),
+        max_inducing=spec.max_inducing,
+        fit_iterations=spec.fit_iterations,
+        hyperprior_scale=spec.hyperprior_scale,
+        outlier_z=spec.outlier_z,
+        pass_noise_variance=spec.pass_noise_variance,
         theta_memory=spec.theta_memory,
         local_fit_inducing=spec.local_fit_inducing,
         fit_max_seconds=spec.fit_max_seconds,

@@ -226,6 +226,25 @@ def test_a_solvegp_fit_is_continued_live_by_the_stream(synthetic_bag: Path, tmp_
     assert resumed.diagnostics["updates"] > 0
 
 
+def test_the_continued_stream_runs_under_the_nodes_streaming_settings(
+    synthetic_bag: Path, tmp_path: Path
+) -> None:
+    from gp_mapper.engine import model_from_state
+
+    settings = {"local_fit_inducing": 24, "fit_max_seconds": 7.5, "hyperprior_scale": 0.25,
+                "outlier_z": 6.0, "delta": 0.05, "max_inducing": 900}  # fmt: skip
+    fitted = fit_bag(
+        synthetic_bag, tmp_path / "solve", model="solvegp", overrides={**SOLVE_QUICK, **settings},
+        max_samples=300, progress=False,
+    )  # fmt: skip
+    assert fitted.report["streaming_continuation"] == "vips"
+    stream = model_from_state(load_map(fitted.outputs.state).engine_state, "cpu")
+    assert stream.local_fit_inducing == 24 and stream.fit_max_seconds == 7.5
+    assert stream.hyperprior_scale == 0.25 and stream.outlier_z == 6.0
+    assert stream.max_inducing == 900 and stream.fit_iterations == 1
+    assert stream.selector.to_spec() == {"type": "vips", "delta": 0.05}
+
+
 def test_a_cagp_fit_maps_the_computational_share_of_its_variance(
     synthetic_bag: Path, tmp_path: Path
 ) -> None:
@@ -248,7 +267,7 @@ def test_a_fit_the_stream_cannot_continue_still_saves_its_map(
 
     entry = registry.model_entry("solvegp")
 
-    def fails(model: object) -> dict:
+    def fails(model: object, spec: object) -> dict:
         raise NumericalError("precision of size 16 is not positive definite")
 
     monkeypatch.setattr(registry, "model_entry", lambda name: entry._replace(to_streaming=fails))

@@ -25,7 +25,7 @@ the prior, which the data had not narrowed, and the mean m̃ is kept.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -122,6 +122,7 @@ def to_streaming_state(
     max_inducing: int | None = None,
     fit_iterations: int = DEFAULT_FIT_ITERATIONS,
     hyperprior_scale: float = 0.0,
+    **options: Any,
 ) -> dict[str, np.ndarray]:
     """The state of a streaming model (``vips``) that continues ``model``'s fit.
 
@@ -132,6 +133,9 @@ def to_streaming_state(
             default, whichever is larger).
         fit_iterations: the stream's L-BFGS iterations per window.
         hyperprior_scale: the stream's log-normal hyperprior (0: none).
+        **options: the stream's other settings (``OnlineSparseGP``'s keywords, e.g.
+            ``local_fit_inducing``, ``fit_max_seconds``, ``outlier_z``); θ, the jitter, the
+            device and the dtype are the fit's.
 
     Returns:
         A ``state_dict`` that ``OnlineSparseGP.from_state`` (and a map file) reads: θ in the
@@ -158,6 +162,7 @@ def to_streaming_state(
         jitter=model.jitter,
         seed=model.seed,
         hyperprior_scale=hyperprior_scale,
+        **options,
     )
     state = engine.state_dict()
     for name in ("Z", "L", "P", "v", "L_D"):
