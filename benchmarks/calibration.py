@@ -276,6 +276,11 @@ def diagnose_variants(base: dict[str, Any]) -> dict[str, dict[str, Any]]:
         "pass noise 0": {**base, "pass_noise_variance": 0.0},
         "pass noise 1 µT²": {**base, "pass_noise_variance": 1.0},
         "pass noise 2 µT²": {**base, "pass_noise_variance": 2.0},
+        # The fit's scheduling and cost bounds (the 200 Hz soak's settings): θ fitted on the
+        # whole map past 1000 points, fits without a time budget, fits on more windows.
+        "whole-map fits": {**base, "local_fit_inducing": 0},
+        "no fit budget": {**base, "fit_max_seconds": 0.0},
+        "fit every 5th window": {**base, "fit_every_windows": 5},
         # Thinning: one reading per 5 cm of path (~3.5 Hz at the robot's 0.18 m/s).
         "stream thinned to 0.05 m": {**base, "min_spacing": 0.05, "pass_noise_variance": 0.0},
         # The lengthscale: θ held at the seed split's fitted values (magnetic_streaming.py).

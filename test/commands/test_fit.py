@@ -232,7 +232,8 @@ def test_the_continued_stream_runs_under_the_nodes_streaming_settings(
     from gp_mapper.engine import model_from_state
 
     settings = {"local_fit_inducing": 24, "fit_max_seconds": 7.5, "hyperprior_scale": 0.25,
-                "outlier_z": 6.0, "delta": 0.05, "max_inducing": 900}  # fmt: skip
+                "outlier_z": 6.0, "delta": 0.05, "max_inducing": 900,
+                "pass_noise_variance": 0.01}  # fmt: skip
     fitted = fit_bag(
         synthetic_bag, tmp_path / "solve", model="solvegp", overrides={**SOLVE_QUICK, **settings},
         max_samples=300, progress=False,
@@ -243,6 +244,14 @@ def test_the_continued_stream_runs_under_the_nodes_streaming_settings(
     assert stream.hyperprior_scale == 0.25 and stream.outlier_z == 6.0
     assert stream.max_inducing == 900 and stream.fit_iterations == 1
     assert stream.selector.to_spec() == {"type": "vips", "delta": 0.05}
+    # The fit's noise is the whole error: the stream fits it less the pass noise.
+    from gp_mapper.commands.fit import FITTED_STATE
+
+    solve = model_from_state(
+        load_map(fitted.outputs.state.with_name(FITTED_STATE)).engine_state, "cpu"
+    )
+    assert stream.pass_noise_variance == 0.01
+    assert stream.noise_variance == pytest.approx(solve.noise_variance, rel=1e-9)
 
 
 def test_a_cagp_fit_maps_the_computational_share_of_its_variance(

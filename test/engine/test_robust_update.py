@@ -247,6 +247,24 @@ def test_a_few_readings_cannot_support_a_drastic_change() -> None:
     assert fit_problem(before, 0.1, kernel(400.0, 20.0, 1.5), 0.5, few) == ""
 
 
+def test_a_fit_that_makes_the_field_rough_where_neighbours_agree_is_refused() -> None:
+    """A lengthscale near the readings' spacing under a large variance, off its floor: the
+    way a window pulls θ when it disagrees with a tight carried posterior."""
+    X = torch.as_tensor(walk(200))  # ~0.1 m between neighbours
+    before = kernel(500.0, 30.0, 2.0)
+    rough = kernel(500.0, 3000.0, 0.01)
+    found = fit_problem(before, 0.1, rough, 0.004, structured(), X)
+    assert "neighbouring readings differ" in found and "0.01" in found, found
+    # Without the inputs there is no roughness test; a sound change of θ passes it.
+    assert fit_problem(before, 0.1, rough, 0.004, structured()) == ""
+    assert fit_problem(before, 0.1, kernel(500.0, 60.0, 1.0), 0.2, structured(), X) == ""
+    # Where neighbours do differ that much, the rough θ is the data's answer.
+    white = 30.0 * torch.as_tensor(np.random.default_rng(3).standard_normal(200))
+    assert fit_problem(before, 0.1, rough, 0.004, white, X) == ""
+    # Already rough before this fit: not this fit's doing.
+    assert fit_problem(rough, 0.004, rough, 0.004, structured(), X) == ""
+
+
 def test_screen_against_the_map_uses_the_predictive_variance(clean: OnlineSparseGP) -> None:
     X = torch.as_tensor(np.array([[2.0, 2.0], [40.0, 40.0]]))  # on the path, far from it
     mean, var = clean.predict(X)

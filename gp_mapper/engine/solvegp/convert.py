@@ -32,6 +32,7 @@ import torch
 from torch import Tensor
 
 from ..core.linalg import cholesky_with_jitter
+from ..core.noise import NOISE_FLOOR
 from ..vips.online_sgp import DEFAULT_FIT_ITERATIONS, DEFAULT_MAX_INDUCING, OnlineSparseGP
 from ..vips.posterior import CarriedPosterior
 from ..vips.selectors import Selector
@@ -151,9 +152,12 @@ def to_streaming_state(
     carried = to_carried(posterior)
     default = DEFAULT_MAX_INDUCING if max_inducing is None else max_inducing
     cap = max(carried.num_inducing, default)
+    # The fit's noise is all of a reading's error over the whole log; a stream with a pass
+    # noise fits only the rest (noise.py), so the two together keep the fit's total.
+    pass_noise = float(options.get("pass_noise_variance", 0.0))
     engine = OnlineSparseGP(
         model.kernel,
-        model.noise_variance,
+        max(model.noise_variance - pass_noise, NOISE_FLOOR),
         selector,
         device=model.device,
         dtype=model.dtype,

@@ -1,9 +1,13 @@
 """The health check of a fitted θ: is it a fit of the data, or a collapse to commit never?
 
 A fit driven by data the Gaussian likelihood cannot explain (glitches that got past the screen,
-or the screen turned off) ends in one of two ways: the noise variance swallows everything, orders
-of magnitude above both the previous θ and the batch's own noise level, or a kernel
-hyperparameter runs onto its floor although the data have the structure it describes.
+or the screen turned off) ends in one of three ways: the noise variance swallows everything, orders
+of magnitude above both the previous θ and the batch's own noise level; a kernel
+hyperparameter runs onto its floor although the data have the structure it describes; or the
+field turns rough (a lengthscale of the readings' own spacing under a large variance, which
+lets every reading carry its own value) although neighbouring readings agree. The last is how
+a window that disagrees with a tight carried posterior (a map fitted on a whole log, continued
+on a new run with its own offsets) pulls θ away.
 A map committed at such a θ is lost for good (every later batch is fitted from it), so the
 engine refuses that θ: the batch is committed under the previous θ (the posterior the
 provisional map already showed) and the report says why. Refusing the batch too would lose
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import math
 
+import torch
 from torch import Tensor
 
 from ..core.kernels import LENGTHSCALE_FLOOR, VARIANCE_FLOOR, Kernel
@@ -40,6 +45,12 @@ FLOOR_MARGIN = 1.1
 # variance for a kernel variance, its squared median for a constant) exceeds this many noise
 # variances: 10 σ² is far outside what noise alone gives a batch of more than a few readings.
 SIGNAL_OVER_NOISE = 10.0
+# How much larger than the readings show a fitted θ may make the variance of the difference of
+# neighbouring readings: two orders of magnitude, as for the noise (a pass-to-pass noise term,
+# which neighbours within a window do not show, makes the ratio of a sound θ ~10-30).
+ROUGHNESS_MAX = 100.0
+# Neighbour pairs per kernel evaluation block (the test costs N x this, not N²).
+PAIR_BLOCK = 256
 # Fewer readings than this say too little about their spread to support a drastic change of θ:
 # a rise or a collapse that a smaller batch asks for is refused on the ratio alone.
 MIN_READINGS = 8
@@ -63,12 +74,26 @@ def noise_level(y: Tensor) -> float:
     return float((MAD_TO_STD * (diff - diff.median()).abs().median()) ** 2 / 2.0)
 
 
+def neighbour_difference_variance(kernel: Kernel, noise: float, X: Tensor) -> float:
+    """The median over neighbouring inputs of Var(y[i+1] − y[i]) under θ [µT²]:
+    k(xᵢ, xᵢ) + k(xⱼ, xⱼ) − 2 k(xᵢ, xⱼ) + 2σ², the model's side of :func:`noise_level`."""
+    n = X.shape[0]
+    parts = []
+    with torch.no_grad():
+        for i in range(0, n - 1, PAIR_BLOCK):
+            a, b = X[i : min(i + PAIR_BLOCK, n - 1)], X[i + 1 : min(i + 1 + PAIR_BLOCK, n)]
+            cross = torch.diagonal(kernel.K(a, b))
+            parts.append(kernel.K_diag(a) + kernel.K_diag(b) - 2.0 * cross)
+    return float(torch.cat(parts).median()) + 2.0 * noise
+
+
 def fit_problem(
     before: Kernel,
     noise_before: float,
     after: Kernel,
     noise_after: float,
     y: Tensor,
+    X: Tensor | None = None,
 ) -> str:
     """Why the fitted θ must not be committed, or "" if it may.
 
@@ -79,6 +104,8 @@ def fit_problem(
         noise_after: the fitted noise variance (µT²).
         y: the batch's targets [N] (µT), outliers already removed, in the order given (along
             the path for the pipeline's windows).
+        X: the batch's inputs [N, D] in the same order; without them the roughness test is
+            left out.
 
     Returns:
         A one-line reason naming the parameter and its values, or "".
@@ -113,7 +140,33 @@ def fit_problem(
                 f"{kind} {name} fell onto its floor {floor:g} "
                 f"(from {_fmt(old[name])} to {_fmt(value)})"
             )
+    if X is not None and X.shape[0] >= 2:
+        return _roughness_problem(before, noise_before, after, noise_after, X, level)
     return ""
+
+
+def _roughness_problem(
+    before: Kernel, noise_before: float, after: Kernel, noise_after: float, X: Tensor, level: float
+) -> str:
+    """The fitted θ makes neighbouring readings differ orders of magnitude more than they do.
+
+    With few readings (``level`` 0) the previous θ is the evidence, as for the noise.
+    """
+    rough_after = neighbour_difference_variance(after, noise_after, X)
+    rough_before = neighbour_difference_variance(before, noise_before, X)
+    shown = 2.0 * level if level > 0.0 else rough_before
+    limit = ROUGHNESS_MAX * shown
+    if rough_after <= limit or rough_before > limit:  # agreed, or already so before this fit
+        return ""
+    return (
+        f"the fitted θ makes neighbouring readings differ with variance {rough_after:.3g} µT² "
+        f"where they differ with {shown:.3g} µT² (lengthscale {_fmt(_lengthscale(after))} m)"
+    )
+
+
+def _lengthscale(kernel: Kernel) -> Tensor:
+    values = [g["lengthscale"] for _, g in kernel.hyperparameter_groups() if "lengthscale" in g]
+    return torch.cat([v.detach().reshape(-1) for v in values]) if values else torch.zeros(0)
 
 
 def _checked(kernel: Kernel) -> list[tuple[str, dict[str, Tensor]]]:

@@ -412,6 +412,7 @@ class OnlineSparseGP:
             kernel,
             float(noise.variance.detach()),
             y_t,
+            X_t,
         )
         if fit_refused:
             kernel, noise = state.kernel, state.noise  # never modified in place: shared
