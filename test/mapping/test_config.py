@@ -14,7 +14,7 @@ from gp_mapper.mapping import (
     MapperConfig,
     parameters_markdown,
 )
-from gp_mapper.mapping.config import GROUPS, PARAMETER_TYPES
+from gp_mapper.mapping.config import GROUPS, NODE_ENGINE_DEFAULTS, PARAMETER_TYPES
 
 NUMERIC = [p for p in PARAMETERS if p.min is not None and p.max is not None]
 
@@ -41,16 +41,20 @@ def test_mapper_config_fields_are_the_table() -> None:
 def test_engine_rows_are_the_engine_settings_the_node_uses() -> None:
     # The engine's settings table is the one source: every spec field is a setting, the node
     # declares those of its streaming model (and the shared ones), with the same defaults and
-    # ranges, and the spec's defaults are the table's.
+    # ranges, and the spec's defaults are the table's; the node's own defaults
+    # (NODE_ENGINE_DEFAULTS) are the node config's and its parameter rows'.
     assert {f.name for f in dataclasses.fields(EngineSpec)} == set(SETTING_BY_NAME)
     node = {
         s.name for s in ENGINE_SETTINGS if not s.models or set(s.models) & set(STREAMING_MODELS)
     }
     assert set(ENGINE_PARAMETER_NAMES) == node
-    spec = EngineSpec()
+    assert set(NODE_ENGINE_DEFAULTS) <= node
+    spec, node_spec = EngineSpec(), MapperConfig().engine
     for name in ENGINE_PARAMETER_NAMES:
         row, setting = PARAMETER_BY_NAME[name], SETTING_BY_NAME[name]
-        assert getattr(spec, name) == row.default == setting.default, name
+        assert getattr(spec, name) == setting.default, name
+        assert getattr(node_spec, name) == row.default, name
+        assert row.default == NODE_ENGINE_DEFAULTS.get(name, setting.default), name
         assert (row.min, row.max) == (setting.min, setting.max), name
     assert PARAMETER_BY_NAME["model"].choices == STREAMING_MODELS  # the node streams
 
