@@ -202,10 +202,17 @@ def build_online_sgp(spec: EngineSpec, input_dim: int) -> OnlineSparseGP:
         spec.noise_variance,
         build_selector(spec),
         **_engine_options(spec),
-        theta_memory=spec.theta_memory,
-        local_fit_inducing=spec.local_fit_inducing,
-        fit_max_seconds=spec.fit_max_seconds,
+        **_vips_options(spec),
     )
+
+
+def _vips_options(spec: EngineSpec) -> dict[str, Any]:
+    """The options of the VIPS model's engine beyond the shared ones."""
+    return {
+        "theta_memory": spec.theta_memory,
+        "local_fit_inducing": spec.local_fit_inducing,
+        "fit_max_seconds": spec.fit_max_seconds,
+    }
 
 
 def solvegp_streaming_state(model: SolveGP, spec: EngineSpec) -> dict[str, np.ndarray]:
@@ -220,18 +227,10 @@ def solvegp_streaming_state(model: SolveGP, spec: EngineSpec) -> dict[str, np.nd
     """
     from .solvegp import to_streaming_state
 
-    return to_streaming_state(
-        model,
-        build_selector(spec),
-        max_inducing=spec.max_inducing,
-        fit_iterations=0,
-        hyperprior_scale=spec.hyperprior_scale,
-        outlier_z=spec.outlier_z,
-        pass_noise_variance=spec.pass_noise_variance,
-        theta_memory=spec.theta_memory,
-        local_fit_inducing=spec.local_fit_inducing,
-        fit_max_seconds=spec.fit_max_seconds,
-    )
+    options = {**_engine_options(spec), **_vips_options(spec), "fit_iterations": 0}
+    for own in ("device", "dtype", "jitter"):  # the fit's
+        del options[own]
+    return to_streaming_state(model, build_selector(spec), **options)
 
 
 def build_potential(spec: EngineSpec, input_dim: int) -> VectorFieldGP:

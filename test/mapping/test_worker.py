@@ -36,9 +36,11 @@ class Recorder:
             raise RuntimeError("engine exploded")
 
 
-def busy_worker(merge_cap: int) -> tuple[SingleFlightWorker, Recorder]:
+def busy_worker(
+    merge_cap: int, backlog_cap: int | None = None
+) -> tuple[SingleFlightWorker, Recorder]:
     recorder = Recorder()
-    worker = SingleFlightWorker(recorder, merge_cap=merge_cap)
+    worker = SingleFlightWorker(recorder, merge_cap=merge_cap, backlog_cap=backlog_cap)
     recorder.release.clear()
     worker.submit(job(3, 0))
     assert recorder.entered.wait(TIMEOUT_S)
@@ -87,11 +89,7 @@ def test_a_burst_of_windows_reaches_the_engine_with_nothing_dropped() -> None:
 
 
 def test_a_full_waiting_window_closes_and_the_backlog_is_worked_off_in_order() -> None:
-    recorder = Recorder()
-    worker = SingleFlightWorker(recorder, merge_cap=10, backlog_cap=25)
-    recorder.release.clear()
-    worker.submit(job(3, 0))
-    assert recorder.entered.wait(TIMEOUT_S)
+    worker, recorder = busy_worker(merge_cap=10, backlog_cap=25)
     for start in range(100, 700, 100):  # 6 windows of 4 while the engine is busy: 24 <= 25
         assert worker.submit(job(4, start)) == 0
     assert worker.pending == 3 and worker.pending_samples == 24 and worker.merged == 3
@@ -106,11 +104,7 @@ def test_a_full_waiting_window_closes_and_the_backlog_is_worked_off_in_order() -
 
 
 def test_past_the_backlog_cap_the_newest_waiting_window_is_thinned() -> None:
-    recorder = Recorder()
-    worker = SingleFlightWorker(recorder, merge_cap=10, backlog_cap=20)
-    recorder.release.clear()
-    worker.submit(job(3, 0))
-    assert recorder.entered.wait(TIMEOUT_S)
+    worker, recorder = busy_worker(merge_cap=10, backlog_cap=20)
     lost = [worker.submit(job(6, start)) for start in range(100, 500, 100)]
     # Three windows of 6 wait (6 + 6 > 10 each time); the fourth would make 24 > 20, so it is
     # merged into the newest and the 12 thinned to the 8 the backlog has room for.
@@ -126,11 +120,7 @@ def test_past_the_backlog_cap_the_newest_waiting_window_is_thinned() -> None:
 
 
 def test_a_new_generation_drops_the_whole_backlog() -> None:
-    recorder = Recorder()
-    worker = SingleFlightWorker(recorder, merge_cap=4, backlog_cap=100)
-    recorder.release.clear()
-    worker.submit(job(3, 0))
-    assert recorder.entered.wait(TIMEOUT_S)
+    worker, recorder = busy_worker(merge_cap=4, backlog_cap=100)
     for start in (100, 200, 300):
         worker.submit(job(4, start))
     assert worker.pending == 3

@@ -153,6 +153,8 @@ def _roughness_problem(
     With few readings (``level`` 0) the previous θ is the evidence, as for the noise.
     """
     rough_after = neighbour_difference_variance(after, noise_after, X)
+    if level > 0.0 and rough_after <= ROUGHNESS_MAX * 2.0 * level:
+        return ""  # the usual case, decided without the previous θ's pass
     rough_before = neighbour_difference_variance(before, noise_before, X)
     shown = 2.0 * level if level > 0.0 else rough_before
     limit = ROUGHNESS_MAX * shown

@@ -405,14 +405,19 @@ class OnlineSparseGP:
             else FitResult(True, math.nan, math.nan, 0, "not fitted: θ kept")
         )
         # A collapsed θ would be the starting point of every later fit: refuse it and commit
-        # the batch under θ_o, the posterior the provisional map showed (health.py).
-        fit_refused = fit_problem(
-            state.kernel,
-            float(state.noise.variance.detach()),
-            kernel,
-            float(noise.variance.detach()),
-            y_t,
-            X_t,
+        # the batch under θ_o, the posterior the provisional map showed (health.py). An
+        # unfitted θ is θ_o, which the check never refuses.
+        fit_refused = (
+            fit_problem(
+                state.kernel,
+                float(state.noise.variance.detach()),
+                kernel,
+                float(noise.variance.detach()),
+                y_t,
+                X_t,
+            )
+            if fitting
+            else ""
         )
         if fit_refused:
             kernel, noise = state.kernel, state.noise  # never modified in place: shared
