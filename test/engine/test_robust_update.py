@@ -283,3 +283,45 @@ def test_outlier_z_is_checked_and_survives_a_state_round_trip(clean: OnlineSpars
     assert OnlineSparseGP.from_state(engine.state_dict()).outlier_z == 5.5
     older = {k: v for k, v in clean.state_dict().items() if k != "outlier_z"}
     assert OnlineSparseGP.from_state(older).outlier_z == SPEC.outlier_z
+
+
+def test_the_first_fit_is_held_to_the_batchs_spread_not_to_the_guess() -> None:
+    """The configured noise is a guess: a first fit far above it is the data's answer unless it
+    leaves nothing for the field; after a fit, the rise test stands."""
+    before = kernel(500.0, 30.0, 2.0)
+    y = structured()  # spread ~50 µT², neighbours agree (level ~0)
+    assert "rose from 0.1 to 14" in fit_problem(before, 0.1, before, 14.0, y)
+    assert fit_problem(before, 0.1, before, 14.0, y, guess=True) == ""
+    found = fit_problem(before, 0.1, before, 3.9e7, y, guess=True)
+    assert "at the first fit exceeds the batch's spread" in found, found
+    # The spread is each target group's own: components whose means differ by tens of µT
+    # are no field variation to leave room for.
+    stacked = torch.cat([y - 40.0, y, y + 40.0])
+    groups = torch.arange(3).repeat_interleave(y.shape[0])
+    assert fit_problem(before, 0.1, before, 200.0, stacked, guess=True) == ""
+    found = fit_problem(before, 0.1, before, 200.0, stacked, guess=True, group=groups)
+    assert "exceeds the batch's spread" in found, found
+
+
+def test_a_first_window_over_several_passes_fits_their_discrepancy_as_noise() -> None:
+    """Two passes over one path, offset ±5 µT (orientation residue that turns with the pass):
+    the neighbours agree within a pass, so only the fit sees the offset, and the first fit
+    must not be refused against the 0.1 µT² guess, or the map keeps that guess for good."""
+    rng = np.random.default_rng(11)
+    X = walk(150)
+    X2 = np.concatenate([X, X[::-1]])
+    y = 48.0 + 30.0 * np.sin(X2[:, 0]) * np.cos(X2[:, 1]) + 0.1 * rng.standard_normal(300)
+    y[:150] += 5.0
+    y[150:] -= 5.0
+    engine = build_engine(SPEC, input_dim=2)
+    report = engine.update(X2, y)
+    assert report.accepted and not report.fit_refused, report.fit_refused
+    assert engine.noise_variance > 100 * SPEC.noise_variance
+    state = engine.state_dict()
+    assert bool(state["theta_fitted"])
+    assert OnlineSparseGP.from_state(state).state_dict()["theta_fitted"]
+    # A map saved before the flag existed, with updates: taken as fitted (the strict check).
+    older = {k: v for k, v in state.items() if k != "theta_fitted"}
+    assert OnlineSparseGP.from_state(older).state_dict()["theta_fitted"]
+    fresh = build_engine(SPEC, input_dim=2).state_dict()
+    assert not OnlineSparseGP.from_state(fresh).state_dict()["theta_fitted"]

@@ -53,6 +53,7 @@ OPTIONAL_ENGINE_MEMBERS = frozenset(
         "engine.theta_memory.npy",
         "engine.local_fit_inducing.npy",
         "engine.fit_max_seconds.npy",
+        "engine.theta_fitted.npy",
     }
 )
 

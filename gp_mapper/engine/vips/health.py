@@ -17,6 +17,12 @@ would then be refused on every visit.
 
 Each test asks for the data's agreement before it refuses, so that a genuine change of θ (a
 noisier sensor, a flat field) is fitted, not refused forever.
+
+The first fit starts from the configured guess, which no data support: a rise of the noise
+against it says nothing, and refusing it keeps the guess for good (every later window is then
+fitted against a map committed at the guess, and asks for more). Until a fit has been
+accepted, the noise is refused only where it would explain more than the whole batch's spread
+(nothing left for the field), far above the batch's own noise level.
 """
 
 from __future__ import annotations
@@ -87,6 +93,16 @@ def neighbour_difference_variance(kernel: Kernel, noise: float, X: Tensor) -> fl
     return float(torch.cat(parts).median()) + 2.0 * noise
 
 
+def group_spread(y: Tensor, group: Tensor | None) -> float:
+    """The mean over target groups of their robust variances [µT²] (one group: the batch's):
+    the spread of the field within each target (the potential's components differ in mean by
+    tens of µT, which is no field variation)."""
+    if group is None:
+        return robust_spread(y)[1]
+    spreads = [robust_spread(y[group == g])[1] for g in group.unique() if int((group == g).sum())]
+    return float(sum(spreads) / len(spreads))
+
+
 def fit_problem(
     before: Kernel,
     noise_before: float,
@@ -94,6 +110,9 @@ def fit_problem(
     noise_after: float,
     y: Tensor,
     X: Tensor | None = None,
+    *,
+    guess: bool = False,
+    group: Tensor | None = None,
 ) -> str:
     """Why the fitted θ must not be committed, or "" if it may.
 
@@ -106,6 +125,9 @@ def fit_problem(
             the path for the pipeline's windows).
         X: the batch's inputs [N, D] in the same order; without them the roughness test is
             left out.
+        guess: ``before`` is the configured initial θ, never fitted (no fit accepted yet).
+        group: the target group [N] of each reading (``Kernel.target_groups``), for the
+            spread the first fit is held to; None: one group.
 
     Returns:
         A one-line reason naming the parameter and its values, or "".
@@ -116,7 +138,17 @@ def fit_problem(
     else:
         median, spread = robust_spread(y)
         level = noise_level(y)
-    if noise_after > NOISE_RISE_MAX * noise_before and noise_after > NOISE_OVER_LEVEL_MAX * level:
+    too_noisy = noise_after > NOISE_OVER_LEVEL_MAX * level
+    if guess and y.shape[0] >= MIN_READINGS:
+        # Against the guess, the batch's spread stands in for the previous noise (module
+        # docstring).
+        within = group_spread(y, group)
+        if too_noisy and noise_after > within:
+            return (
+                f"noise variance {noise_after:.3g} µT² at the first fit exceeds the batch's "
+                f"spread {within:.3g} µT² and its own noise level {level:.3g} µT²"
+            )
+    elif too_noisy and noise_after > NOISE_RISE_MAX * noise_before:
         return (
             f"noise variance rose from {noise_before:.3g} to {noise_after:.3g} µT², far above "
             f"the batch's own noise level {level:.3g} µT²"

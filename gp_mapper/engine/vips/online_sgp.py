@@ -102,6 +102,7 @@ class _State:
     stats: GroupedStats
     num_updates: int
     posterior: Posterior | None
+    theta_fitted: bool  # a fit has been accepted: θ is no longer the configured guess
 
 
 class OnlineSparseGP:
@@ -183,7 +184,7 @@ class OnlineSparseGP:
             device=self.device, dtype=dtype
         )
         self._state = _State(
-            kernel, noise, None, GroupedStats.empty(kernel.num_target_groups), 0, None
+            kernel, noise, None, GroupedStats.empty(kernel.num_target_groups), 0, None, False
         )
         self._input_dim: int | None = None
         self._report: UpdateReport | None = None
@@ -415,6 +416,8 @@ class OnlineSparseGP:
                 float(noise.variance.detach()),
                 y_t,
                 X_t,
+                guess=not state.theta_fitted,
+                group=group,
             )
             if fitting
             else ""
@@ -438,7 +441,10 @@ class OnlineSparseGP:
             return rejected(f"posterior failed: {err}", seconds_select=selected - start)
         for p in (*kernel.parameters(), *noise.parameters()):
             p.requires_grad_(False)
-        self._state = _State(kernel, noise, carried, stats, state.num_updates + 1, posterior)
+        theta_fitted = state.theta_fitted or (fitting and not fit_refused)
+        self._state = _State(
+            kernel, noise, carried, stats, state.num_updates + 1, posterior, theta_fitted
+        )
         self._memory = memory
         self._input_dim = X_t.shape[1]
         end = time.perf_counter()
@@ -504,6 +510,7 @@ class OnlineSparseGP:
             "fit_max_seconds": np.array(self.fit_max_seconds),
             "initial_hyperparameters": np.array(json.dumps(self._initial)),
             "num_updates": np.array(s.num_updates),
+            "theta_fitted": np.array(s.theta_fitted),
             "stats": s.stats.to_array(),
             "input_dim": np.array(-1 if self._input_dim is None else self._input_dim),
         }
@@ -640,9 +647,10 @@ class OnlineSparseGP:
             posterior = Posterior.from_carried(kernel, carried, float(noise.variance))
         elif any(str(key).startswith("carried.") for key in state):
             raise StateError("engine state has carried fields but no carried.Z")
-        self._state = _State(
-            kernel, noise, carried, stats, int(np.asarray(state["num_updates"])), posterior
-        )
+        num_updates = int(np.asarray(state["num_updates"]))
+        # States from before the flag: a map with updates is taken as fitted (the strict check).
+        fitted = bool(np.asarray(state.get("theta_fitted", num_updates > 0)))
+        self._state = _State(kernel, noise, carried, stats, num_updates, posterior, fitted)
         self._input_dim = None if input_dim < 0 else input_dim
 
     # ------------------------------------------------------------------ validation
