@@ -95,6 +95,15 @@ def add_convert_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="keep only the first seconds of each sequence",
     )
+    aalto.add_argument(
+        "--field-frame",
+        choices=("body", "room"),
+        default="body",
+        help="body (default): the recorded room-frame field rotated by minus the pose's "
+        "heading, so the node's target: vector, x, y or z rotates it back to the recorded "
+        "vector exactly; room: the recorded vector as is (right for target: norm only, any "
+        "other target would apply the heading twice)",
+    )
     _add_common(aalto)
 
     synthetic = sources.add_parser(
@@ -174,9 +183,11 @@ def _run_aalto(args: argparse.Namespace) -> list[str]:
         pose_topic=args.pose_topic,
         max_seconds=args.max_seconds,
         pose_rate_hz=args.pose_rate,
+        rotate_field_to_body=args.field_frame == "body",
     )
     return [
         f"wrote {summary.out_bag} ({summary.storage})",
+        f"  field frame: {args.field_frame}",
         f"  source: Aalto {summary.sensor}, sequences {','.join(map(str, summary.sequences))}",
         f"  {args.mag_topic}: {summary.num_field} sensor_msgs/msg/MagneticField (tesla)",
         f"  {args.pose_topic}: {summary.num_pose} geometry_msgs/msg/PoseStamped (frame map)",

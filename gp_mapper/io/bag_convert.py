@@ -9,12 +9,13 @@ therefore strictly increasing and the same on every run.
 Orientation, honestly: the Aalto authors compensated the robot orientation, so the recorded
 field vectors are ALREADY in the room (map) frame, and no orientation was published with them.
 The pose orientation written here is a heading estimated from the direction of travel
-(:func:`gp_mapper.io.heading.heading_from_track`), not a measured attitude. By default the
-field is written as recorded (room-frame components under the ``imu_link`` frame id): the field
-norm is exact, but a consumer that rotates the vector by the pose (per-axis targets) would apply
-the heading twice. With ``rotate_field_to_body=True`` the vector is rotated by minus the
-estimated heading, so that rotating it back by the pose gives the recorded room-frame vector
-exactly; the norm is the same either way.
+(:func:`gp_mapper.io.heading.heading_from_track`), not a measured attitude. By default
+(``rotate_field_to_body=True``) the vector is rotated by minus the estimated heading, so that
+a consumer rotating it by the pose (the node's per-axis and vector targets) gets the recorded
+room-frame vector back exactly. With ``rotate_field_to_body=False`` the field is written as
+recorded (room-frame components under the ``imu_link`` frame id), which only a consumer of the
+norm may use: rotating it by the pose applies the heading twice. The norm is the same either
+way.
 """
 
 from __future__ import annotations
@@ -98,7 +99,7 @@ def convert_aalto(
     *,
     max_seconds: float | None = None,
     pose_rate_hz: float | None = None,
-    rotate_field_to_body: bool = False,
+    rotate_field_to_body: bool = True,
     force: bool = False,
 ) -> ConvertSummary:
     """Write Aalto sequences as one rosbag2 of MagneticField (tesla) and PoseStamped messages.
@@ -115,7 +116,7 @@ def convert_aalto(
         max_seconds: keep only the first ``max_seconds`` seconds of each sequence (None: all).
         pose_rate_hz: pose rate in Hz; None writes one pose per magnetometer sample.
         rotate_field_to_body: rotate the room-frame field by minus the estimated heading (see the
-            module docstring); False writes the recorded vector unchanged.
+            module docstring); False writes the recorded vector unchanged (a norm-only bag).
         force: replace an existing bag at ``out_bag``.
 
     Returns:

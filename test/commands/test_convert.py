@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from gp_mapper.commands.convert import add_convert_arguments, run_convert
@@ -44,6 +45,25 @@ def test_aalto_conversion_prints_a_summary(
     assert "/imu/mag: 59 sensor_msgs/msg/MagneticField (tesla)" in text
     assert "non-finite rows dropped: 1" in text
     assert bag_info(out).storage == "sqlite3"
+
+
+def test_field_frame_room_writes_the_recorded_vector(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    written = write_tiny_aalto(tmp_path / "data")
+    fields = {}
+    for frame in ("body", "room"):
+        out = tmp_path / frame
+        assert _run(["aalto", str(tmp_path / "data"), str(out), "--sequences", "2",
+                     "--field-frame", frame]) == 0  # fmt: skip
+        assert f"field frame: {frame}" in capsys.readouterr().out
+        fields[frame] = np.array([r.field_t for r in read_bag(out) if hasattr(r, "field_t")])
+    recorded = np.delete(written[2].mag_ut, 3, axis=0) * 1e-6  # the NaN row is dropped
+    np.testing.assert_allclose(fields["room"], recorded, rtol=1e-15)
+    assert not np.allclose(fields["body"], recorded)  # heading π/2: rotated
+    np.testing.assert_allclose(
+        np.linalg.norm(fields["body"], axis=1), np.linalg.norm(recorded, axis=1), rtol=1e-12
+    )
 
 
 def test_existing_output_needs_force(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
