@@ -154,6 +154,14 @@ PARAMETERS: tuple[ParameterInfo, ...] = (
     ParameterInfo("batch_period", 10.0, "float",
                   "an open window closes after this much message-stamp time [s]",
                   min=0.1, max=3600.0),
+    # 100: the first fit starts from the configured guess; on ~17 readings of a slow walk
+    # (min_spacing 0.1 m, 10 s) it explained the batch as noise or ran the field variance to
+    # 10³-10⁴ µT², and the map built on it went wrong by hundreds of µT.
+    ParameterInfo("first_batch_min", 100, "int",
+                  "a new map's first window closes at batch_period only once it holds this "
+                  "many samples (at batch_size or at the end of input in any case): the first "
+                  "fit of the hyperparameters needs them [samples]",
+                  min=1, max=10000),
     ParameterInfo("min_spacing", 0.0, "float",
                   "drop samples closer than this to the last kept one [m]; 0 = off (exact "
                   "repeats of the last kept position are always dropped)",
@@ -345,6 +353,7 @@ class MapperConfig:
     input_dims: int = _default("input_dims")
     batch_size: int = _default("batch_size")
     batch_period: float = _default("batch_period")
+    first_batch_min: int = _default("first_batch_min")
     min_spacing: float = _default("min_spacing")
     max_pose_gap: float = _default("max_pose_gap")
     max_pose_speed: float = _default("max_pose_speed")

@@ -57,6 +57,7 @@ class InputStage:
             target=config.target,
             min_spacing_m=config.min_spacing,
             drops=self.drops,
+            first_window_min=config.first_batch_min,
         )
         self._trajectory = Trajectory()
         self.generation = 0
@@ -78,10 +79,11 @@ class InputStage:
         window = self._windower.flush()
         return [] if window is None else [self._job(window)]
 
-    def new_generation(self, trajectory: np.ndarray | None) -> None:
-        """Forget the open window and the path (or take ``trajectory``): a new map starts."""
+    def new_generation(self, trajectory: np.ndarray | None, new_map: bool = True) -> None:
+        """Forget the open window and the path (or take ``trajectory``): a new map starts, or
+        a loaded one goes on (``new_map`` False)."""
         self.generation += 1
-        self._windower.clear()
+        self._windower.clear(new_map)
         self._trajectory.clear()
         if trajectory is not None:
             self._trajectory.load(trajectory)

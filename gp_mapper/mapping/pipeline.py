@@ -450,10 +450,10 @@ class MappingPipeline:
             stats["unhealthy_in_a_row"], problem
         )
 
-    def _start_generation(self, trajectory: np.ndarray | None) -> None:
+    def _start_generation(self, trajectory: np.ndarray | None, new_map: bool = True) -> None:
         """Forget the open window and waiting windows; they belong to the old map."""
         with self._input_lock:
-            self._inputs.new_generation(trajectory)
+            self._inputs.new_generation(trajectory, new_map)
             if self._worker is not None:
                 discarded = self._worker.discard_pending()
                 if discarded:
@@ -512,7 +512,7 @@ class MappingPipeline:
             products = self._predict(engine.posterior, data.explored_box)
         except Exception as err:  # a state the engine accepted but cannot predict from
             raise MapFileError(f"{path}: cannot predict from the saved map: {err}") from err
-        self._start_generation(data.trajectory_m)
+        self._start_generation(data.trajectory_m, new_map=int(engine.num_updates) == 0)
         with self._engine_lock:
             self._engine = engine
             self._schedule = self._new_schedule()

@@ -87,7 +87,9 @@ class Windower:
     A window closes when it holds `batch_size` samples, or when a sample arrives whose stamp is
     `batch_period_ns` or more after the window's first sample (that sample opens the next
     window). Every sample, kept or thinned, advances the clock, so a stationary robot still
-    closes its window on time.
+    closes its window on time. A new map's first window closes on time only once it holds
+    `first_window_min` samples: the engine's first fit of θ starts from the configured guess,
+    and a few readings cannot correct it.
 
     A sample at exactly the last kept position, or (with `min_spacing_m` > 0) closer to it than
     that, is dropped and counted as `duplicate`: a stationary robot's thousands of identical
@@ -102,6 +104,7 @@ class Windower:
             `target_value`.
         min_spacing_m: Thinning distance (m) in the input space; 0 keeps all but exact repeats.
         drops: Counters to increment.
+        first_window_min: Samples the first window of a new map needs before it closes on time.
     """
 
     def __init__(
@@ -113,6 +116,7 @@ class Windower:
         target: str,
         min_spacing_m: float,
         drops: DropCounts,
+        first_window_min: int = 1,
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1; got {batch_size}")
@@ -128,6 +132,8 @@ class Windower:
         self._target = target
         self._min_spacing = float(min_spacing_m)
         self._drops = drops
+        self._first_min = max(1, int(first_window_min))
+        self._first = True  # the open window is a new map's first
         self._X: list[np.ndarray] = []
         self._y: list[float | np.ndarray] = []
         self._stamps: list[int] = []
@@ -143,7 +149,8 @@ class Windower:
         """Add one sample; return the windows it closes (zero, one, or two if batch_size is 1)."""
         closed: list[Window] = []
         stamp = int(sample.stamp_ns)
-        if self._stamps and stamp - self._stamps[0] >= self._period_ns:
+        due = bool(self._stamps) and stamp - self._stamps[0] >= self._period_ns
+        if due and (not self._first or len(self._y) >= self._first_min):
             closed.append(self._close())
         x = np.asarray(sample.position_m, dtype=np.float64)[: self._dims]
         if self._last_kept is not None:
@@ -165,8 +172,10 @@ class Windower:
         """Close the open window now; None if it is empty."""
         return self._close() if self._y else None
 
-    def clear(self) -> None:
-        """Forget the open window and the last kept position."""
+    def clear(self, new_map: bool = True) -> None:
+        """Forget the open window and the last kept position; the next window is a new map's
+        first if ``new_map`` (False: a loaded map goes on)."""
+        self._first = new_map
         self._X.clear()
         self._y.clear()
         self._stamps.clear()
@@ -182,6 +191,7 @@ class Windower:
             stamps_ns=np.asarray(self._stamps, dtype=np.int64),
             orientation_xyzw=np.stack(self._orientations),
         )
+        self._first = False
         self._X.clear()
         self._y.clear()
         self._stamps.clear()

@@ -48,6 +48,32 @@ def test_window_closes_after_batch_period_of_stamp_time() -> None:
     assert closed[0].end_ns == 90 * MS and closed[1].start_ns == 100 * MS
 
 
+def test_a_new_maps_first_window_waits_for_first_window_min_samples() -> None:
+    windower, _ = make(batch_size=100, batch_period_ns=100 * MS, first_window_min=15)
+    closed = []
+    for k in range(50):  # 10 ms apart: 10 per period
+        closed += windower.add(sample(10 * k, 0.1 * k))
+    # The first window ran past its period to 15 samples; the next close on time.
+    assert [len(w.y) for w in closed] == [15, 10, 10, 10]
+    assert closed[1].start_ns == 150 * MS
+    # A loaded map goes on: its next window closes on time.
+    windower.clear(new_map=False)
+    closed = [w for k in range(50, 62) for w in windower.add(sample(10 * k, 0.1 * k))]
+    assert [len(w.y) for w in closed] == [10]
+    # A reset starts a new map: its first window waits again.
+    windower.clear()
+    closed = [w for k in range(62, 80) for w in windower.add(sample(10 * k, 0.1 * k))]
+    assert [len(w.y) for w in closed] == [15]
+    # batch_size and the end of input close it in any case.
+    windower, _ = make(batch_size=4, batch_period_ns=100 * MS, first_window_min=15)
+    assert [len(w.y) for k in range(5) for w in windower.add(sample(50 * k, k))] == [4]
+    windower, _ = make(batch_size=100, batch_period_ns=100 * MS, first_window_min=15)
+    for k in range(3):
+        assert windower.add(sample(50 * k, k)) == []
+    last = windower.flush()
+    assert last is not None and len(last.y) == 3
+
+
 def test_a_stationary_robot_closes_windows_on_time_and_drops_repeats() -> None:
     windower, drops = make(batch_size=400, batch_period_ns=1000 * MS)
     closed = []
