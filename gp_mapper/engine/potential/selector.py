@@ -33,6 +33,8 @@ from ..core.linalg import Jitter, cholesky_with_jitter
 from ..settings import check, default
 from ..vips.bound import whitened_bound_prefixes
 from ..vips.selectors import (
+    GREEDY_REFERENCE_FRACTION,
+    GREEDY_REFERENCE_MIN,
     REFERENCE_PIVOTS,
     Selection,
     SelectionProblem,
@@ -158,7 +160,10 @@ class PotentialVips:
                 old if has_old else None,
             )  # fmt: skip
 
-        found = vips_search(pc, problem, C, bounds_of, self.delta)
+        # The stencil's four candidates per reading do not raise the rank the greedy sequence
+        # must reach: its budget towards L* is the scalar model's for R readings, not for C.
+        budget = max(GREEDY_REFERENCE_MIN, R // GREEDY_REFERENCE_FRACTION)
+        found = vips_search(pc, problem, C, bounds_of, self.delta, budget)
         chosen = [j - n for j in pc.pivots[: found.num_added]]
         Z = torch.cat([prefix_Z, candidates_P[chosen]])
         return Selection(Z, found.num_added, found.reason, found.bound, found.reference,

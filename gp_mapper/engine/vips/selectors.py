@@ -162,6 +162,7 @@ def vips_search(
     num_candidates: int,
     bounds_of: Callable[[Tensor], Tensor],
     delta: float,
+    greedy_budget: int | None = None,
 ) -> VipsResult:
     """The shortest prefix of the greedy sequence ``pc`` with ``L̂ ≥ L* − δ|L* − L_noise|``.
 
@@ -169,7 +170,8 @@ def vips_search(
     then bisection. ``pc`` starts with the forced prefix (the old inducing points);
     ``bounds_of`` gives L̂ at every prefix of a set of rows (``whitened_bound_prefixes``), so
     one evaluation answers every shorter prefix; ``num_candidates`` is how many pivots the
-    sequence could take.
+    sequence could take; ``greedy_budget`` how many it may take towards L* before the Schur
+    complement is cheaper (``_reachable_reference``; default from ``num_candidates``).
     """
     M_a = pc.num_prefix
     max_new = max(0, min(num_candidates, problem.max_inducing - M_a))
@@ -180,7 +182,9 @@ def vips_search(
     def bound_at(k: int) -> float:
         return sequence.at(M_a + k)
 
-    l_star = _reachable_reference(pc, num_candidates, sequence, bounds_of)
+    if greedy_budget is None:
+        greedy_budget = max(GREEDY_REFERENCE_MIN, num_candidates // GREEDY_REFERENCE_FRACTION)
+    l_star = _reachable_reference(pc, num_candidates, sequence, bounds_of, greedy_budget)
     gamma = l_star - delta * abs(l_star - problem.noise_model_lml)
 
     # Doubling: the first k (new points) with L̂ ≥ γ, or the largest k that can be built.
@@ -216,6 +220,7 @@ def _reachable_reference(
     N: int,
     sequence: _SequenceBounds,
     bounds_of: Callable[[Tensor], Tensor],
+    greedy_budget: int,
 ) -> float:
     """L*: the best L̂ the greedy sequence can reach, every informative new datum inducing.
 
@@ -232,7 +237,6 @@ def _reachable_reference(
     is the bound at that many greedy points, a lower proxy.
     """
     M_a = pc.num_prefix
-    greedy_budget = max(GREEDY_REFERENCE_MIN, N // GREEDY_REFERENCE_FRACTION)
     pc.extend_to(M_a + min(N, greedy_budget))
     if pc.next_pivot() is None:
         return sequence.at(pc.size)
