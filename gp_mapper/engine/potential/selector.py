@@ -34,7 +34,6 @@ from ..settings import check, default
 from ..vips.bound import whitened_bound_prefixes
 from ..vips.selectors import (
     GREEDY_REFERENCE_FRACTION,
-    GREEDY_REFERENCE_MIN,
     REFERENCE_PIVOTS,
     Selection,
     SelectionProblem,
@@ -160,9 +159,12 @@ class PotentialVips:
                 old if has_old else None,
             )  # fmt: skip
 
-        # The stencil's four candidates per reading do not raise the rank the greedy sequence
-        # must reach: its budget towards L* is the scalar model's for R readings, not for C.
-        budget = max(GREEDY_REFERENCE_MIN, R // GREEDY_REFERENCE_FRACTION)
+        # The greedy pivots towards L* are worth it while they are cheaper than the Schur
+        # complement over the C candidates; a pivot here is a Hessian-kernel column, so the
+        # budget is R / GREEDY_REFERENCE_FRACTION (the scalar model's for R readings, without
+        # its floor): on a window of 59 readings the floor's 64 pivots cost three times the
+        # complement over 236 candidates.
+        budget = R // GREEDY_REFERENCE_FRACTION
         found = vips_search(pc, problem, C, bounds_of, self.delta, budget)
         chosen = [j - n for j in pc.pivots[: found.num_added]]
         Z = torch.cat([prefix_Z, candidates_P[chosen]])
