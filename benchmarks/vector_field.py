@@ -116,6 +116,11 @@ class Split:
     Bt: np.ndarray  # [S, 3]
     windows: list[slice]
     describe: str
+    # The training readings before --stream-thin, on which the pass noise is measured (thinned
+    # to every 8th reading, run 3 keeps one pair of readings within PAIR_RADIUS_M).
+    X_all: np.ndarray
+    B_all: np.ndarray
+    t_all: np.ndarray
 
 
 def aalto_dir() -> Path:
@@ -137,12 +142,12 @@ def pass_noise_estimates(split: Split) -> dict[str, float]:
     PAIR_RADIUS_M) on different passes (PASS_GAP_S or more apart), per component and of ‖B‖
     [µT²], less the same within a pass: the error that stays the same along a pass (orientation
     and calibration residue), which no window can tell from the field (issue 10 §6). From the
-    training readings only."""
-    pairs = cKDTree(split.X).query_pairs(PAIR_RADIUS_M, output_type="ndarray")
-    dt = np.abs(split.t[pairs[:, 0]] - split.t[pairs[:, 1]])
+    training readings only, all of them (before --stream-thin)."""
+    pairs = cKDTree(split.X_all).query_pairs(PAIR_RADIUS_M, output_type="ndarray")
+    dt = np.abs(split.t_all[pairs[:, 0]] - split.t_all[pairs[:, 1]])
     targets = {
-        **{c: split.B[:, i] for i, c in enumerate(COMPONENTS)},
-        "norm": np.linalg.norm(split.B, axis=1),
+        **{c: split.B_all[:, i] for i, c in enumerate(COMPONENTS)},
+        "norm": np.linalg.norm(split.B_all, axis=1),
     }
     out: dict[str, float] = {"pairs_between": int((dt >= PASS_GAP_S).sum())}
     for name, y in targets.items():
@@ -157,12 +162,14 @@ def pass_noise_estimates(split: Split) -> dict[str, float]:
 def make_split(name: str, quick: bool, test_every: int, stream_thin: int = 1) -> Split:
     if name == "runs":
         X, B, t = stack(TRAIN_RUNS, THIN)
+        X_all, B_all, t_all = X, B, t
         Xt, Bt, _ = stack((TEST_RUN,))
         windows = [slice(i, min(i + BATCH_SIZE, len(X))) for i in range(0, len(X), BATCH_SIZE)]
         train = f"runs {TRAIN_RUNS} every {THIN}th sample in batches of {BATCH_SIZE}"
         test = f"run {TEST_RUN}"
     else:
-        X, B, t = stack((TEST_RUN,), stream_thin)
+        X_all, B_all, t_all = stack((TEST_RUN,))
+        X, B, t = X_all[::stream_thin], B_all[::stream_thin], t_all[::stream_thin]
         Xt, Bt, _ = stack(TRAIN_RUNS)
         windows = stream_batches(len(X))
         every = "" if stream_thin == 1 else f" every {stream_thin}th reading,"
@@ -172,13 +179,15 @@ def make_split(name: str, quick: bool, test_every: int, stream_thin: int = 1) ->
         windows = windows[:QUICK_BATCHES]
         test_every = max(test_every, QUICK_TEST_EVERY)
         X, B, t = X[: windows[-1].stop], B[: windows[-1].stop], t[: windows[-1].stop]
+        keep = t_all <= t[-1]
+        X_all, B_all, t_all = X_all[keep], B_all[keep], t_all[keep]
     Xt, Bt = Xt[::test_every], Bt[::test_every]
     every = "" if test_every == 1 else f", every {test_every}th"
     describe = (
         f"train {train}: N = {len(X)} readings, {len(windows)} batches; "
         f"test {test}{every}: {len(Xt)} readings"
     )
-    return Split(X, B, t, Xt, Bt, windows, describe)
+    return Split(X, B, t, Xt, Bt, windows, describe, X_all, B_all, t_all)
 
 
 def chunked(predict, Xt: np.ndarray, dtype: torch.dtype) -> list[np.ndarray]:
