@@ -116,8 +116,8 @@ class Split:
     Bt: np.ndarray  # [S, 3]
     windows: list[slice]
     describe: str
-    # The training readings before --stream-thin, on which the pass noise is measured (thinned
-    # to every 8th reading, run 3 keeps one pair of readings within PAIR_RADIUS_M).
+    # The training readings the pass noise is measured on: the stream split's before
+    # --stream-thin (thinned to every 8th reading, run 3 keeps one pair within PAIR_RADIUS_M).
     X_all: np.ndarray
     B_all: np.ndarray
     t_all: np.ndarray
@@ -142,7 +142,7 @@ def pass_noise_estimates(split: Split) -> dict[str, float]:
     PAIR_RADIUS_M) on different passes (PASS_GAP_S or more apart), per component and of ‖B‖
     [µT²], less the same within a pass: the error that stays the same along a pass (orientation
     and calibration residue), which no window can tell from the field (issue 10 §6). From the
-    training readings only, all of them (before --stream-thin)."""
+    training readings only (the stream split's all of them, before --stream-thin)."""
     pairs = cKDTree(split.X_all).query_pairs(PAIR_RADIUS_M, output_type="ndarray")
     dt = np.abs(split.t_all[pairs[:, 0]] - split.t_all[pairs[:, 1]])
     targets = {

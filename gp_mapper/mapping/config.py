@@ -152,15 +152,17 @@ PARAMETERS: tuple[ParameterInfo, ...] = (
                   "samples per engine update; the paper streams ~469 per batch [samples]",
                   min=1, max=10000),
     ParameterInfo("batch_period", 10.0, "float",
-                  "an open window closes after this much message-stamp time [s]",
+                  "an open window closes after this much message-stamp time (a new map's "
+                  "first: see first_batch_min) [s]",
                   min=0.1, max=3600.0),
     # 100: the first fit starts from the configured guess; on ~17 readings of a slow walk
     # (min_spacing 0.1 m, 10 s) it explained the batch as noise or ran the field variance to
     # 10³-10⁴ µT², and the map built on it went wrong by hundreds of µT.
     ParameterInfo("first_batch_min", 100, "int",
-                  "a new map's first window closes at batch_period only once it holds this "
-                  "many samples (at batch_size or at the end of input in any case): the first "
-                  "fit of the hyperparameters needs them [samples]",
+                  "until a fit of the hyperparameters has been accepted (a new map), a window "
+                  "closes at batch_period only once it holds this many samples (at batch_size "
+                  "or at the end of input in any case): the fit from the configured guess "
+                  "needs them [samples]",
                   min=1, max=10000),
     ParameterInfo("min_spacing", 0.0, "float",
                   "drop samples closer than this to the last kept one [m]; 0 = off (exact "

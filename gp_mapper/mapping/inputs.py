@@ -79,14 +79,18 @@ class InputStage:
         window = self._windower.flush()
         return [] if window is None else [self._job(window)]
 
-    def new_generation(self, trajectory: np.ndarray | None, new_map: bool = True) -> None:
-        """Forget the open window and the path (or take ``trajectory``): a new map starts, or
-        a loaded one goes on (``new_map`` False)."""
+    def new_generation(self, trajectory: np.ndarray | None, awaiting_fit: bool = True) -> None:
+        """Forget the open window and the path (or take ``trajectory``): a new map starts (its
+        θ awaiting its first fit), or a loaded one goes on."""
         self.generation += 1
-        self._windower.clear(new_map)
+        self._windower.clear(awaiting_fit)
         self._trajectory.clear()
         if trajectory is not None:
             self._trajectory.load(trajectory)
+
+    def await_first_fit(self, awaiting: bool) -> None:
+        """Whether the map's θ awaits its first fit (``Windower.await_first_fit``)."""
+        self._windower.await_first_fit(awaiting)
 
     def trajectory(self) -> np.ndarray:
         return self._trajectory.as_array()

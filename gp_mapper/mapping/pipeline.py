@@ -62,6 +62,14 @@ def _can_skip_fit(engine: StreamingModel) -> bool:
         return False
 
 
+def _awaits_first_fit(engine: StreamingModel) -> bool:
+    """True while the engine fits θ but has not had a fit accepted (θ is the configured
+    guess): windows then wait for ``first_batch_min`` samples."""
+    inner = getattr(engine, "engine", engine)  # a wrapped engine's (EngineViews)
+    fits = int(getattr(inner, "fit_iterations", 0)) > 0
+    return fits and not bool(getattr(inner, "theta_fitted", True))
+
+
 class MappingPipeline:
     """Continual magnetic-field mapping from pose and magnetometer streams.
 
@@ -93,6 +101,7 @@ class MappingPipeline:
         self._snapshot_lock = threading.Lock()
         # The map (under _engine_lock).
         self._engine = engine if engine is not None else self._new_engine()
+        self._inputs.await_first_fit(_awaits_first_fit(self._engine))
         self._schedule = self._new_schedule()
         self._explored_box: Box | None = None
         self._num_samples = 0
@@ -275,6 +284,10 @@ class MappingPipeline:
                     **getattr(report, "nuisance", {}),
                 }
                 products = self._predict(engine.posterior, box)
+            awaiting_fit = _awaits_first_fit(engine)
+        with self._input_lock:  # later windows of this map wait until θ has been fitted once
+            if job.generation == self._generation:
+                self._inputs.await_first_fit(awaiting_fit)
         if not accepted:
             with self._input_lock:
                 self._inputs.drops.failed_update += n
@@ -450,10 +463,10 @@ class MappingPipeline:
             stats["unhealthy_in_a_row"], problem
         )
 
-    def _start_generation(self, trajectory: np.ndarray | None, new_map: bool = True) -> None:
+    def _start_generation(self, trajectory: np.ndarray | None, awaiting_fit: bool) -> None:
         """Forget the open window and waiting windows; they belong to the old map."""
         with self._input_lock:
-            self._inputs.new_generation(trajectory, new_map)
+            self._inputs.new_generation(trajectory, awaiting_fit)
             if self._worker is not None:
                 discarded = self._worker.discard_pending()
                 if discarded:
@@ -462,7 +475,7 @@ class MappingPipeline:
     def reset(self) -> None:
         """Empty the map: a fresh engine from the config; pose history and drop counts stay."""
         engine = self._new_engine()
-        self._start_generation(None)
+        self._start_generation(None, _awaits_first_fit(engine))
         with self._engine_lock:
             self._engine = engine
             self._schedule = self._new_schedule()
@@ -512,7 +525,7 @@ class MappingPipeline:
             products = self._predict(engine.posterior, data.explored_box)
         except Exception as err:  # a state the engine accepted but cannot predict from
             raise MapFileError(f"{path}: cannot predict from the saved map: {err}") from err
-        self._start_generation(data.trajectory_m, new_map=int(engine.num_updates) == 0)
+        self._start_generation(data.trajectory_m, _awaits_first_fit(engine))
         with self._engine_lock:
             self._engine = engine
             self._schedule = self._new_schedule()

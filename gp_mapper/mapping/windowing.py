@@ -87,9 +87,9 @@ class Windower:
     A window closes when it holds `batch_size` samples, or when a sample arrives whose stamp is
     `batch_period_ns` or more after the window's first sample (that sample opens the next
     window). Every sample, kept or thinned, advances the clock, so a stationary robot still
-    closes its window on time. A new map's first window closes on time only once it holds
-    `first_window_min` samples: the engine's first fit of θ starts from the configured guess,
-    and a few readings cannot correct it.
+    closes its window on time. While the map's θ awaits its first fit (`await_first_fit`), a
+    window closes on time only once it holds `first_window_min` samples: that fit starts from
+    the configured guess, and a few readings cannot correct it.
 
     A sample at exactly the last kept position, or (with `min_spacing_m` > 0) closer to it than
     that, is dropped and counted as `duplicate`: a stationary robot's thousands of identical
@@ -104,7 +104,8 @@ class Windower:
             `target_value`.
         min_spacing_m: Thinning distance (m) in the input space; 0 keeps all but exact repeats.
         drops: Counters to increment.
-        first_window_min: Samples the first window of a new map needs before it closes on time.
+        first_window_min: Samples a window needs before it closes on time while θ awaits its
+            first fit.
     """
 
     def __init__(
@@ -133,7 +134,7 @@ class Windower:
         self._min_spacing = float(min_spacing_m)
         self._drops = drops
         self._first_min = max(1, int(first_window_min))
-        self._first = True  # the open window is a new map's first
+        self._awaiting_fit = True  # the map's θ is still the configured guess
         self._X: list[np.ndarray] = []
         self._y: list[float | np.ndarray] = []
         self._stamps: list[int] = []
@@ -150,7 +151,7 @@ class Windower:
         closed: list[Window] = []
         stamp = int(sample.stamp_ns)
         due = bool(self._stamps) and stamp - self._stamps[0] >= self._period_ns
-        if due and (not self._first or len(self._y) >= self._first_min):
+        if due and (not self._awaiting_fit or len(self._y) >= self._first_min):
             closed.append(self._close())
         x = np.asarray(sample.position_m, dtype=np.float64)[: self._dims]
         if self._last_kept is not None:
@@ -172,10 +173,15 @@ class Windower:
         """Close the open window now; None if it is empty."""
         return self._close() if self._y else None
 
-    def clear(self, new_map: bool = True) -> None:
-        """Forget the open window and the last kept position; the next window is a new map's
-        first if ``new_map`` (False: a loaded map goes on)."""
-        self._first = new_map
+    def await_first_fit(self, awaiting: bool) -> None:
+        """Whether the map's θ still awaits its first fit (windows then wait for
+        `first_window_min` samples before closing on time)."""
+        self._awaiting_fit = awaiting
+
+    def clear(self, awaiting_fit: bool = True) -> None:
+        """Forget the open window and the last kept position; a new map's θ awaits its first
+        fit (``awaiting_fit`` False: a loaded, fitted map goes on)."""
+        self._awaiting_fit = awaiting_fit
         self._X.clear()
         self._y.clear()
         self._stamps.clear()
@@ -191,7 +197,6 @@ class Windower:
             stamps_ns=np.asarray(self._stamps, dtype=np.int64),
             orientation_xyzw=np.stack(self._orientations),
         )
-        self._first = False
         self._X.clear()
         self._y.clear()
         self._stamps.clear()

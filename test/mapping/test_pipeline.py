@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gp_mapper.engine import build_engine
+from gp_mapper.engine import EngineSpec, build_engine
 from gp_mapper.mapping import (
     FieldReading,
     MapFileError,
@@ -205,6 +205,26 @@ def test_reset_empties_the_map() -> None:
     after = pipeline.latest()
     assert after is not None and after.seq > first.seq
     assert after.num_samples == 60 * (after.seq - first.seq)  # only windows after the reset
+
+
+def window_sizes(engine: EngineSpec = FAST_ENGINE, **overrides) -> list[int]:
+    """Samples per committed window when EVENTS are fed through an inline pipeline."""
+    snapshots: list[MapSnapshot] = []
+    config = MapperConfig(resolution=0.5, engine=engine).replace(**overrides)
+    pipeline = MappingPipeline(config, background=False, on_snapshot=snapshots.append)
+    feed(pipeline, EVENTS[:400])
+    counts = [s.num_samples for s in snapshots]
+    return list(np.diff([0, *counts]))
+
+
+def test_windows_wait_for_first_batch_min_until_theta_is_fitted() -> None:
+    # 50 Hz, 0.2-s windows of 10 samples; the first waits for 40, then θ is fitted.
+    sizes = window_sizes(batch_size=1000, batch_period=0.2, first_batch_min=40)
+    assert sizes[0] == 40 and set(sizes[1:-1]) == {10}, sizes
+    # An engine that never fits θ has no guess to correct: windows close on time.
+    fixed = FAST_ENGINE.replace(fit_iterations=0)
+    sizes = window_sizes(batch_size=1000, batch_period=0.2, first_batch_min=40, engine=fixed)
+    assert set(sizes[:-1]) == {10}, sizes
 
 
 def test_a_failed_update_keeps_the_previous_map(caplog: pytest.LogCaptureFixture) -> None:

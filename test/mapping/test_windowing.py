@@ -48,21 +48,25 @@ def test_window_closes_after_batch_period_of_stamp_time() -> None:
     assert closed[0].end_ns == 90 * MS and closed[1].start_ns == 100 * MS
 
 
-def test_a_new_maps_first_window_waits_for_first_window_min_samples() -> None:
+def test_windows_wait_for_first_window_min_samples_until_theta_is_fitted() -> None:
     windower, _ = make(batch_size=100, batch_period_ns=100 * MS, first_window_min=15)
     closed = []
-    for k in range(50):  # 10 ms apart: 10 per period
+    for k in range(35):  # 10 ms apart: 10 per period
         closed += windower.add(sample(10 * k, 0.1 * k))
-    # The first window ran past its period to 15 samples; the next close on time.
-    assert [len(w.y) for w in closed] == [15, 10, 10, 10]
+    # θ awaits its first fit: each window runs past its period to 15 samples.
+    assert [len(w.y) for w in closed] == [15, 15]
     assert closed[1].start_ns == 150 * MS
-    # A loaded map goes on: its next window closes on time.
-    windower.clear(new_map=False)
-    closed = [w for k in range(50, 62) for w in windower.add(sample(10 * k, 0.1 * k))]
+    # Once a fit has been accepted, windows close on time.
+    windower.await_first_fit(False)
+    closed = [w for k in range(35, 60) for w in windower.add(sample(10 * k, 0.1 * k))]
+    assert [len(w.y) for w in closed] == [10, 10]
+    # A loaded, fitted map goes on: its windows close on time.
+    windower.clear(awaiting_fit=False)
+    closed = [w for k in range(60, 72) for w in windower.add(sample(10 * k, 0.1 * k))]
     assert [len(w.y) for w in closed] == [10]
-    # A reset starts a new map: its first window waits again.
+    # A reset starts a new map: its windows wait again.
     windower.clear()
-    closed = [w for k in range(62, 80) for w in windower.add(sample(10 * k, 0.1 * k))]
+    closed = [w for k in range(72, 90) for w in windower.add(sample(10 * k, 0.1 * k))]
     assert [len(w.y) for w in closed] == [15]
     # batch_size and the end of input close it in any case.
     windower, _ = make(batch_size=4, batch_period_ns=100 * MS, first_window_min=15)

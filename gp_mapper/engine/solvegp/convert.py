@@ -175,6 +175,7 @@ def to_streaming_state(
     state["carried.jitter_relative"] = np.array(carried.jitter.relative)
     state["input_dim"] = np.array(int(carried.Z.shape[1]))
     state["num_updates"] = np.array(1)
+    state["theta_fitted"] = np.array(True)  # on the whole log: the health check's full tests
     state["stats"] = np.array(model.target_stats, dtype=np.float64)
     return state
 

@@ -35,9 +35,9 @@ from torch import Tensor
 from ..core.kernels import LENGTHSCALE_FLOOR, VARIANCE_FLOOR, Kernel
 from .robust import MAD_TO_STD
 
-# The noise variance may rise by two orders of magnitude in one batch (a sensor warming up, the
-# first batch correcting a poor initial guess); a rise beyond this is refused when, in addition,
-# the batch's own spread does not support it.
+# The noise variance may rise by two orders of magnitude in one batch (a sensor warming up); a
+# rise beyond this is refused when, in addition, the batch's own spread does not support it.
+# The first fit, from the configured guess, is held to the batch's spread instead.
 NOISE_RISE_MAX = 100.0
 # How far above the batch's own noise level (``noise_level``) the noise variance may sit. The
 # robust estimate's relative standard error is near 1.7/sqrt(N) (the MAD's efficiency), so 4x
@@ -102,11 +102,14 @@ def neighbour_difference_variance(kernel: Kernel, X: Tensor) -> float:
 def group_spread(y: Tensor, group: Tensor | None) -> float:
     """The mean over target groups of their robust variances [µT²] (one group: the batch's):
     the spread of the field within each target (the potential's components differ in mean by
-    tens of µT, which is no field variation)."""
-    if group is None:
-        return robust_spread(y)[1]
-    spreads = [robust_spread(y[group == g])[1] for g in group.unique() if int((group == g).sum())]
-    return float(sum(spreads) / len(spreads))
+    tens of µT, which is no field variation). Groups of fewer than MIN_READINGS say too little
+    and are left out; with none left, the batch's pooled spread."""
+    if group is not None:
+        members = [y[group == g] for g in group.unique()]
+        spreads = [robust_spread(m)[1] for m in members if m.shape[0] >= MIN_READINGS]
+        if spreads:
+            return float(sum(spreads) / len(spreads))
+    return robust_spread(y)[1]
 
 
 def fit_problem(
@@ -179,11 +182,13 @@ def fit_problem(
                 f"(from {_fmt(old[name])} to {_fmt(value)})"
             )
     if X is not None and X.shape[0] >= 2:
-        return _roughness_problem(before, after, X, level)
+        return _roughness_problem(before, noise_before, after, X, level)
     return ""
 
 
-def _roughness_problem(before: Kernel, after: Kernel, X: Tensor, level: float) -> str:
+def _roughness_problem(
+    before: Kernel, noise_before: float, after: Kernel, X: Tensor, level: float
+) -> str:
     """The fitted θ makes the field at neighbouring readings differ orders of magnitude more
     than the readings do.
 
@@ -193,7 +198,8 @@ def _roughness_problem(before: Kernel, after: Kernel, X: Tensor, level: float) -
     if level > 0.0 and rough_after <= ROUGHNESS_MAX * 2.0 * level:
         return ""  # the usual case, decided without the previous θ's pass
     rough_before = neighbour_difference_variance(before, X)
-    shown = 2.0 * level if level > 0.0 else rough_before
+    # Few readings: the previous θ's readings (its field and noise) are the evidence.
+    shown = 2.0 * level if level > 0.0 else rough_before + 2.0 * noise_before
     limit = ROUGHNESS_MAX * shown
     if rough_after <= limit or rough_before > limit:  # agreed, or already so before this fit
         return ""

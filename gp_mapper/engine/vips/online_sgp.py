@@ -223,6 +223,11 @@ class OnlineSparseGP:
         return self._state.num_updates
 
     @property
+    def theta_fitted(self) -> bool:
+        """Whether a fit of θ has been accepted (False: θ is still the configured guess)."""
+        return self._state.theta_fitted
+
+    @property
     def input_dim(self) -> int | None:
         return self._input_dim
 
@@ -441,7 +446,9 @@ class OnlineSparseGP:
             return rejected(f"posterior failed: {err}", seconds_select=selected - start)
         for p in (*kernel.parameters(), *noise.parameters()):
             p.requires_grad_(False)
-        theta_fitted = state.theta_fitted or (fitting and not fit_refused)
+        # A fit that failed or ran out before its first step left θ at its start.
+        moved = fitting and fit.ok and fit.iterations > 0 and not fit_refused
+        theta_fitted = state.theta_fitted or moved
         self._state = _State(
             kernel, noise, carried, stats, state.num_updates + 1, posterior, theta_fitted
         )

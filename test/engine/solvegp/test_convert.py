@@ -70,6 +70,8 @@ def test_the_stream_continues_with_new_data() -> None:
     model = fitted()
     state = to_streaming_state(model, fit_iterations=2)
     stream = OnlineSparseGP.from_state(state, device="cpu")
+    # θ was fitted on the whole log: the health check holds the stream to it, not to a guess.
+    assert stream.theta_fitted
     X, y = data(seed=5)
     report = stream.update(X[:30] + 1.0, y[:30])
     assert report.accepted, report.reason
