@@ -238,6 +238,17 @@ def test_the_floor_is_accepted_where_the_data_show_no_such_structure() -> None:
     assert fit_problem(on_floor, 0.1, on_floor, 0.1, structured()) == ""
 
 
+def test_a_field_variance_collapse_is_judged_within_each_component() -> None:
+    """Three components of a flat field (noise only) whose means differ by 40 µT: the means are
+    the uniform field's, so the stationary variance's floor is the data's answer."""
+    noise = 0.3 * torch.as_tensor(np.random.default_rng(4).standard_normal(200))
+    stacked = torch.cat([noise - 40.0, noise, noise + 40.0])
+    groups = torch.arange(3).repeat_interleave(200)
+    before, collapsed = kernel(500.0, 30.0, 2.0), kernel(500.0, VARIANCE_FLOOR, 2.0)
+    assert "variance fell onto its floor" in fit_problem(before, 0.1, collapsed, 0.09, stacked)
+    assert fit_problem(before, 0.1, collapsed, 0.09, stacked, group=groups) == ""
+
+
 def test_a_few_readings_cannot_support_a_drastic_change() -> None:
     before = kernel(500.0, 30.0, 2.0)
     few = torch.tensor([48.0, 48.1, 47.9], dtype=torch.float64)

@@ -136,7 +136,7 @@ def fit_problem(
             left out.
         guess: ``before`` is the configured initial θ, never fitted (no fit accepted yet).
         group: the target group [N] of each reading (``Kernel.target_groups``), for the
-            spread the first fit is held to; None: one group.
+            spread the first fit and a collapsed kernel variance are held to; None: one group.
 
     Returns:
         A one-line reason naming the parameter and its values, or "".
@@ -145,17 +145,17 @@ def fit_problem(
     if y.shape[0] < MIN_READINGS:  # no evidence: nothing supports a drastic change
         median, spread, level = math.inf, math.inf, 0.0
     else:
-        median, spread = robust_spread(y)
+        median = float(y.median())
+        spread = group_spread(y, group)  # within each target: a field's variation
         level = noise_level(y)
     too_noisy = noise_after > NOISE_OVER_LEVEL_MAX * level
     if guess and y.shape[0] >= MIN_READINGS:
         # Against the guess, the batch's spread stands in for the previous noise (module
         # docstring).
-        within = group_spread(y, group)
-        if too_noisy and noise_after > within:
+        if too_noisy and noise_after > spread:
             return (
                 f"noise variance {noise_after:.3g} µT² at the first fit exceeds the batch's "
-                f"spread {within:.3g} µT² and its own noise level {level:.3g} µT²"
+                f"spread {spread:.3g} µT² and its own noise level {level:.3g} µT²"
             )
     elif too_noisy and noise_after > NOISE_RISE_MAX * noise_before:
         return (
