@@ -37,7 +37,3 @@ class EngineViews:
     @property
     def num_updates(self) -> int:
         return self._engine.num_updates
-
-    @property
-    def theta_fitted(self) -> bool:
-        return self._engine.theta_fitted
