@@ -132,6 +132,7 @@ def test_bad_settings_are_refused(sample: GpSample, kwargs: dict, match: str) ->
         stopped_cholesky(sample.kernel, NOISE, sample.X, sample.y, m, **args)
 
 
+@pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_cuda_matches_cpu(sample: GpSample) -> None:
     cpu = stopped_cholesky(sample.kernel, NOISE, sample.X, sample.y, 64, rel_tol=0.0)

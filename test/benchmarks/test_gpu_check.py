@@ -1,0 +1,67 @@
+"""The GPU check (benchmarks/gpu_check.py): its dry run takes every path, its budget holds."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+
+from gpu_check import REPO, SECTIONS, SEED_ROWS
+
+from gp_mapper.engine import model_names
+
+SCRIPT = REPO / "benchmarks" / "gpu_check.py"
+
+
+def run_check(out: Path, *args: str) -> dict:
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--dry-run", "--out", str(out), *args],
+        cwd=REPO, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return json.loads((out / "gpu_check.json").read_text())
+
+
+@pytest.mark.slow
+def test_the_dry_run_takes_every_section_and_writes_the_issue_shape(tmp_path: Path) -> None:
+    result = run_check(tmp_path)
+    assert {"device", "torch", "tests", "agreement", "update_ms", "rows"} <= result.keys()
+    assert result["env"]["dry_run"] and not result["cut"]
+    for section in SECTIONS:
+        status = result["sections"][section.name]
+        assert status["status"] == "done", (section.name, status)
+    # pytest ran the marked tests; without CUDA each one skips with its reason.
+    tests = result["tests"]
+    assert tests["failed"] == 0 and tests["errors"] == 0 and tests["skipped"] >= 4
+    # Every model, both dtypes: the CPU against itself is bit for bit the same.
+    models = result["agreement"]["models"]
+    assert set(models) == set(model_names())
+    for rows in models.values():
+        assert {"float64/fixed_theta", "float64/fitted", "float32/fixed_theta"} == set(rows)
+        for row in rows.values():
+            assert row["mean_rel"] == 0.0 and row["var_rel"] == 0.0, row
+    update = result["update_ms"]
+    assert len(update["M"]) == len(update["gpu"]) == len(update["cpu"])
+    assert all(t is not None and t > 0.0 for t in update["gpu"] + update["cpu"])
+    assert result["stream"]["gpu"]["M"] == result["stream"]["cpu"]["M"] > 0
+    assert set(result["rows"]) == set(SEED_ROWS)
+    for name, row in result["rows"].items():
+        assert row["returncode"] == 0 and row["result"]["datasets"], name
+    table = (tmp_path / "gpu_check.md").read_text()
+    assert "Agreement with the CPU" in table and "One VIPS update" in table
+    log = (tmp_path / "gpu_check.log").read_text()
+    assert all(f"===== {section.name} (" in log for section in SECTIONS)
+
+
+def test_a_section_past_its_share_is_stopped_and_said_so(tmp_path: Path) -> None:
+    # 30 s of the 420 s default gives the agreement about 2 s: it is stopped part-way.
+    result = run_check(tmp_path, "--budget-s", "30", "--only", "agreement")
+    status = result["sections"]["agreement"]
+    assert status["status"].startswith("cut") and status["seconds"] < 5.0
+    assert result["cut"] and result["cut"][0].startswith("agreement")
+    assert result["wall_s"] < 30.0
