@@ -16,6 +16,9 @@ from gp_mapper.engine import model_names
 
 # Float32 arithmetic lands far under 1e-3 of the output's size on either device.
 FLOAT32_TOLERANCE = 1e-3
+# A fitted model: this close, or within ten times the CPU's own change under a rounding-size
+# nudge of the inputs (a fit stopped at a tolerance moves that much on any device).
+FITTED_TOLERANCE = 1e-6
 
 
 @pytest.mark.gpu
@@ -27,6 +30,7 @@ def test_cuda_agrees_with_the_cpu(name: str) -> None:
     assert fixed["support"][0] == fixed["support"][1]
     assert max(fixed["mean_rel"], fixed["var_rel"]) <= 1e-8, fixed
     fitted = compare(name, "cuda", "float64", "fitted")
-    assert max(fitted["mean_rel"], fitted["var_rel"]) <= 1e-6, fitted
+    bound = max(FITTED_TOLERANCE, 10.0 * fitted["sensitivity"])
+    assert max(fitted["mean_rel"], fitted["var_rel"]) <= bound, fitted
     single = compare(name, "cuda", "float32", "fixed_theta")
     assert max(single["mean_rel"], single["var_rel"]) <= FLOAT32_TOLERANCE, single
