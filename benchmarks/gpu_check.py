@@ -184,12 +184,16 @@ def section_update_ms(out: Partial, ctx: Context) -> None:
     out.save()
     deadline = ctx.deadline
 
-    def point(M: int, device: torch.device, repeats: int) -> tuple[float, int, float]:
+    def primed(M: int, device: torch.device) -> tuple[Any, torch.Tensor, torch.Tensor]:
         rng = np.random.default_rng(0)
         engine = primed_engine(M, device, torch.float64, rng)
         engine.selector = Vips(DELTA)
         engine.max_inducing = M + n
         X, y = (torch.as_tensor(a, device=device) for a in synthetic(n, rng))
+        return engine, X, y
+
+    def point(M: int, device: torch.device, repeats: int) -> tuple[float, int, float]:
+        engine, X, y = primed(M, device)
         times, m_after = [], M
         for _ in range(repeats):
             trial = copy.deepcopy(engine)
@@ -235,6 +239,57 @@ def section_update_ms(out: Partial, ctx: Context) -> None:
                 flush=True,
             )
             out.save()
+        if label == "gpu":
+            # Where one update's time goes, at the target's size: for whoever makes it faster.
+            M = min(sizes, key=lambda m: abs(m - 5000))
+            engine, X, y = primed(M, device)
+            copy.deepcopy(engine).update(X, y)  # warm
+            out.data["profile"] = {"M": M, **profile_update(copy.deepcopy(engine), X, y)}
+            out.save()
+
+
+def profile_update(engine: Any, X: Any, y: Any) -> dict[str, Any]:
+    """One update under torch's profiler: device time, host waits, launches, the top kernels."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    cuda = engine.device.type == "cuda"
+    activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if cuda else [])]
+    with profile(activities=activities) as prof:
+        start = time.perf_counter()
+        report = engine.update(X, y)
+        _sync(engine.device)
+        wall = time.perf_counter() - start
+    events = prof.key_averages()
+
+    def own(e: Any) -> float:  # microseconds on the device (on the CPU without one)
+        if not cuda:
+            return e.self_cpu_time_total
+        return getattr(e, "self_device_time_total", None) or e.self_cuda_time_total
+
+    count = {e.key: e.count for e in events}
+    operators = [e for e in events if e.key.startswith("aten::")]
+    # On the device the time is the kernels' (and copies'); the profiler's own buffers aside.
+    kernels = [
+        e for e in events
+        if not e.key.startswith(("aten::", "cuda", "Activity Buffer", "Buffer Flush"))
+    ]  # fmt: skip
+    top = sorted(operators, key=own, reverse=True)[:10]
+    return {
+        "wall_ms": round(wall * 1e3, 2),
+        "phases_ms": {
+            k: round(v * 1e3, 2)
+            for k, v in report.as_dict().items()
+            if k.startswith("seconds_") and isinstance(v, float)
+        },
+        "device_ms": round(sum(own(e) for e in (kernels if cuda else operators)) / 1e3, 2),
+        "host_waits": count.get("cudaStreamSynchronize", 0) + count.get("cudaDeviceSynchronize", 0),
+        "item_calls": count.get("aten::item", 0),
+        "kernel_launches": count.get("cudaLaunchKernel", 0),
+        "top": [[e.key[:70], round(own(e) / 1e3, 2), e.count] for e in top],
+        "on": "device" if cuda else "cpu",
+        "torch": torch.__version__,
+    }
 
 
 def section_stream(out: Partial, ctx: Context) -> None:
@@ -346,7 +401,7 @@ def seed_section(name: str) -> Callable[[Partial, Context], None]:
 @dataclass(frozen=True)
 class Section:
     name: str
-    share_s: float  # of the default budget; scaled with --budget-s
+    share_s: float  # seconds of the default budget; the shares of the sections run split --budget-s
     run: Callable[[Partial, Context], None]
     needs_data: str = ""  # a folder under the data directory this section reads
 
@@ -466,7 +521,8 @@ def drive(args: argparse.Namespace) -> dict[str, Any]:
         child_env["GP_MAPPER_DATA"] = str(scratch / "data")
     data_root = Path(child_env.get("GP_MAPPER_DATA", data_dir()))
     sections = [s for s in SECTIONS if not args.only or s.name in args.only.split(",")]
-    scale = args.budget_s / DEFAULT_BUDGET_S
+    # The budget is shared out in proportion to the shares of the sections that run.
+    scale = args.budget_s / sum(s.share_s for s in sections)
     results: dict[str, Any] = {"env": env, "budget_s": args.budget_s, "sections": {}, "cut": []}
     log = open(out_dir / "gpu_check.log", "w")  # noqa: SIM115 - open for the whole run
     print(
@@ -715,6 +771,15 @@ def markdown(summary: dict[str, Any]) -> str:
             format_table(["M", "GPU", f"CPU ({u['cpu_threads']} threads)", "CPU / GPU"], table),
         ]
         lines += [f"- {n}" for n in u.get("notes", [])]
+        prof = u.get("profile")
+        if prof:
+            top = ", ".join(f"{name} {ms} ms ×{calls}" for name, ms, calls in prof["top"][:5])
+            lines += [
+                f"- profile at M = {prof['M']}: {prof['wall_ms']} ms wall, {prof['device_ms']} ms "
+                f"of operator time on the {prof['on']}, {prof['host_waits']} host waits "
+                f"({prof['item_calls']} .item()), {prof['kernel_launches']} kernel launches; "
+                f"phases {prof['phases_ms']}; top: {top}"
+            ]
     st = summary["stream"]
     if "gpu" in st:
         table = [

@@ -48,6 +48,7 @@ def test_the_dry_run_takes_every_section_and_writes_the_issue_shape(tmp_path: Pa
     update = result["update_ms"]
     assert len(update["M"]) == len(update["gpu"]) == len(update["cpu"])
     assert all(t is not None and t > 0.0 for t in update["gpu"] + update["cpu"])
+    assert update["profile"]["wall_ms"] > 0.0 and update["profile"]["top"]
     assert result["stream"]["gpu"]["M"] == result["stream"]["cpu"]["M"] > 0
     assert set(result["rows"]) == set(SEED_ROWS)
     for name, row in result["rows"].items():
@@ -59,9 +60,9 @@ def test_the_dry_run_takes_every_section_and_writes_the_issue_shape(tmp_path: Pa
 
 
 def test_a_section_past_its_share_is_stopped_and_said_so(tmp_path: Path) -> None:
-    # 30 s of the 420 s default gives the agreement about 2 s: it is stopped part-way.
-    result = run_check(tmp_path, "--budget-s", "30", "--only", "agreement")
+    # The agreement needs several seconds here: given 2 it is stopped part-way.
+    result = run_check(tmp_path, "--budget-s", "2", "--only", "agreement")
     status = result["sections"]["agreement"]
-    assert status["status"].startswith("cut") and status["seconds"] < 5.0
+    assert status["status"].startswith("cut") and status["seconds"] < 3.0
     assert result["cut"] and result["cut"][0].startswith("agreement")
-    assert result["wall_s"] < 30.0
+    assert result["wall_s"] < 5.0
