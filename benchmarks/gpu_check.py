@@ -239,13 +239,15 @@ def section_update_ms(out: Partial, ctx: Context) -> None:
                 flush=True,
             )
             out.save()
-        if label == "gpu":
-            # Where one update's time goes, at the target's size: for whoever makes it faster.
-            M = min(sizes, key=lambda m: abs(m - 5000))
-            engine, X, y = primed(M, device)
-            copy.deepcopy(engine).update(X, y)  # warm
-            out.data["profile"] = {"M": M, **profile_update(copy.deepcopy(engine), X, y)}
-            out.save()
+    # Where one update's time goes, at the target's size: for whoever makes it faster.
+    M = min(sizes, key=lambda m: abs(m - 5000))
+    engine, X, y = primed(M, torch.device(ctx.device))
+    copy.deepcopy(engine).update(X, y)  # warm
+    try:
+        out.data["profile"] = {"M": M, **profile_update(copy.deepcopy(engine), X, y)}
+    except Exception as exc:  # the profiler's API moves between torch versions
+        out.data["profile"] = {"M": M, "error": f"{type(exc).__name__}: {exc}"}
+    out.save()
 
 
 def profile_update(engine: Any, X: Any, y: Any) -> dict[str, Any]:
@@ -265,7 +267,11 @@ def profile_update(engine: Any, X: Any, y: Any) -> dict[str, Any]:
     def own(e: Any) -> float:  # microseconds on the device (on the CPU without one)
         if not cuda:
             return e.self_cpu_time_total
-        return getattr(e, "self_device_time_total", None) or e.self_cuda_time_total
+        for name in ("self_device_time_total", "self_cuda_time_total"):  # newer, older torch
+            value = getattr(e, name, None)
+            if value is not None:
+                return value
+        return 0.0
 
     count = {e.key: e.count for e in events}
     operators = [e for e in events if e.key.startswith("aten::")]
@@ -409,13 +415,13 @@ class Section:
 # Shares in seconds of the default budget, from the first run on an H200 (each section's time
 # there, with room): the seeds' rows take most of it.
 SECTIONS = [
-    Section("tests", 20, section_tests),
+    Section("tests", 30, section_tests),
     Section("agreement", 20, section_agreement),
     Section("update_ms", 70, section_update_ms),
     Section("stream", 25, section_stream, "magnetic"),
     Section("tiled_replay", 3, section_tiled_replay),
     Section("cagp_parkinsons", 50, seed_section("cagp_parkinsons"), "uci/parkinsons"),
-    Section("cagp_bike", 95, seed_section("cagp_bike"), "uci/bike"),
+    Section("cagp_bike", 85, seed_section("cagp_bike"), "uci/bike"),
     Section("acgp_pol", 45, seed_section("acgp_pol"), "uci/pol"),
     Section("acgp_bike", 45, seed_section("acgp_bike"), "uci/bike"),
     Section("solvegp_kin40k", 47, seed_section("solvegp_kin40k"), "uci/kin40k"),
@@ -459,7 +465,10 @@ def environment(dry_run: bool) -> dict[str, Any]:
         "date": time.strftime("%Y-%m-%d %H:%M"),
         # A copy of the tree without its .git (a device machine's) names its commit in the env.
         "commit": os.environ.get("GPU_CHECK_COMMIT") or _git("rev-parse", "--short", "HEAD"),
-        "dirty": bool(_git("status", "--porcelain", "--untracked-files=no")),
+        # Unknown for a copy named by GPU_CHECK_COMMIT: its files are not the checkout's.
+        "dirty": None
+        if os.environ.get("GPU_CHECK_COMMIT")
+        else bool(_git("status", "--porcelain", "--untracked-files=no")),
     }
     if cuda and not dry_run:
         props = torch.cuda.get_device_properties(0)
@@ -772,7 +781,9 @@ def markdown(summary: dict[str, Any]) -> str:
         ]
         lines += [f"- {n}" for n in u.get("notes", [])]
         prof = u.get("profile")
-        if prof:
+        if prof and "error" in prof:
+            lines += [f"- profile at M = {prof['M']}: {prof['error']}"]
+        elif prof:
             top = ", ".join(f"{name} {ms} ms ×{calls}" for name, ms, calls in prof["top"][:5])
             lines += [
                 f"- profile at M = {prof['M']}: {prof['wall_ms']} ms wall, {prof['device_ms']} ms "
