@@ -29,13 +29,10 @@ import numpy as np
 import scipy.integrate
 import torch
 
-from benchmarks.common import (
-    REPO_ROOT,
-    add_run_arguments,
-    format_table,
-    header,
-    write_json,
-)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import REPO_ROOT, add_run_arguments, format_table, header, write_json
+
 from gp_mapper.engine import set_cpu_threads
 from gp_mapper.engine.core.kernels import Constant, Product
 from gp_mapper.engine.gam import AdditiveGP, Component, ZeroMeanSE, grid_inducing

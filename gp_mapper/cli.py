@@ -86,7 +86,7 @@ examples:
 COMMANDS: dict[str, tuple[str, Callable[[], tuple[Adder, Runner]]]] = {
     "convert": ("convert recordings to a rosbag2", _convert),
     "replay": ("map a bag offline through the node's pipeline", _replay),
-    "fit": ("fit a model (acgp, exact, vips) on a whole bag; writes the map and theta.yaml", _fit),
+    "fit": ("fit a model ({models}) on a whole bag; writes the map and theta.yaml", _fit),
     "play": ("publish a bag on its topics with /clock", _play),
     "record": ("record the node's outputs to an MCAP bag", _record),
     "demo": ("map a synthetic world (or --data) through the live node", _demo),
@@ -111,7 +111,15 @@ def build_parser(wanted: str | None) -> tuple[argparse.ArgumentParser, dict[str,
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     runners: dict[str, Runner] = {}
+    # The model names come from the registry, which imports torch: only the list of commands
+    # (no command chosen) pays for it.
+    models = "see gp-mapper fit --help"
+    if wanted is None:
+        from gp_mapper.engine.registry import model_names
+
+        models = ", ".join(model_names())
     for name, (help_text, load) in COMMANDS.items():
+        help_text = help_text.format(models=models)
         p = sub.add_parser(
             name,
             help=help_text,

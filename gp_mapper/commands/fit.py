@@ -300,7 +300,7 @@ def fit_bag(
     gp = build_model(spec, config.input_dims)
     # Heading, run and time columns for a model with nuisance components (gam), taken on the
     # whole log before subsampling, so run gaps are the log's, not the subset's.
-    auxiliary = tuple(getattr(gp, "auxiliary_inputs", ()))
+    auxiliary = gp.auxiliary_inputs
     samples = with_auxiliary_inputs(samples, auxiliary, spec.gam_run_gap)
     samples = subsample(samples, max_samples, seed)
     n = len(samples.y)
@@ -407,9 +407,9 @@ def _fit_streaming(
         "last_update": gp.report.as_dict() if gp.report is not None else result.snapshot.report,
         "drops": {k.removeprefix("drop_"): v for k, v in d.items() if k.startswith("drop_")},
     }
-    nuisance = getattr(gp, "nuisance_summary", None)
-    if nuisance is not None:  # an additive model: its heading curve, drift and run offset
-        report["nuisance"] = nuisance()
+    nuisance = gp.nuisance_summary()
+    if nuisance:  # an additive model: its heading curve, drift and run offset
+        report["nuisance"] = nuisance
     outputs.report.write_text(json.dumps(report, indent=2, default=str))
     outputs.theta.write_text(theta_yaml(gp.hyperparameters()))
     return FitResult(result.snapshot, report, outputs)

@@ -25,7 +25,7 @@ from .core.kernels import (
 )
 from .core.linalg import Jitter
 from .core.noise import GaussianNoise
-from .errors import EngineError, NumericalError, StateError
+from .errors import EngineError, NotSupportedError, NumericalError, StateError
 from .exact import ExactGP
 from .exact.posterior import ExactPosterior
 from .model import BatchModel, Model, ModelPosterior, Report, StreamingModel
@@ -73,6 +73,7 @@ __all__ = [
     "Matern52",
     "Model",
     "ModelPosterior",
+    "NotSupportedError",
     "NumericalError",
     "Oips",
     "OnlineSparseGP",

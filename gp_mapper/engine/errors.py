@@ -13,3 +13,7 @@ class NumericalError(EngineError):
 
 class StateError(EngineError):
     """An engine state (``state_dict``) is malformed, incomplete or incompatible."""
+
+
+class NotSupportedError(EngineError):
+    """The model has no such capability (e.g. the field vector of a scalar map)."""

@@ -16,6 +16,10 @@ posterior. Both hand the mapping layer the same things:
   model can be written out as a parameter file the node takes.
 
 These are structural protocols (as tinygp's ``Solver``): a model does not inherit from them.
+Every member the mapping layer, the grid or the command line uses is declared here, so a caller
+never asks a model what it has; where a model lacks a capability its member says so (an empty
+``layers``, ``predict_field`` raising :class:`NotSupportedError`). :class:`ScalarOutputs` and
+:class:`PlainInputs` hold those defaults for a model or posterior to mix in.
 """
 
 from __future__ import annotations
@@ -27,7 +31,11 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from .errors import NotSupportedError
+
 ModelKind = Literal["streaming", "batch"]
+# What a posterior predicts: one scalar (‖B‖ or one component) or the field vector (3 components).
+Target = Literal["scalar", "vector"]
 Hyperparameters = dict[str, float | list[float] | str | bool]
 # Called with (fraction done in [0, 1], a short status) during long fits.
 ProgressCallback = Callable[[float, str], None]
@@ -59,6 +67,24 @@ class ModelPosterior(Protocol):
         """[S] latent variance with no local data (what "unknown" is measured against)."""
         ...
 
+    @property
+    def target(self) -> Target:
+        """What it predicts: "scalar", or "vector" for the field vector (``predict_field``)."""
+        ...
+
+    def layers(self, Xs: Tensor) -> dict[str, Tensor]:
+        """The model's extra map layers at Xs, name -> [S] (e.g. SOLVE-GP's coarse and detail
+        means, CaGP's computational variance); {} for a model without."""
+        ...
+
+    def predict_field(self, Xs: Tensor) -> tuple[Tensor, Tensor]:
+        """The field vector at Xs: mean [S, 3] and covariance [S, 3, 3] (latent, no noise).
+
+        Raises:
+            NotSupportedError: a posterior of one scalar (``target == "scalar"``).
+        """
+        ...
+
 
 @runtime_checkable
 class Report(Protocol):
@@ -71,6 +97,9 @@ class Report(Protocol):
     m_after: int
     hyperparameters: dict[str, Any]
     seconds_total: float
+    num_outliers: int  # readings dropped as outliers before the fit (0 where none are screened)
+    bound_after_fit: float | None  # the model's bound at the fitted θ [nats], where it has one
+    nuisance: dict[str, float]  # flat nuisance estimates (heading curve, drift, run offset)
 
     def as_dict(self) -> dict[str, float | int | str | bool | None]:
         """Flat scalars for logs, diagnostics and ``fit_report.json``."""
@@ -84,6 +113,8 @@ class Model(Protocol):
     name: ClassVar[str]
     kind: ClassVar[ModelKind]
     device: torch.device
+    # Columns after the map inputs that X must carry ("yaw", "run", "time"), in this order.
+    auxiliary_inputs: tuple[str, ...]
 
     @property
     def posterior(self) -> ModelPosterior | None:
@@ -104,6 +135,11 @@ class Model(Protocol):
 
     def hyperparameters(self) -> Hyperparameters: ...
 
+    def nuisance_summary(self) -> dict[str, float | list[float]]:
+        """What the model holds of the nuisance (heading curve, drift, run offsets) [µT]; {}
+        for a model without nuisance components."""
+        ...
+
     def state_dict(self) -> dict[str, np.ndarray]: ...
 
     @classmethod
@@ -114,13 +150,25 @@ class Model(Protocol):
 class StreamingModel(Model, Protocol):
     """A model that absorbs one window at a time; atomic: a rejected window changes nothing."""
 
+    # The most inducing points the model holds; at the cap a window adds none.
+    max_inducing: int
+
+    @property
+    def awaits_first_fit(self) -> bool:
+        """True while the model fits θ and no fit has been accepted yet (θ is the configured
+        guess): a caller then gives the first window more readings."""
+        ...
+
     def update(
         self,
         X: Tensor | np.ndarray,
         y: Tensor | np.ndarray,
         on_selected: Callable[[ModelPosterior], None] | None = None,
+        *,
+        fit: bool = True,
     ) -> Report:
-        """Absorb a batch X [N, D], y [N]; ``on_selected`` may show a provisional posterior."""
+        """Absorb a batch X [N, D], y [N]; ``on_selected`` may show a provisional posterior;
+        ``fit=False`` commits under the current θ (a caller that fits on a schedule)."""
         ...
 
 
@@ -137,3 +185,25 @@ class BatchModel(Model, Protocol):
     ) -> Report:
         """Fit on X [N, D], y [N] (hyperparameters and posterior)."""
         ...
+
+
+class ScalarOutputs:
+    """A posterior's members for one scalar output and no extra layers; mixed in, overridden
+    where a posterior has more."""
+
+    target: ClassVar[Target] = "scalar"
+
+    def layers(self, Xs: Tensor) -> dict[str, Tensor]:
+        return {}
+
+    def predict_field(self, Xs: Tensor) -> tuple[Tensor, Tensor]:
+        raise NotSupportedError(f"{type(self).__name__} predicts one scalar, not the field vector")
+
+
+class PlainInputs:
+    """A model's members for the map inputs alone and no nuisance components; mixed in."""
+
+    auxiliary_inputs: tuple[str, ...] = ()
+
+    def nuisance_summary(self) -> dict[str, float | list[float]]:
+        return {}

@@ -21,6 +21,8 @@ class FitReport:
         log_evidence: the model's estimate of log p(y) [nats], where it has one.
         lower, upper: bounds on log p(y) [nats], where the model has them.
         details: the model's own figures (scalars), e.g. ACGP's bound gap and M/N.
+        num_outliers, bound_after_fit, nuisance: the streaming report's fields a batch fit
+            has none of (0, None, {}), so every report has them.
     """
 
     accepted: bool
@@ -34,6 +36,9 @@ class FitReport:
     lower: float | None = None
     upper: float | None = None
     details: dict[str, Any] = field(default_factory=dict)
+    num_outliers: int = 0
+    bound_after_fit: float | None = None
+    nuisance: dict[str, float] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, float | int | str | bool | None]:
         """Flat scalars (list-valued hyperparameters joined), details merged in."""

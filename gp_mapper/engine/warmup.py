@@ -12,6 +12,7 @@ import time
 
 import torch
 
+from .model import Model
 from .registry import model_entry
 from .spec import EngineSpec, build_engine
 
@@ -42,12 +43,12 @@ def warm_up(spec: EngineSpec, input_dim: int) -> float:
     return time.perf_counter() - start
 
 
-def _with_auxiliary(engine: object, X: torch.Tensor) -> torch.Tensor:
+def _with_auxiliary(engine: Model, X: torch.Tensor) -> torch.Tensor:
     """X with the columns a model with nuisance components reads after the position: a
     heading sweep [rad] and evenly spaced times [s] (``gam_stream``'s ``auxiliary_inputs``)."""
     columns = [X]
     n = X.shape[0]
-    for name in getattr(engine, "auxiliary_inputs", ()):
+    for name in engine.auxiliary_inputs:
         steps = torch.arange(n, dtype=X.dtype)
         columns.append((steps * (6.0 / n) if name == "yaw" else steps * WARMUP_PERIOD_S)[:, None])
     return torch.cat(columns, dim=1)

@@ -12,10 +12,13 @@ import logging
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
+
+if TYPE_CHECKING:
+    from gp_mapper.engine import ModelPosterior
 
 logger = logging.getLogger(__name__)
 
@@ -28,19 +31,6 @@ DEFAULT_TILE_CELLS = 2048
 # Edges are snapped to multiples of the resolution; this slack (in cells) keeps a box edge that
 # already sits on a multiple from rounding out to one more cell.
 SNAP_TOLERANCE_CELLS = 1e-9
-
-
-class GridPosterior(Protocol):
-    """What `predict_grid` needs from a model's posterior (`gp_mapper.engine.ModelPosterior`)."""
-
-    @property
-    def support(self) -> torch.Tensor: ...  # [M, D]: its dimension and device are the grid's
-
-    def predict(self, Xs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]: ...
-
-    def predict_block(self, Xs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]: ...
-
-    def prior_variance(self, Xs: torch.Tensor) -> torch.Tensor: ...
 
 
 @dataclass(frozen=True)
@@ -188,7 +178,7 @@ def grid_for(box: Box, resolution_m: float, max_cells: int, margin_m: float = 0.
 
 
 def predict_grid(
-    posterior: GridPosterior,
+    posterior: ModelPosterior,
     grid: GridSpec,
     *,
     z: float = 0.0,
@@ -219,7 +209,7 @@ def predict_grid(
 
 
 def predict_grid_layers(
-    posterior: GridPosterior,
+    posterior: ModelPosterior,
     grid: GridSpec,
     *,
     z: float = 0.0,
@@ -231,41 +221,40 @@ def predict_grid_layers(
     Returns:
         name -> [H, W] float64 numpy array.
     """
-    layers_of = getattr(posterior, "layers", None)
-    if layers_of is None:
-        return {}
     out: dict[str, np.ndarray] = {}
     with torch.no_grad():
         for rows, cols, Xs in _tiles(posterior, grid, z, tile):
             h, w = rows.stop - rows.start, cols.stop - cols.start
-            for name, values in layers_of(Xs).items():
+            layers = posterior.layers(Xs)
+            if not layers:  # a model without extra layers has none on any tile
+                return {}
+            for name, values in layers.items():
                 out.setdefault(name, np.empty(grid.shape))[rows, cols] = _host(values).reshape(h, w)
     return out
 
 
 def predict_grid_field(
-    posterior: GridPosterior,
+    posterior: ModelPosterior,
     grid: GridSpec,
     *,
     z: float = 0.0,
     tile: int = DEFAULT_TILE_CELLS,
 ) -> tuple[np.ndarray, np.ndarray] | None:
     """The field vector on the grid, for a vector model: ``posterior.predict_field(Xs)`` per
-    tile; None for a posterior of one scalar (without ``predict_field``).
+    tile; None for a posterior of one scalar (``target`` "scalar").
 
     Returns:
         mean [H, W, 3] (µT) of the map-frame components (x, y, z) and their variances
         [H, W, 3] (µT², latent field, no noise: the diagonal of each cell's 3 x 3
         covariance), float64 numpy arrays; or None.
     """
-    predict_field = getattr(posterior, "predict_field", None)
-    if predict_field is None:
+    if posterior.target != "vector":
         return None
     H, W = grid.shape
     mean, var = np.empty((H, W, 3)), np.empty((H, W, 3))
     with torch.no_grad():
         for rows, cols, Xs in _tiles(posterior, grid, z, tile):
-            m, cov = predict_field(Xs)  # [S, 3], [S, 3, 3]
+            m, cov = posterior.predict_field(Xs)  # [S, 3], [S, 3, 3]
             h, w = rows.stop - rows.start, cols.stop - cols.start
             mean[rows, cols] = _host(m).reshape(h, w, 3)
             var[rows, cols] = _host(torch.diagonal(cov, dim1=-2, dim2=-1)).reshape(h, w, 3)
@@ -273,7 +262,7 @@ def predict_grid_field(
 
 
 def _tiles(
-    posterior: GridPosterior, grid: GridSpec, z: float, tile: int
+    posterior: ModelPosterior, grid: GridSpec, z: float, tile: int
 ) -> Iterator[tuple[slice, slice, torch.Tensor]]:
     """Square tiles of cell centres as posterior inputs: (rows, columns, Xs [h·w, D]).
 

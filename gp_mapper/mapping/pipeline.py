@@ -19,7 +19,6 @@ update); nothing takes `_engine_lock` while holding another lock.
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import logging
 import math
 import threading
@@ -54,22 +53,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-def _can_skip_fit(engine: StreamingModel) -> bool:
-    """True if ``engine.update`` takes ``fit=False`` (commit without re-fitting θ)."""
-    try:
-        return "fit" in inspect.signature(engine.update).parameters
-    except (TypeError, ValueError):  # a callable without a signature: assume the plain protocol
-        return False
-
-
-def _awaits_first_fit(engine: StreamingModel) -> bool:
-    """True while the engine fits θ but has not had a fit accepted (θ is the configured
-    guess): windows then wait for ``first_batch_min`` samples."""
-    inner = getattr(engine, "engine", engine)  # a wrapped engine's (EngineViews)
-    fits = int(getattr(inner, "fit_iterations", 0)) > 0
-    return fits and not bool(getattr(inner, "theta_fitted", True))
-
-
 class MappingPipeline:
     """Continual magnetic-field mapping from pose and magnetometer streams.
 
@@ -101,7 +84,7 @@ class MappingPipeline:
         self._snapshot_lock = threading.Lock()
         # The map (under _engine_lock).
         self._engine = engine if engine is not None else self._new_engine()
-        self._inputs.await_first_fit(_awaits_first_fit(self._engine))
+        self._inputs.await_first_fit(self._engine.awaits_first_fit)
         self._schedule = self._new_schedule()
         self._explored_box: Box | None = None
         self._num_samples = 0
@@ -243,8 +226,7 @@ class MappingPipeline:
             samples, stamp_ns = self._num_samples + n, max(self._stamp_ns, window.end_ns)
             # Re-fit θ on this window or only join it to the map under the current θ.
             decision = self._schedule.decide(int(engine.num_updates))
-            skip_fit = not decision.fit and _can_skip_fit(engine)
-            update_options: dict[str, Any] = {"fit": False} if skip_fit else {}
+            skip_fit = not decision.fit
             on_selected = None
             # Without a fit the committed map is the provisional one: no need to draw it twice.
             if self._worker is not None and self._config.provisional_map and not skip_fit:
@@ -262,8 +244,8 @@ class MappingPipeline:
                         logger.exception("the provisional map failed; the fitted one follows")
 
             try:
-                X = window_model_inputs(window, tuple(getattr(engine, "auxiliary_inputs", ())))
-                report = engine.update(X, window.y, on_selected, **update_options)
+                X = window_model_inputs(window, engine.auxiliary_inputs)
+                report = engine.update(X, window.y, on_selected, fit=not skip_fit)
                 reason = report.reason
                 accepted = report.accepted
             except Exception as err:  # counted and logged below; the previous map stands
@@ -271,9 +253,8 @@ class MappingPipeline:
                 reason, accepted = f"{type(err).__name__}: {err}", False
             if accepted:
                 self._num_samples, self._stamp_ns, self._explored_box = samples, stamp_ns, box
-                bound = getattr(report, "bound_after_fit", None)
-                cap = getattr(engine, "max_inducing", None)
-                at_cap = cap is not None and int(getattr(report, "m_after", 0)) >= cap
+                bound = report.bound_after_fit
+                at_cap = report.m_after >= engine.max_inducing
                 self._schedule.record(not skip_fit, bound, int(report.n), at_cap)
                 fit_stats = {
                     "fits": self._schedule.fits,
@@ -281,10 +262,10 @@ class MappingPipeline:
                     "last_fit_reason": decision.reason if not skip_fit else "",
                     "bound_per_sample": bound / report.n if bound is not None else math.nan,
                     # An additive model's nuisance estimates (heading curve, drift, run offset).
-                    **getattr(report, "nuisance", {}),
+                    **report.nuisance,
                 }
                 products = self._predict(engine.posterior, box)
-            awaiting_fit = _awaits_first_fit(engine)
+            awaiting_fit = engine.awaits_first_fit
         with self._input_lock:  # later windows of this map wait until θ has been fitted once
             if job.generation == self._generation:
                 self._inputs.await_first_fit(awaiting_fit)
@@ -300,7 +281,7 @@ class MappingPipeline:
                 self._notify(restored)
             logger.warning("update on %d samples rejected (%s); the previous map stands", n, reason)
             return
-        if getattr(report, "num_outliers", 0):  # readings the engine refused to fit
+        if report.num_outliers:  # readings the engine refused to fit
             with self._input_lock:
                 self._inputs.drops.outlier += report.num_outliers
         if products is None:  # the engine took the data but has no posterior to draw
@@ -475,7 +456,7 @@ class MappingPipeline:
     def reset(self) -> None:
         """Empty the map: a fresh engine from the config; pose history and drop counts stay."""
         engine = self._new_engine()
-        self._start_generation(None, _awaits_first_fit(engine))
+        self._start_generation(None, engine.awaits_first_fit)
         with self._engine_lock:
             self._engine = engine
             self._schedule = self._new_schedule()
@@ -525,7 +506,7 @@ class MappingPipeline:
             products = self._predict(engine.posterior, data.explored_box)
         except Exception as err:  # a state the engine accepted but cannot predict from
             raise MapFileError(f"{path}: cannot predict from the saved map: {err}") from err
-        self._start_generation(data.trajectory_m, _awaits_first_fit(engine))
+        self._start_generation(data.trajectory_m, engine.awaits_first_fit)
         with self._engine_lock:
             self._engine = engine
             self._schedule = self._new_schedule()

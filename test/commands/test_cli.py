@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from gp_mapper.cli import COMMANDS, main
+from gp_mapper.engine import model_names
 
 # reStructuredText a terminal shows raw: ``literal``, :role:`target`.
 RAW_MARKUP = re.compile(r"``|:[a-z]+:`")
@@ -31,6 +32,8 @@ def test_top_level_help_lists_commands_and_examples(capsys: pytest.CaptureFixtur
     assert "\n  gp-mapper demo\n" in text
     for name in COMMANDS:
         assert name in text
+    flat = " ".join(text.split())  # argparse wraps the help lines
+    assert ", ".join(model_names()) in flat
 
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))

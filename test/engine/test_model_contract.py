@@ -19,6 +19,7 @@ from gp_mapper.engine import (
     EngineSpec,
     ExactGP,
     ModelPosterior,
+    NotSupportedError,
     StateError,
     StreamingModel,
     build_kernel,
@@ -147,3 +148,43 @@ def test_with_all_data_as_support_it_is_the_exact_gp(name: str) -> None:
     mean_ref, var_ref = exact.predict(TEST_POINTS)
     torch.testing.assert_close(mean, mean_ref, rtol=1e-6, atol=1e-6)
     torch.testing.assert_close(var, var_ref, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", model_names())
+def test_declares_every_member_the_pipeline_and_the_grid_use(name: str) -> None:
+    model, _ = trained(name)
+    entry = model_entry(name)
+    assert isinstance(model.auxiliary_inputs, tuple)
+    assert all(isinstance(column, str) for column in model.auxiliary_inputs)
+    assert isinstance(model.nuisance_summary(), dict)
+    report = model.report
+    assert isinstance(report.num_outliers, int) and isinstance(report.nuisance, dict)
+    assert report.bound_after_fit is None or isinstance(report.bound_after_fit, float)
+    posterior = model.posterior
+    assert posterior.target == entry.target
+    Xs = TEST_POINTS.to(posterior.support.dtype)
+    for values in posterior.layers(Xs).values():
+        assert values.shape == (Xs.shape[0],)
+    if entry.target == "vector":
+        mean, cov = posterior.predict_field(Xs)
+        assert mean.shape == (Xs.shape[0], 3) and cov.shape == (Xs.shape[0], 3, 3)
+    else:
+        with pytest.raises(NotSupportedError):
+            posterior.predict_field(Xs)
+    if entry.kind == "streaming":
+        assert isinstance(model.max_inducing, int) and model.max_inducing >= 1
+        assert model.awaits_first_fit is False  # its fits were accepted
+
+
+@pytest.mark.parametrize("name", model_names("streaming"))
+def test_a_streaming_model_awaits_its_first_fit_and_commits_without_one(name: str) -> None:
+    spec = EngineSpec(**{**QUICK, "model": name})
+    model = build_model(spec, INPUT_DIM)
+    assert model.awaits_first_fit  # fit_iterations > 0 and nothing fitted yet
+    assert not build_model(EngineSpec(**{**QUICK, "model": name, "fit_iterations": 0}),
+                           INPUT_DIM).awaits_first_fit  # fmt: skip
+    X, y = data(name=name)
+    theta = model.hyperparameters()
+    report = model.update(X[:30], y[:30], fit=False)
+    assert report.accepted and model.hyperparameters() == theta
+    assert model.awaits_first_fit

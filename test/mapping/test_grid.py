@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from gp_mapper.engine.model import ScalarOutputs
 from gp_mapper.engine.vips.posterior import BLOCK_CUTOFF
 from gp_mapper.mapping import GridSpec, extend_box, grid_for, predict_grid
 
@@ -137,10 +138,14 @@ def test_predict_grid_checks(engine_2d) -> None:
         predict_grid(engine_2d.posterior, GridSpec((0.0, 0.0), 1.0, (2, 2)), tile=0)
 
 
-class _LayeredPosterior:
-    """A posterior with extra layers: x and y themselves, so each cell's value is checkable."""
+class _PlainPosterior(ScalarOutputs):
+    """The grid's view of a scalar posterior with no extra layers."""
 
     support = torch.zeros((1, 2), dtype=torch.float64)
+
+
+class _LayeredPosterior(_PlainPosterior):
+    """A posterior with extra layers: x and y themselves, so each cell's value is checkable."""
 
     def layers(self, Xs: torch.Tensor) -> dict[str, torch.Tensor]:
         return {"coarse_mean": Xs[:, 0], "detail_variance": Xs[:, 1] ** 2}
@@ -154,7 +159,7 @@ def test_extra_layers_are_predicted_per_cell_across_tiles() -> None:
     x, y = grid.cell_centres()
     np.testing.assert_array_equal(layers["coarse_mean"], np.tile(x, (7, 1)))
     np.testing.assert_array_equal(layers["detail_variance"], np.tile(y[:, None] ** 2, (1, 9)))
-    assert predict_grid_layers(object(), grid) == {}  # a posterior without layers has none
+    assert predict_grid_layers(_PlainPosterior(), grid) == {}  # none without layers
 
 
 class _FieldPosterior:
@@ -162,6 +167,7 @@ class _FieldPosterior:
     cell's components and variances are checkable."""
 
     support = torch.zeros((1, 2), dtype=torch.float64)
+    target = "vector"
 
     def predict_field(self, Xs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         x, y = Xs[:, 0], Xs[:, 1]

@@ -233,11 +233,11 @@ def test_a_failed_update_keeps_the_previous_map(caplog: pytest.LogCaptureFixture
     real_update = engine.update
     calls = {"n": 0}
 
-    def update_failing_second_time(X, y, on_selected=None):
+    def update_failing_second_time(X, y, on_selected=None, *, fit=True):
         calls["n"] += 1
         if calls["n"] == 2:
             raise RuntimeError("CUDA error: an illegal memory access was encountered")
-        return real_update(X, y, on_selected)
+        return real_update(X, y, on_selected, fit=fit)
 
     engine.update = update_failing_second_time  # type: ignore[method-assign]
     with MappingPipeline(config, engine=engine, background=True) as pipeline:
@@ -389,12 +389,12 @@ def test_a_rejected_window_withdraws_its_provisional_map() -> None:
     calls = {"n": 0}
     shown: list[MapSnapshot] = []
 
-    def update_failing_after_selection(X, y, on_selected=None):
+    def update_failing_after_selection(X, y, on_selected=None, *, fit=True):
         calls["n"] += 1
         if calls["n"] == 2:
             on_selected(engine.posterior)  # the provisional map goes out...
             raise RuntimeError("fit failed")  # ...and then the update fails
-        return real_update(X, y, on_selected)
+        return real_update(X, y, on_selected, fit=fit)
 
     engine.update = update_failing_after_selection  # type: ignore[method-assign]
     with MappingPipeline(

@@ -26,7 +26,7 @@ from ..core.linalg import JITTER_LADDER, Jitter
 from ..core.noise import GaussianNoise
 from ..errors import NumericalError, StateError
 from ..exact.posterior import ExactPosterior
-from ..model import Hyperparameters, ModelKind
+from ..model import Hyperparameters, ModelKind, PlainInputs
 from ..report import FitReport
 from ..state import (
     describe_hyperparameters,
@@ -76,7 +76,7 @@ class _State:
     num_updates: int
 
 
-class AdaptiveCholeskyGP:
+class AdaptiveCholeskyGP(PlainInputs):
     """ACGP (seed 004): exact GP regression on an adaptively sized random subset.
 
     Args:

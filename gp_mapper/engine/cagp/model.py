@@ -35,7 +35,7 @@ from ..core.kernels import Kernel, kernel_from_spec
 from ..core.linalg import JITTER_LADDER, LOG_2PI, Jitter
 from ..core.noise import GaussianNoise
 from ..errors import NumericalError, StateError
-from ..model import Hyperparameters, ModelKind, ProgressCallback
+from ..model import Hyperparameters, ModelKind, PlainInputs, ProgressCallback
 from ..report import FitReport
 from ..state import (
     describe_hyperparameters,
@@ -89,7 +89,7 @@ class _State:
     num_updates: int
 
 
-class _ComputationAwareGP(ABC):
+class _ComputationAwareGP(PlainInputs, ABC):
     """What CaGP-Opt and CaGP-CG share: data checks, the split, training, state, prediction.
 
     Args:

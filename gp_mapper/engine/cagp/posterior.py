@@ -24,6 +24,7 @@ from torch import Tensor
 
 from ..core.kernels import Kernel
 from ..core.linalg import JITTER_LADDER, Jitter, cholesky_with_jitter, solve_lower
+from ..model import ScalarOutputs
 from .actions import Actions
 from .elbo import GRAM_DTYPE, evaluate_elbo
 from .kernel_actions import DEFAULT_CHUNK, contract
@@ -37,7 +38,7 @@ MAX_EXACT_SPLIT = 20000
 
 
 @dataclass(frozen=True)
-class CaGPPosterior:
+class CaGPPosterior(ScalarOutputs):
     """``f | Sᵀy``: exact inference on the projected data (Lemma S1).
 
     Attributes:

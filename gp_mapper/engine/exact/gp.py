@@ -18,7 +18,7 @@ from ..core.kernels import Kernel, kernel_from_spec
 from ..core.linalg import gaussian_log_density
 from ..core.noise import GaussianNoise
 from ..errors import NumericalError, StateError
-from ..model import Hyperparameters, ModelKind, ProgressCallback
+from ..model import Hyperparameters, ModelKind, PlainInputs, ProgressCallback
 from ..report import FitReport
 from ..state import (
     describe_hyperparameters,
@@ -35,7 +35,7 @@ DEFAULT_FIT_ITERATIONS = 200
 MAX_EXACT_POINTS = 20000
 
 
-class ExactGP:
+class ExactGP(PlainInputs):
     """``y ~ N(0, K + σ²I)`` on all data at once; O(N³). A batch model (``name = "exact"``).
 
     Two ways to use it: as the batch model of ``gp-mapper fit`` (``ExactGP(kernel, σ²)`` then

@@ -13,13 +13,14 @@ from torch import Tensor
 
 from ..core.kernels import Kernel
 from ..core.linalg import cholesky_with_jitter, solve_lower, solve_upper_t
+from ..model import ScalarOutputs
 
 # Predictive variances are differences of large terms; clamp the round-off below zero.
 VARIANCE_CLAMP = 0.0
 
 
 @dataclass(frozen=True)
-class ExactPosterior:
+class ExactPosterior(ScalarOutputs):
     """``f | y`` for ``y = f(X) + ε`` on the kept points X [M, D].
 
     ``mean(x) = k_xX α`` with ``α = (K + σ²I)⁻¹ y`` and ``var(x) = k(x, x) − ‖L⁻¹ k_Xx‖²`` with

@@ -40,7 +40,7 @@ from ..core.kernels import Constant, Kernel, Stationary, Sum
 from ..core.linalg import Jitter, cholesky_with_jitter
 from ..core.noise import GaussianNoise
 from ..errors import NumericalError, StateError
-from ..model import Hyperparameters, ModelKind, ProgressCallback
+from ..model import Hyperparameters, ModelKind, PlainInputs, ProgressCallback
 from ..report import FitReport
 from ..state import freeze_parameters, load_raw_parameters, raw_parameters, validate_data
 from .blocks import Blocks, kernel_blocks
@@ -71,7 +71,7 @@ REPORT_HEADINGS = 36
 REPORT_TIMES = 64
 
 
-class AdditiveGP:
+class AdditiveGP(PlainInputs):
     """Additive sparse variational GP with declared components; a batch model (``"gam"``).
 
     Args:

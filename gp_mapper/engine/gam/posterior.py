@@ -17,6 +17,7 @@ import torch
 from torch import Tensor
 
 from ..core.linalg import solve_lower
+from ..model import ScalarOutputs
 from .component import Component
 
 # Predictive variances are differences of large terms; clamp the round-off below zero.
@@ -40,7 +41,7 @@ class ComponentTerms(NamedTuple):
 
 
 @dataclass(frozen=True)
-class AdditivePosterior(ABC):
+class AdditivePosterior(ScalarOutputs, ABC):
     """q of an additive model with its factors; the shared prediction arithmetic.
 
     Attributes:
@@ -182,7 +183,7 @@ class WhitenedPosterior(AdditivePosterior):
 
 
 @dataclass(frozen=True)
-class MapLayerPosterior:
+class MapLayerPosterior(ScalarOutputs):
     """The published map of an additive model: some of its components, at map inputs.
 
     The grid, ``predict`` and the saved products see only the named components (e.g. offset +

@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
@@ -74,14 +74,6 @@ class AdditiveUpdateReport(UpdateReport):
             (the curve's largest sd), ``drift`` and ``drift_sd`` at the newest reading,
             ``run_offset`` and ``run_offset_sd`` of the current run and ``run``, its label.
     """
-
-    nuisance: dict[str, float] = field(default_factory=dict)
-
-    def as_dict(self) -> dict[str, float | int | str | bool | None]:
-        flat = super().as_dict()
-        flat.pop("nuisance", None)
-        flat.update(self.nuisance)
-        return flat
 
 
 class StreamingAdditiveGP(EngineViews):
@@ -250,8 +242,11 @@ class StreamingAdditiveGP(EngineViews):
         nuisance = self.nuisance_summary() if report.accepted else {}
         fields = {f.name: getattr(report, f.name) for f in dataclasses.fields(report)}
         self._report = AdditiveUpdateReport(
-            **{**fields, "hyperparameters": self.hyperparameters()},
-            nuisance={k: v for k, v in nuisance.items() if not isinstance(v, list)},
+            **{
+                **fields,
+                "hyperparameters": self.hyperparameters(),
+                "nuisance": {k: v for k, v in nuisance.items() if not isinstance(v, list)},
+            }
         )
         return self._report
 

@@ -9,10 +9,12 @@ follows from them to first order (the delta method): ``E‖B‖ ≈ ‖μ‖`` a
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 from torch import Tensor
 
+from ..model import Target
 from ..vips.posterior import VARIANCE_CLAMP, Posterior
 from .functionals import field_rows, spatial
 from .kernel import CurlFreeKernel
@@ -44,6 +46,10 @@ class FieldPosterior:
 
     inner: Posterior
     input_dim: int
+    target: ClassVar[Target] = "vector"
+
+    def layers(self, Xs: Tensor) -> dict[str, Tensor]:
+        return {}
 
     @property
     def kernel(self) -> CurlFreeKernel:

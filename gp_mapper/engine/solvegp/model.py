@@ -33,7 +33,7 @@ from ..core.linalg import JITTER_LADDER, LOG_2PI, Jitter
 from ..core.noise import GaussianNoise
 from ..errors import NumericalError, StateError
 from ..exact.gp import ExactGP
-from ..model import Hyperparameters, ModelKind, ProgressCallback
+from ..model import Hyperparameters, ModelKind, PlainInputs, ProgressCallback
 from ..report import FitReport
 from ..state import (
     describe_hyperparameters,
@@ -141,7 +141,7 @@ def rescaled_kernel(kernel: Kernel, factor: float) -> Kernel:
     return out if ref is None else out.to(dtype=ref.dtype, device=ref.device)
 
 
-class SolveGP:
+class SolveGP(PlainInputs):
     """Sparse variational GP with orthogonal inducing points (SOLVE-GP, seed 002), fitted by SVI.
 
     Args:

@@ -18,6 +18,7 @@ import torch
 from torch import Tensor
 
 from ..core.kernels import Kernel
+from ..model import ScalarOutputs
 from .svgp import (
     MARGINAL_VARIANCE_FLOOR,
     Marginals,
@@ -32,7 +33,7 @@ LAYER_NAMES = ("coarse_mean", "coarse_var", "detail_mean", "detail_var")
 
 
 @dataclass(frozen=True)
-class SolvePosterior:
+class SolvePosterior(ScalarOutputs):
     """Immutable prediction cache of q(f) = ∫ p(f | u, v⊥) q(u) q(v⊥).
 
     Attributes:

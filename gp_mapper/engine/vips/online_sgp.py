@@ -27,7 +27,7 @@ from ..core.kernels import Kernel, kernel_from_spec
 from ..core.linalg import JITTER_LADDER, Jitter, cholesky_with_jitter
 from ..core.noise import NOISE_FLOOR, GaussianNoise
 from ..errors import NumericalError, StateError
-from ..model import Hyperparameters, ModelKind
+from ..model import Hyperparameters, ModelKind, PlainInputs
 from ..settings import check as check_setting
 from ..settings import default as setting_default
 from ..state import describe_hyperparameters, raw_parameters
@@ -105,7 +105,7 @@ class _State:
     theta_fitted: bool  # a fit has been accepted: θ is no longer the configured guess
 
 
-class OnlineSparseGP:
+class OnlineSparseGP(PlainInputs):
     """Streaming sparse GP regression with an adaptive inducing set.
 
     Args:
@@ -226,6 +226,11 @@ class OnlineSparseGP:
     def theta_fitted(self) -> bool:
         """Whether a fit of θ has been accepted (False: θ is still the configured guess)."""
         return self._state.theta_fitted
+
+    @property
+    def awaits_first_fit(self) -> bool:
+        """True while θ is fitted (``fit_iterations`` > 0) but no fit has been accepted."""
+        return self.fit_iterations > 0 and not self._state.theta_fitted
 
     @property
     def input_dim(self) -> int | None:

@@ -16,6 +16,7 @@ from torch import Tensor
 
 from ..core.kernels import Kernel
 from ..core.linalg import Jitter, solve_lower, solve_upper_t
+from ..model import ScalarOutputs
 
 # Predictive variances are differences of large terms; clamp the round-off below zero.
 VARIANCE_CLAMP = 0.0
@@ -56,7 +57,7 @@ class CarriedPosterior(NamedTuple):
 
 
 @dataclass(frozen=True)
-class Posterior:
+class Posterior(ScalarOutputs):
     """Immutable prediction cache of the sparse posterior q(f) (GPflow's SGPRPosterior idea).
 
     ``mean(x) = k_xb α`` and ``var(x) = k(x, x) − k_xb W k_bx`` with

@@ -27,6 +27,8 @@ class UpdateReport:
         fit_refused: why the fitted θ failed the health check (``health.py``), the batch then
             committed under the previous θ; "" when the fitted θ was taken.
         hyperparameters: kernel hyperparameters and noise variance after the update.
+        nuisance: a model with nuisance components: what the update learnt of them, flat
+            scalars (``gam.stream``'s report names them); {} otherwise.
         seconds_select, seconds_provisional, seconds_fit, seconds_total: wall time
             (provisional: forming the pre-fit posterior and the caller's ``on_selected``).
     """
@@ -49,6 +51,7 @@ class UpdateReport:
     fit_refused: str = ""
     fit_inducing: int = 0
     hyperparameters: dict[str, float | list[float]] = field(default_factory=dict)
+    nuisance: dict[str, float] = field(default_factory=dict)
     seconds_select: float = 0.0
     seconds_provisional: float = 0.0
     seconds_fit: float = 0.0
@@ -56,7 +59,8 @@ class UpdateReport:
 
     def as_dict(self) -> dict[str, float | int | str | bool | None]:
         """Flat scalars for logs and diagnostics (list-valued hyperparameters joined)."""
-        flat = {k: v for k, v in asdict(self).items() if k != "hyperparameters"}
+        flat = {k: v for k, v in asdict(self).items() if k not in ("hyperparameters", "nuisance")}
+        flat.update(self.nuisance)
         for name, value in self.hyperparameters.items():
             flat[name] = value if not isinstance(value, list) else ",".join(f"{x:g}" for x in value)
         return flat

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import torch
 
+from ..model import PlainInputs
 from .online_sgp import OnlineSparseGP
 
 
-class EngineViews:
+class EngineViews(PlainInputs):
     """Read-only views of the wrapped engine ``self._engine``."""
 
     _engine: OnlineSparseGP
@@ -37,3 +38,11 @@ class EngineViews:
     @property
     def num_updates(self) -> int:
         return self._engine.num_updates
+
+    @property
+    def max_inducing(self) -> int:
+        return self._engine.max_inducing
+
+    @property
+    def awaits_first_fit(self) -> bool:
+        return self._engine.awaits_first_fit
