@@ -33,6 +33,7 @@ from gp_mapper.engine import (
     build_model,
     model_entry,
     model_names,
+    saved_model_name,
     set_cpu_threads,
 )
 from gp_mapper.engine.settings import SETTING_BY_NAME
@@ -211,11 +212,13 @@ def check_memory(model: str, spec: EngineSpec, n: int, messages: int) -> None:
             f"~{messages * BYTES_PER_SAMPLE / 1e9:.1f} GB once paired; more than "
             f"{limit / 1e9:.1f} GB of this machine's memory: {advice}"
         )
-    points = n
-    if model == "acgp" and spec.acgp_max_points:
-        points = min(n, spec.acgp_max_points)
-        advice += " or cap ACGP's factor with --set acgp_max_points=K"
-    if model in ("exact", "acgp") and 8.0 * points * points > limit:
+    dense_points = model_entry(model).dense_points
+    if dense_points is None:
+        return
+    points = dense_points(spec, n)
+    if model in SETTING_BY_NAME["acgp_max_points"].models:
+        advice += " or cap its factor with --set acgp_max_points=K"
+    if 8.0 * points * points > limit:
         need = 8.0 * points * points / 1e9
         raise ConfigError(
             f"the {model} model on {points} samples needs a {need:.1f} GB matrix, more than "
@@ -361,8 +364,9 @@ def _save_states(
         _LOG.warning("the fit cannot be continued by the stream (%s); map_state.npz holds it", err)
         save_map(outputs.state, map_data(gp.state_dict(), model))
         return f"failed: {err}"
-    save_map(outputs.state, map_data(streaming, "vips"))
-    return "vips"
+    continued = saved_model_name(streaming)
+    save_map(outputs.state, map_data(streaming, continued))
+    return continued
 
 
 def _fit_streaming(

@@ -40,6 +40,11 @@ class ModelEntry(NamedTuple):
             a streaming model's state; None otherwise.
         target: "scalar" (y [N]: ‖B‖ or one component) or "vector" (y [N, 3]: the field in
             map_frame; the posterior also has ``predict_field``).
+        support_label: what the posterior's support is (the PNG's legend and title).
+        takes_components: the model removes nuisance components (heading, run, drift) given in
+            ``components``; any other model refuses them.
+        dense_points: for a fit that factors a dense kernel matrix over the data, how many
+            points it spans for N samples under a spec (the memory check); None otherwise.
     """
 
     name: str
@@ -50,6 +55,9 @@ class ModelEntry(NamedTuple):
     exact_settings: Callable[[int], dict[str, Any]]
     to_streaming: Callable[[Any, EngineSpec], dict[str, np.ndarray]] | None = None
     target: str = "scalar"
+    support_label: str = "inducing points"
+    takes_components: bool = False
+    dense_points: Callable[[EngineSpec, int], int] | None = None
 
 
 def _vips() -> ModelEntry:
@@ -58,7 +66,7 @@ def _vips() -> ModelEntry:
 
     return ModelEntry(
         "vips",
-        "streaming",
+        _kind("vips"),
         "continual sparse GP, VIPS inducing points on the Bui et al. online bound (seed 000)",
         build_online_sgp,
         OnlineSparseGP.from_state,
@@ -72,11 +80,13 @@ def _exact() -> ModelEntry:
 
     return ModelEntry(
         "exact",
-        "batch",
+        _kind("exact"),
         "exact GP on all the data (O(N³): a reference, for logs of a few thousand samples)",
         build_exact,
         ExactGP.from_state,
         lambda n: {"fit_iterations": 0},
+        support_label="data points",
+        dense_points=lambda spec, n: n,
     )
 
 
@@ -86,11 +96,14 @@ def _acgp() -> ModelEntry:
 
     return ModelEntry(
         "acgp",
-        "batch",
+        _kind("acgp"),
         "Adaptive Cholesky GP: exact GP on the subset its evidence bounds say suffices (seed 004)",
         build_acgp,
         AdaptiveCholeskyGP.from_state,
         lambda n: {"acgp_rel_tol": 0.0, "fit_iterations": 0},  # never stops: all n kept
+        support_label="kept points",
+        # its factor grows until the bounds agree: at most the cap, else every sample
+        dense_points=lambda spec, n: min(n, spec.acgp_max_points) if spec.acgp_max_points else n,
     )
 
 
@@ -100,7 +113,7 @@ def _solvegp() -> ModelEntry:
 
     return ModelEntry(
         "solvegp",
-        "batch",
+        _kind("solvegp"),
         "SOLVE-GP: sparse variational GP with orthogonal inducing points, fitted by minibatch "
         "SVI, continued live by the streaming model (seed 002)",
         build_solvegp,
@@ -125,7 +138,7 @@ def _cagp(name: str) -> ModelEntry:
     opt = name == "cagp"
     return ModelEntry(
         name,
-        "batch",
+        _kind(name),
         "computation-aware GP (seed 001): variance that counts the approximation error, "
         + ("block-sparse learned actions (CaGP-Opt)" if opt else "conjugate-gradient actions"),
         build_cagp if opt else build_cagp_cg,
@@ -137,6 +150,7 @@ def _cagp(name: str) -> ModelEntry:
             "cagp_cg_tolerance": 0.0,
             "fit_iterations": 0,
         },
+        support_label="data points",
     )
 
 
@@ -146,7 +160,7 @@ def _gam() -> ModelEntry:
 
     return ModelEntry(
         "gam",
-        "batch",
+        _kind("gam"),
         "additive sparse variational GP (seed 003): declared components (offset + map) with "
         "a coupled posterior, per-component and subset predictions",
         build_gam,
@@ -156,6 +170,7 @@ def _gam() -> ModelEntry:
             "gam_map_inducing": n,
             "fit_iterations": 0,
         },
+        takes_components=True,
     )
 
 
@@ -165,12 +180,13 @@ def _gam_stream() -> ModelEntry:
 
     return ModelEntry(
         "gam_stream",
-        "streaming",
+        _kind("gam_stream"),
         "additive map (seed 003) streamed by VIPS on the online bound: offset + map with "
         "heading, run and drift components (components), a coupled posterior over all",
         build_gam_stream,
         StreamingAdditiveGP.from_state,
         lambda n: {"selector": "fixed", "fixed_size": n, "max_inducing": n, "fit_iterations": 0},
+        takes_components=True,
     )
 
 
@@ -180,7 +196,7 @@ def _potential() -> ModelEntry:
 
     return ModelEntry(
         "potential",
-        "streaming",
+        _kind("potential"),
         "three-axis field B = −∇φ + uniform field, φ a GP; inducing points on φ chosen by VIPS "
         "on the online bound (target: vector)",
         build_potential,
@@ -190,25 +206,28 @@ def _potential() -> ModelEntry:
     )
 
 
-# Loaders, so that importing the registry does not import every model.
-_LOADERS: dict[str, Callable[[], ModelEntry]] = {
-    "vips": _vips,
-    "exact": _exact,
-    "acgp": _acgp,
-    "solvegp": _solvegp,
-    "cagp": lambda: _cagp("cagp"),
-    "cagp_cg": lambda: _cagp("cagp_cg"),
-    "gam": _gam,
-    "potential": _potential,
-    "gam_stream": _gam_stream,
+# Each model's kind and the loader of its entry, so that listing the models (the settings table
+# does, without torch's models) imports none of them.
+_MODELS: dict[str, tuple[ModelKind, Callable[[], ModelEntry]]] = {
+    "vips": ("streaming", _vips),
+    "exact": ("batch", _exact),
+    "acgp": ("batch", _acgp),
+    "solvegp": ("batch", _solvegp),
+    "cagp": ("batch", lambda: _cagp("cagp")),
+    "cagp_cg": ("batch", lambda: _cagp("cagp_cg")),
+    "gam": ("batch", _gam),
+    "potential": ("streaming", _potential),
+    "gam_stream": ("streaming", _gam_stream),
 }
 
 
+def _kind(name: str) -> ModelKind:
+    return _MODELS[name][0]
+
+
 def model_names(kind: ModelKind | None = None) -> tuple[str, ...]:
-    """Registered names, of one kind or all."""
-    if kind is None:
-        return tuple(_LOADERS)
-    return tuple(name for name in _LOADERS if model_entry(name).kind == kind)
+    """Registered names, of one kind or all (no model is imported)."""
+    return tuple(name for name, (k, _) in _MODELS.items() if kind is None or k == kind)
 
 
 def model_entry(name: str) -> ModelEntry:
@@ -217,10 +236,9 @@ def model_entry(name: str) -> ModelEntry:
     Raises:
         ValueError: no model of that name (the message lists the registered ones).
     """
-    loader = _LOADERS.get(name)
-    if loader is None:
-        raise ValueError(f"unknown model {name!r}; registered: {', '.join(_LOADERS)}")
-    return loader()
+    if name not in _MODELS:
+        raise ValueError(f"unknown model {name!r}; registered: {', '.join(_MODELS)}")
+    return _MODELS[name][1]()
 
 
 def saved_model_name(state: Mapping[str, Any]) -> str:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
+from gp_mapper.engine.registry import model_entry
 from gp_mapper.mapping.occupancy import OCCUPANCY_MIN, scale_to_occupancy
 
 from .atomic import atomic_write_bytes, atomic_write_text
@@ -249,14 +250,12 @@ def _quiver(
     ax.quiver(xx, yy, u, v, color="white", pivot="mid", alpha=0.9, label="horizontal field")
 
 
-# What the support of each model's posterior is, for the PNG's legend and title.
-SUPPORT_LABELS = {
-    "vips": "inducing points",
-    "potential": "inducing points",
-    "gam_stream": "inducing points",
-    "exact": "data points",
-    "acgp": "kept points",
-}
+def support_label(model: str) -> str:
+    """What the support of the model's posterior is, for the PNG's legend and title."""
+    try:
+        return model_entry(model).support_label
+    except ValueError:  # a map of a model this version does not know
+        return "support points"
 
 
 def write_png(
@@ -283,7 +282,7 @@ def write_png(
         unknown=unknown,
         resolution_m=snapshot.grid.resolution_m,
         title=f"Magnetic field map ({snapshot.model})",
-        support_label=SUPPORT_LABELS.get(snapshot.model, "support points"),
+        support_label=support_label(snapshot.model),
         layers=snapshot.layers,
         field_mean_ut=snapshot.field_mean,
         field_variance_ut2=snapshot.field_variance,

@@ -299,10 +299,6 @@ def _check_target_model(target: str, model: str) -> None:
     )
 
 
-# The models that take nuisance components.
-ADDITIVE_MODELS = ("gam", "gam_stream")
-
-
 def check_components_model(components: str, model: str) -> None:
     """Nuisance components (heading, run, drift) are the additive models' alone: any other
     model would map the readings with the nuisance left in, silently.
@@ -310,14 +306,19 @@ def check_components_model(components: str, model: str) -> None:
     Raises:
         ConfigError: naming the components and the models that take them.
     """
+    from gp_mapper.engine import model_entry, model_names  # deferred: the engine pulls in torch
     from gp_mapper.engine.settings.gam import GAM_MAP_LAYER, parse_components
 
     nuisance = [c for c in parse_components(components) if c not in GAM_MAP_LAYER]
-    if nuisance and model not in ADDITIVE_MODELS:
+    if nuisance and not model_entry(model).takes_components:
+
+        def takers(kind: str) -> str:
+            return " or ".join(n for n in model_names(kind) if model_entry(n).takes_components)
+
         raise ConfigError(
             f"components: {components} has nuisance components ({', '.join(nuisance)}), which "
-            f"only an additive model removes: set model: gam_stream (streamed) or fit with "
-            f"--model gam; model {model!r} maps the readings as they are"
+            f"only an additive model removes: set model: {takers('streaming')} (streamed) or "
+            f"fit with --model {takers('batch')}; model {model!r} maps the readings as they are"
         )
 
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from gp_mapper.engine.registry import LEGACY_MODEL
 from gp_mapper.mapping.grid import GridSpec
 from gp_mapper.mapping.occupancy import unknown_mask
 
@@ -60,7 +61,7 @@ class MapSnapshot:
     report: dict[str, Any] = field(default_factory=dict)
     num_samples: int = 0
     layers: dict[str, np.ndarray] = field(default_factory=dict)
-    model: str = "vips"
+    model: str = LEGACY_MODEL
     field_mean: np.ndarray | None = None
     field_variance: np.ndarray | None = None
 

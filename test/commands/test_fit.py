@@ -175,6 +175,26 @@ def test_a_fit_too_large_for_memory_says_how_to_subsample(
         fit_bag(synthetic_bag, tmp_path, model="exact", progress=False)
 
 
+def test_the_memory_check_reads_the_dense_points_from_the_model_entry(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from gp_mapper.commands import fit as fit_module
+    from gp_mapper.engine import EngineSpec, model_entry, model_names
+    from gp_mapper.mapping.errors import ConfigError
+
+    monkeypatch.setattr(fit_module, "available_memory_bytes", lambda: 8.0 * 1000**2 / 0.5)
+    n = 2000  # a 2000² matrix: twice what the share of this memory allows
+    for name in model_names("batch"):
+        spec = EngineSpec(model=name)
+        if model_entry(name).dense_points is None:
+            fit_module.check_memory(name, spec, n, n)  # no dense matrix: no refusal
+        else:
+            with pytest.raises(ConfigError, match=f"the {name} model on {n} samples"):
+                fit_module.check_memory(name, spec, n, n)
+    capped = EngineSpec(model="acgp", acgp_max_points=500)  # its factor stops at the cap
+    fit_module.check_memory("acgp", capped, n, n)
+
+
 def test_fit_on_a_real_slice_predicts_held_out_readings(magnetic_dir: Path, tmp_path: Path) -> None:
     bag, X_held, y_held = aalto_slice_bag(magnetic_dir, tmp_path)
     result = fit_bag(

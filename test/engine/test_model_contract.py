@@ -188,3 +188,14 @@ def test_a_streaming_model_awaits_its_first_fit_and_commits_without_one(name: st
     report = model.update(X[:30], y[:30], fit=False)
     assert report.accepted and model.hyperparameters() == theta
     assert model.awaits_first_fit
+
+
+@pytest.mark.parametrize("name", model_names())
+def test_its_entry_says_what_the_cli_and_the_png_need(name: str) -> None:
+    from gp_mapper.engine.settings import SETTING_BY_NAME
+
+    entry = model_entry(name)
+    assert entry.kind in ("streaming", "batch") and name in model_names(entry.kind)
+    assert entry.support_label.endswith("points")
+    # The models that remove nuisance components are those the components setting is for.
+    assert entry.takes_components == (name in SETTING_BY_NAME["components"].models)

@@ -5,7 +5,6 @@ defaults from it, the selectors and models check their arguments against it, and
 parameter table (``gp_mapper.mapping.config.PARAMETERS``) is built from it, so a value the node
 accepts is a value the engine accepts. Settings of one model live in that model's subpackage
 (``settings/vips.py``, ``settings/acgp.py``); the shared ones (kernel, noise, numerics) here.
-Pure Python: no torch, so the node's parameter table can be read without it.
 """
 
 from __future__ import annotations
@@ -13,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..registry import model_names
 from .acgp import ACGP_SETTINGS
 from .cagp import CAGP_SETTINGS
 from .gam import GAM_SETTINGS
@@ -21,9 +21,10 @@ from .setting import Setting
 from .solvegp import SOLVEGP_SETTINGS
 from .vips import VIPS_SETTINGS
 
-# Names of the models that run in the node (streaming) and of those `gp-mapper fit` runs.
-STREAMING_MODELS = ("vips", "potential", "gam_stream")
-BATCH_MODELS = ("exact", "acgp", "solvegp", "cagp", "cagp_cg", "gam")
+# Names of the models that run in the node (streaming) and of those `gp-mapper fit` runs; their
+# kinds are the registry's (listing them imports no model).
+STREAMING_MODELS = model_names("streaming")
+BATCH_MODELS = model_names("batch")
 MODEL_NAMES = STREAMING_MODELS + BATCH_MODELS
 
 # The shared settings. Defaults are the seed paper's magnetometer model (spec seed000 §8.5).
