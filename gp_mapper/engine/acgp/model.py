@@ -28,6 +28,7 @@ from ..errors import NumericalError, StateError
 from ..exact.posterior import ExactPosterior
 from ..model import Hyperparameters, ModelKind, PlainInputs
 from ..report import FitReport
+from ..settings import default as setting_default
 from ..state import (
     describe_hyperparameters,
     freeze_parameters,
@@ -43,14 +44,14 @@ from .refinement import RefinementResult, refine_hyperparameters
 STATE_FORMAT_VERSION = 1
 # The paper's synthetic setting and the node's default (settings/acgp.py): a magnetometer log of
 # 10⁴–10⁵ samples then stops after a few blocks; the authors use ~10⁴ on 40k-point UCI sets.
-DEFAULT_BLOCK_SIZE = 1000
+DEFAULT_BLOCK_SIZE = setting_default("acgp_block_size")
 # The paper's r on its synthetic task; |log p| grows like N, so 1 % is already many nats.
-DEFAULT_REL_TOL = 0.01
-DEFAULT_FIT_ITERATIONS = 100
+DEFAULT_REL_TOL = setting_default("acgp_rel_tol")
+DEFAULT_FIT_ITERATIONS = setting_default("fit_iterations")
 # Restarts of the schedule ftol_k = (2/3)^{k+1}; r_k is floored at rel_tol (from the 11th restart
 # on at r = 0.01). More than the ~48 restarts after which ftol passes SciPy's default and the
 # schedule ends as converged: the iteration budget is what bounds a fit.
-DEFAULT_REFINEMENTS = 100
+DEFAULT_REFINEMENTS = setting_default("acgp_refinements")
 # Carry L-BFGS curvature across restarts [ours]: the authors' SciPy restarts each begin without
 # it, so their early restarts (one iteration each, until ftol is small) are gradient steps; with a
 # 100-iteration budget instead of their 2000 that costs most of the fit.

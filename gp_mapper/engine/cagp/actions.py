@@ -26,6 +26,7 @@ import torch
 from torch import Tensor, nn
 
 from ..core.kernels import Kernel
+from ..settings import default as setting_default
 from .kernel_actions import DEFAULT_CHUNK, kernel_action_product
 
 # A block of all-zero entries has no direction; its norm is floored so that normalising it
@@ -34,7 +35,7 @@ _NORM_FLOOR = 1e-300
 BlockOrder = Literal["random", "data"]
 BLOCK_ORDERS: tuple[str, ...] = ("random", "data")
 # The reference code's CG tolerance (seed 001 Table S1): stop when ‖r‖ ≤ 1e-4 ‖y‖.
-DEFAULT_CG_TOLERANCE = 1e-4
+DEFAULT_CG_TOLERANCE = setting_default("cagp_cg_tolerance")
 
 
 @dataclass(frozen=True)

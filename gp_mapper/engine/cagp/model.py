@@ -37,6 +37,7 @@ from ..core.noise import GaussianNoise
 from ..errors import NumericalError, StateError
 from ..model import Hyperparameters, ModelKind, PlainInputs, ProgressCallback
 from ..report import FitReport
+from ..settings import default as setting_default
 from ..state import (
     describe_hyperparameters,
     freeze_parameters,
@@ -67,10 +68,10 @@ from .trainer import (
 
 STATE_FORMAT_VERSION = 1
 # The paper's rank for every UCI set (Table S1).
-DEFAULT_ACTIONS = 512
+DEFAULT_ACTIONS = setting_default("cagp_actions")
 # A few hundred full-batch epochs: the paper's 1000 (Adam) is a GPU budget; on 10⁴ samples an
 # epoch is 10⁸ kernel evaluations (about a second on a CPU).
-DEFAULT_EPOCHS = 300
+DEFAULT_EPOCHS = setting_default("cagp_epochs")
 # Share of the training progress bar given to training; the final posterior takes the rest.
 _TRAIN_SHARE = 0.95
 

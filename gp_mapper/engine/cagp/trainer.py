@@ -28,6 +28,7 @@ from torch import Tensor
 from ..core.fit import single_step_lbfgs
 from ..errors import NumericalError
 from ..model import ProgressCallback
+from ..settings import default as setting_default
 
 Optimizer = Literal["adam", "lbfgs"]
 OPTIMIZERS: tuple[str, ...] = ("adam", "lbfgs")
@@ -37,11 +38,11 @@ LR_END_FACTOR = 0.1
 # CPU is affordable at a few hundred, so the model's default is lower (settings/cagp.py).
 PAPER_EPOCHS = 1000
 # The middle of the paper's sweep {1, 0.1, 0.01}; 0.1 is what it used on 3DRoad and Power.
-DEFAULT_LEARNING_RATE = 0.1
+DEFAULT_LEARNING_RATE = setting_default("cagp_learning_rate")
 # Validation checks: every 10 epochs, stop after 20 checks (200 epochs) without improvement,
 # longer than the ramp-up phase of Fig. 3 in the paper's runs of 1000 epochs.
-DEFAULT_VALIDATE_EVERY = 10
-DEFAULT_PATIENCE = 20
+DEFAULT_VALIDATE_EVERY = setting_default("cagp_validate_every")
+DEFAULT_PATIENCE = setting_default("cagp_patience")
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from ..core.noise import GaussianNoise
 from ..errors import NumericalError, StateError
 from ..model import Hyperparameters, ModelKind, PlainInputs, ProgressCallback
 from ..report import FitReport
+from ..settings import default as setting_default
 from ..state import (
     describe_hyperparameters,
     load_raw_parameters,
@@ -29,7 +30,7 @@ from ..state import (
 from .posterior import ExactPosterior
 
 STATE_FORMAT_VERSION = 1
-DEFAULT_FIT_ITERATIONS = 200
+DEFAULT_FIT_ITERATIONS = setting_default("fit_iterations")
 # O(N²) memory and O(N³) time: 20 000 points is a 3.2 GB float64 matrix and minutes per
 # L-BFGS step on a CPU. Past it, subsample (gp-mapper fit --max-samples) or use acgp.
 MAX_EXACT_POINTS = 20000

@@ -42,6 +42,7 @@ from ..core.noise import GaussianNoise
 from ..errors import NumericalError, StateError
 from ..model import Hyperparameters, ModelKind, PlainInputs, ProgressCallback
 from ..report import FitReport
+from ..settings import default as setting_default
 from ..state import freeze_parameters, load_raw_parameters, raw_parameters, validate_data
 from .blocks import Blocks, kernel_blocks
 from .component import Component, check_components, component_kernel_from_spec
@@ -59,7 +60,7 @@ POSTERIOR_FORMS: tuple[str, ...] = ("coupled_precision", "full_coupled", "mean_f
 # 2: the map layer, its input width and the auxiliary inputs; format 1 states still load.
 STATE_FORMAT_VERSION = 2
 READABLE_FORMATS = (1, 2)
-DEFAULT_ITERATIONS = 500
+DEFAULT_ITERATIONS = setting_default("gam_iterations")
 # B starts at this scale times N(0, 1) (spec §8): never 0, where the gradient in B vanishes (P3).
 B_INIT_SCALE = 0.1
 # Stop on a small change only after this many in a row: the joint fit of B and θ has stretches

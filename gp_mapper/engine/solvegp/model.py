@@ -35,6 +35,7 @@ from ..errors import NumericalError, StateError
 from ..exact.gp import ExactGP
 from ..model import Hyperparameters, ModelKind, PlainInputs, ProgressCallback
 from ..report import FitReport
+from ..settings import default as setting_default
 from ..state import (
     describe_hyperparameters,
     freeze_parameters,
@@ -65,16 +66,16 @@ STATE_FORMAT_VERSION = 2
 Standardise = Literal["none", "scale", "centre"]
 STANDARDISE: tuple[str, ...] = ("none", "scale", "centre")
 # Defaults: the paper's UCI recipe (spec seed002 §10.3) at half its M, which a CPU affords on a
-# map of 10⁵ samples; settings/solvegp.py holds the same values for the node and the CLI.
-DEFAULT_INDUCING = 512
-DEFAULT_ORTHOGONAL = 512
-DEFAULT_BATCH_SIZE = 1024
-DEFAULT_EPOCHS = 100
-DEFAULT_LEARNING_RATE = 0.01
+# map of 10⁵ samples: the settings table's (settings/solvegp.py), one default for API and node.
+DEFAULT_INDUCING = setting_default("solve_inducing")
+DEFAULT_ORTHOGONAL = setting_default("solve_orthogonal")
+DEFAULT_BATCH_SIZE = setting_default("solve_batch_size")
+DEFAULT_EPOCHS = setting_default("solve_epochs")
+DEFAULT_LEARNING_RATE = setting_default("solve_learning_rate")
 # The paper holds out 20 % of train as validation (§10.3); a map needs its data more, 10 %.
-DEFAULT_VALIDATION = 0.1
+DEFAULT_VALIDATION = setting_default("solve_validation")
 # Epochs without a better validation log-likelihood before the fit stops.
-DEFAULT_PATIENCE = 10
+DEFAULT_PATIENCE = setting_default("solve_patience")
 # A standard deviation below this (a constant log) is not divided by.
 MIN_SCALE = 1e-12
 # The θ pre-fit: off in the API (the paper's start, spec §10.3); the node's settings turn it on.

@@ -42,14 +42,14 @@ from .stats import GroupedStats
 from .theta_memory import ThetaMemory
 
 STATE_FORMAT_VERSION = 1
-DEFAULT_MAX_INDUCING = 2000
-DEFAULT_FIT_ITERATIONS = 100
+DEFAULT_MAX_INDUCING = setting_default("max_inducing")
+DEFAULT_FIT_ITERATIONS = setting_default("fit_iterations")
 # Robust z beyond which a reading is an outlier (robust.py): the settings table's default, so an
 # engine built from the API is as protected as the node's.
 DEFAULT_OUTLIER_Z = float(setting_default("outlier_z"))
 # The API's engine adds no pass noise (the paper's white noise); the node's default is in the
 # settings table, in µT² for the magnetometer.
-DEFAULT_PASS_NOISE_VARIANCE = 0.0
+DEFAULT_PASS_NOISE_VARIANCE = setting_default("pass_noise_variance")
 
 
 def _posterior_at(
