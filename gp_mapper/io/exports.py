@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 from gp_mapper.engine.registry import model_entry
+from gp_mapper.mapping.atomic import atomic_write_bytes, atomic_write_text
 from gp_mapper.mapping.occupancy import OCCUPANCY_MIN, scale_to_occupancy
 
-from .atomic import atomic_write_bytes, atomic_write_text
 from .errors import ExportError
 
 if TYPE_CHECKING:

@@ -9,7 +9,6 @@ bounded before allocation, so a corrupt or hostile file raises `MapFileError` an
 
 from __future__ import annotations
 
-import contextlib
 import io
 import json
 import logging
@@ -18,7 +17,6 @@ import os
 import re
 import stat
 import struct
-import tempfile
 import time
 import zipfile
 from collections.abc import Callable, Mapping
@@ -28,6 +26,7 @@ from typing import IO, TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 from numpy.lib import format as npy_format
 
+from gp_mapper.mapping.atomic import TemporaryFileError, atomic_write, temporary_pattern
 from gp_mapper.mapping.errors import MapFileError
 
 if TYPE_CHECKING:
@@ -89,9 +88,6 @@ _JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
 _JSON_OPEN = np.frombuffer(b"[{", dtype=np.uint8)
 _JSON_CLOSE = np.frombuffer(b"]}", dtype=np.uint8)
 
-# tempfile.mkstemp names: prefix, eight characters of its alphabet, suffix.
-_TEMPORARY_SUFFIX = ".tmp"
-_TEMPORARY_RANDOM = "[a-z0-9_]{8}"
 
 PathLike = str | os.PathLike[str]
 
@@ -154,45 +150,11 @@ def save_map(path: PathLike, data: MapData) -> None:
     path = Path(path).expanduser()
     arrays = _arrays(data, path)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp_name = tempfile.mkstemp(
-            prefix=_temporary_prefix(path), suffix=_TEMPORARY_SUFFIX, dir=path.parent
-        )
-    except OSError as err:
+        atomic_write(path, lambda handle: np.savez(handle, **arrays))
+    except TemporaryFileError as err:
         raise MapFileError(f"{path}: cannot create a file there: {err}") from err
-    tmp = Path(tmp_name)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            np.savez(handle, **arrays)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException as err:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        if isinstance(err, OSError):
-            raise MapFileError(f"{path}: write failed: {err}") from err
-        raise
-    _fsync_directory(path.parent)
-
-
-def _temporary_prefix(path: Path) -> str:
-    """Hidden, and tied to the map's name, so `clean_stale_temporaries` finds only its own."""
-    return f".{path.name}."
-
-
-def _fsync_directory(directory: Path) -> None:
-    """Make the rename durable (POSIX); a no-op where directories cannot be opened."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+    except OSError as err:
+        raise MapFileError(f"{path}: write failed: {err}") from err
 
 
 def _read_members(path: Path) -> dict[str, np.ndarray]:
@@ -528,9 +490,7 @@ def clean_stale_temporaries(path: PathLike, *, grace_s: float = STALE_TEMPORARY_
         How many files were removed.
     """
     path = Path(path).expanduser()
-    pattern = re.compile(
-        re.escape(_temporary_prefix(path)) + _TEMPORARY_RANDOM + re.escape(_TEMPORARY_SUFFIX)
-    )
+    pattern = temporary_pattern(path)
     try:
         candidates = [p for p in path.parent.iterdir() if pattern.fullmatch(p.name)]
     except OSError:  # no directory yet: nothing was ever saved there
