@@ -8,7 +8,6 @@ from gp_mapper.mapping.config import (
     PARAMETER_BY_NAME,
     PARAMETERS,
     MapperConfig,
-    ParameterInfo,
     parameters_markdown,
 )
 from gp_mapper.mapping.errors import ConfigError, MapFileError, MappingError
@@ -60,7 +59,6 @@ __all__ = [
     "MappingError",
     "MappingPipeline",
     "Pairer",
-    "ParameterInfo",
     "Pose",
     "PoseBuffer",
     "PoseLookup",

@@ -11,214 +11,154 @@ fields of `gp_mapper.engine.EngineSpec` of the same names.
 from __future__ import annotations
 
 import dataclasses
-import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from gp_mapper.engine.settings import Setting, node_settings
+from gp_mapper.engine.settings.setting import SettingValue
 from gp_mapper.mapping.errors import ConfigError
 from gp_mapper.mapping.windowing import TARGETS, VECTOR_TARGET
 
 if TYPE_CHECKING:
     from gp_mapper.engine import EngineSpec
 
-ParamValue = bool | int | float | str | tuple[float, ...] | None
-
-PARAMETER_TYPES = ("bool", "int", "float", "str", "float_array")
-GROUPS = ("node", "mapping", "engine")
+ParamValue = SettingValue
 
 # Number of values in `bounds`: xmin, xmax, ymin, ymax.
 BOUNDS_LENGTH = 4
 
 
-class ParameterInfo(NamedTuple):
-    """One node parameter.
+def _parameter(*fields: Any, group: str = "mapping", **named: Any) -> Setting:
+    """A row of the node's own table: a setting of the pipeline unless ``group`` says node."""
+    return Setting(*fields, group=group, **named)
 
-    Attributes:
-        name: The parameter name (also the `MapperConfig` field, or the `EngineSpec` field).
-        default: The default value. `None` only for `bounds` (declare it as an empty double
-            array; an empty array means "no fixed bounds").
-        type: One of "bool", "int", "float", "str", "float_array".
-        description: What it sets, with its unit in square brackets.
-        min: Smallest allowed value (inclusive), or None.
-        max: Largest allowed value (inclusive), or None.
-        choices: The allowed values, or () for any.
-        pattern: A regular expression the whole (string) value must match, or None.
-        read_only: True if it cannot change after the node has started (frames, topics, what
-            the map holds).
-        group: "node" (ROS wiring), "mapping" (this pipeline) or "engine" (`EngineSpec`).
+
+def validate(parameter: Setting, value: Any) -> ParamValue:
+    """``value`` in its canonical type if the parameter allows it.
+
+    Raises:
+        ConfigError: naming the parameter, the allowed values and the value given.
     """
-
-    name: str
-    default: ParamValue
-    type: str
-    description: str
-    min: float | None = None
-    max: float | None = None
-    choices: tuple[str | int, ...] = ()
-    pattern: str | None = None
-    read_only: bool = False
-    group: str = "mapping"
-
-    def constraints(self) -> str:
-        """A one-line statement of the allowed values ("" if any value of the type will do)."""
-        if self.name == "bounds":
-            return "empty, or [xmin, xmax, ymin, ymax] with xmin < xmax and ymin < ymax"
-        return self._as_setting().allowed()
-
-    def validate(self, value: Any) -> ParamValue:
-        """Check a value against the type and the range; return it in its canonical type.
-
-        Scalars are checked by the engine's `Setting.check`, so the node's table and the
-        engine's settings share one rule.
-
-        Raises:
-            ConfigError: naming the parameter, the allowed values and the value given.
-        """
-        if self.type == "float_array":
-            return _float_array(self.name, value)
-        try:
-            return self._as_setting().check(value)
-        except ValueError as err:
-            raise ConfigError(str(err)) from err
-
-    def _as_setting(self) -> Setting:
-        default = "" if self.default is None else self.default
-        return Setting(
-            self.name, default, self.type, self.description, self.min, self.max, self.choices,
-            self.pattern, self.read_only,
-        )  # fmt: skip
-
-
-def _float_array(name: str, value: Any) -> tuple[float, ...] | None:
-    """A list of finite numbers as a tuple; None or an empty list means unset."""
-    if value is None:
-        return None
-    if isinstance(value, str) or not isinstance(value, Sequence):
-        raise ConfigError(f"{name} must be a list of numbers; got {value!r}")
-    if len(value) == 0:
-        return None
-    items = []
-    for v in value:
-        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
-            raise ConfigError(f"{name} must be a list of finite numbers; got {value!r}")
-        items.append(float(v))
-    return tuple(items)
+    try:
+        return parameter.check(value)
+    except ValueError as err:
+        raise ConfigError(str(err)) from err
 
 
 # Ranges: wide enough for any robot, narrow enough to catch a unit mistake (ms for s, cm for m).
-PARAMETERS: tuple[ParameterInfo, ...] = (
+PARAMETERS: tuple[Setting, ...] = (
     # --- ROS wiring (read by the node only) ---
-    ParameterInfo("map_frame", "map", "str", "frame of the poses and the published maps (REP-105)",
+    _parameter("map_frame", "map", "str", "frame of the poses and the published maps (REP-105)",
                   read_only=True, group="node"),
-    ParameterInfo("mag_topic", "mag", "str",
+    _parameter("mag_topic", "mag", "str",
                   "magnetometer topic (sensor_msgs/MagneticField, field in tesla)",
                   read_only=True, group="node"),
-    ParameterInfo("pose_topic", "pose", "str", "pose topic of the magnetometer in map_frame",
+    _parameter("pose_topic", "pose", "str", "pose topic of the magnetometer in map_frame",
                   read_only=True, group="node"),
-    ParameterInfo("pose_type", "pose_stamped", "str", "message type on pose_topic",
+    _parameter("pose_type", "pose_stamped", "str", "message type on pose_topic",
                   choices=("pose_stamped", "pose_with_covariance", "odometry"),
                   read_only=True, group="node"),
-    ParameterInfo("qos_depth", 100, "int",
+    _parameter("qos_depth", 100, "int",
                   "history depth of the sensor subscriptions [messages]; a 100 Hz magnetometer "
                   "needs room between callbacks (ros2.md 3.4: 50-200)",
                   min=1, max=10000, read_only=True, group="node"),
-    ParameterInfo("map_path", "~/.ros/gp_mapper/map.npz", "str",
+    _parameter("map_path", "~/.ros/gp_mapper/map.npz", "str",
                   "map file written by ~/save_map and read by ~/load_map (~ is expanded)",
                   group="node"),
-    ParameterInfo("diagnostics_period", 1.0, "float", "period of /diagnostics [s]",
+    _parameter("diagnostics_period", 1.0, "float", "period of /diagnostics [s]",
                   min=0.1, max=60.0, group="node"),
-    ParameterInfo("torch_threads", 1, "int",
+    _parameter("torch_threads", 1, "int",
                   "CPU threads of the engine's torch operations; 1 keeps its OpenMP threads "
                   "from spinning against the node's own threads (8x faster updates measured "
                   "under load); 0 = torch's default (one per core) [threads]",
                   min=0, max=256, read_only=True, group="node"),
-    ParameterInfo("executor", "events", "str",
+    _parameter("executor", "events", "str",
                   "rclpy executor of gp_mapper_node: events = the C++ EventsExecutor (sustains "
                   "4000+ messages/s here), single_threaded = the Python SingleThreadedExecutor "
                   "(about 1000/s)",
                   choices=("events", "single_threaded"), read_only=True, group="node"),
     # --- the pipeline ---
-    ParameterInfo("target", "norm", "str",
+    _parameter("target", "norm", "str",
                   "mapped quantity: norm = |B| [µT] (rotation invariant); x, y, z = that "
                   "component of B in map_frame [µT], rotated with the interpolated "
                   "orientation; vector = the field vector in map_frame [µT], rotated as x, y, "
                   "z are (needs model: potential)",
                   choices=TARGETS, read_only=True),
-    ParameterInfo("input_dims", 2, "int", "GP inputs: 2 = (x, y), 3 = (x, y, z) [m]",
+    _parameter("input_dims", 2, "int", "GP inputs: 2 = (x, y), 3 = (x, y, z) [m]",
                   min=2, max=3, choices=(2, 3), read_only=True),
-    ParameterInfo("batch_size", 400, "int",
+    _parameter("batch_size", 400, "int",
                   "samples per engine update; the paper streams ~469 per batch [samples]",
                   min=1, max=10000),
-    ParameterInfo("batch_period", 10.0, "float",
+    _parameter("batch_period", 10.0, "float",
                   "an open window closes after this much message-stamp time (a new map's "
                   "first: see first_batch_min) [s]",
                   min=0.1, max=3600.0),
     # 100: the first fit starts from the configured guess; on ~17 readings of a slow walk
     # (min_spacing 0.1 m, 10 s) it explained the batch as noise or ran the field variance to
     # 10³-10⁴ µT², and the map built on it went wrong by hundreds of µT.
-    ParameterInfo("first_batch_min", 100, "int",
+    _parameter("first_batch_min", 100, "int",
                   "until a fit of the hyperparameters has been accepted (a new map), a window "
                   "closes at batch_period only once it holds this many samples (at batch_size "
                   "or at the end of input in any case): the fit from the configured guess "
                   "needs them [samples]",
                   min=1, max=10000),
-    ParameterInfo("min_spacing", 0.0, "float",
+    _parameter("min_spacing", 0.0, "float",
                   "drop samples closer than this to the last kept one [m]; 0 = off (exact "
                   "repeats of the last kept position are always dropped)",
                   min=0.0, max=10.0),
-    ParameterInfo("max_pose_gap", 0.2, "float",
+    _parameter("max_pose_gap", 0.2, "float",
                   "largest time between the two poses bracketing a reading [s]",
                   min=0.001, max=10.0),
-    ParameterInfo("max_pose_speed", 10.0, "float",
+    _parameter("max_pose_speed", 10.0, "float",
                   "bracketing poses implying a faster motion are a jump (map correction) and "
                   "are not interpolated across [m/s]; 0 = off",
                   min=0.0, max=1000.0),
-    ParameterInfo("pose_wait", 0.5, "float",
+    _parameter("pose_wait", 0.5, "float",
                   "how long a reading may wait for a later pose, in stamp time [s]",
                   min=0.0, max=60.0),
-    ParameterInfo("pose_buffer_size", 1000, "int", "poses kept for interpolation [poses]",
+    _parameter("pose_buffer_size", 1000, "int", "poses kept for interpolation [poses]",
                   min=2, max=100000),
-    ParameterInfo("expected_frame", "", "str",
+    _parameter("expected_frame", "", "str",
                   "drop readings whose frame_id differs; empty = accept any frame"),
     # The Earth's field is 25-65 µT at the surface; steel indoors bends it to ~10-150 µT. A
     # reading outside this range is a glitch, a motor passing the sensor or a unit mistake.
-    ParameterInfo("field_min", 10.0, "float",
+    _parameter("field_min", 10.0, "float",
                   "readings with |B| below this are implausible and dropped [µT]; 0 = no "
                   "lower limit",
                   min=0.0, max=1.0e4),
-    ParameterInfo("field_max", 200.0, "float",
+    _parameter("field_max", 200.0, "float",
                   "readings with |B| above this are implausible and dropped [µT]; must exceed "
                   "field_min",
                   min=1.0e-3, max=1.0e9),
-    ParameterInfo("resolution", 0.1, "float", "grid cell size [m]", min=0.01, max=5.0),
-    ParameterInfo("margin", 1.0, "float",
+    _parameter("resolution", 0.1, "float", "grid cell size [m]", min=0.01, max=5.0),
+    _parameter("margin", 1.0, "float",
                   "grid margin around the explored box when bounds is empty [m]",
                   min=0.0, max=100.0),
-    ParameterInfo("bounds", None, "float_array",
-                  "fixed grid extent [xmin, xmax, ymin, ymax] [m]; empty = explored box + margin"),
-    ParameterInfo("max_cells", 40000, "int",
+    _parameter("bounds", None, "float_array",
+                  "fixed grid extent [xmin, xmax, ymin, ymax] [m]; empty = explored box + margin",
+                  rule="empty, or [xmin, xmax, ymin, ymax] with xmin < xmax and ymin < ymax"),
+    _parameter("max_cells", 40000, "int",
                   "cap on grid cells; the resolution coarsens to stay below it [cells]",
                   min=16, max=4000000),
-    ParameterInfo("grid_z", 0.0, "float", "height of the grid when input_dims = 3 [m]",
+    _parameter("grid_z", 0.0, "float", "height of the grid when input_dims = 3 [m]",
                   min=-10000.0, max=10000.0),
-    ParameterInfo("unknown_variance_ratio", 0.9, "float",
+    _parameter("unknown_variance_ratio", 0.9, "float",
                   "a cell is unknown (-1) where its variance exceeds this times the prior variance",
                   min=0.0, max=1.0),
-    ParameterInfo("provisional_map", True, "bool",
+    _parameter("provisional_map", True, "bool",
                   "publish each window's map under the previous hyperparameters as soon as its "
                   "inducing points are chosen, then the fitted map (lower latency; one more "
                   "grid prediction per window; the node only)"),
     # Scheduling the engine (seed000.md 12.3: the hyperparameter fit is most of an update).
-    ParameterInfo("merge_limit", 4000, "int",
+    _parameter("merge_limit", 4000, "int",
                   "windows closing while the engine is busy are merged into one waiting window "
                   "of at most this many samples; a full one waits for the engine and the next "
                   "fills behind it; 4000 = 20 s of a 200 Hz magnetometer, past which the "
                   "selection's reference bound (up to 3000 greedy pivots) makes a merged "
                   "window dearer per sample [samples]",
                   min=1, max=1000000),
-    ParameterInfo("backlog_limit", 200000, "int",
+    _parameter("backlog_limit", 200000, "int",
                   "most samples waiting for the engine in all merged windows together (taken "
                   "as at least merge_limit); a slow stretch of updates (a fit, a large "
                   "selection) is worked off by the faster ones after it, and only past this "
@@ -226,16 +166,16 @@ PARAMETERS: tuple[ParameterInfo, ...] = (
                   "window_overflow); 200000 = 1000 s of a 200 Hz magnetometer, ~15 MB "
                   "[samples]",
                   min=1, max=100000000),
-    ParameterInfo("fit_first_windows", 5, "int",
+    _parameter("fit_first_windows", 5, "int",
                   "re-fit the hyperparameters on each of a map's first windows (the initial "
                   "values are guesses) [windows]",
                   min=0, max=1000000),
-    ParameterInfo("fit_every_windows", 20, "int",
+    _parameter("fit_every_windows", 20, "int",
                   "after those, re-fit on every this-many-th window since the last fit (a "
                   "merged window counts once); the others only join the map under the current "
                   "hyperparameters; 0 = only when stale, 1 = every window [windows]",
                   min=0, max=1000000),
-    ParameterInfo("refit_bound_drop", 0.5, "float",
+    _parameter("refit_bound_drop", 0.5, "float",
                   "re-fit on the next window when a window's bound per sample under the "
                   "current hyperparameters falls this far below that of the first window "
                   "after the last fit (the map's statistics changed); not while the map is at "
@@ -254,25 +194,14 @@ PARAMETERS: tuple[ParameterInfo, ...] = (
 NODE_ENGINE_DEFAULTS: Mapping[str, Any] = {"pass_noise_variance": 1.0}
 
 
-def _engine_parameter(setting: Setting) -> ParameterInfo:
-    return ParameterInfo(
-        setting.name,
-        NODE_ENGINE_DEFAULTS.get(setting.name, setting.default),
-        setting.type,
-        setting.description,
-        setting.min,
-        setting.max,
-        setting.choices,
-        setting.pattern,
-        setting.read_only,
-        group="engine",
-    )
+def _engine_parameter(setting: Setting) -> Setting:
+    return setting._replace(default=NODE_ENGINE_DEFAULTS.get(setting.name, setting.default))
 
 
 # The engine's parameters come from its settings table: one source of defaults and ranges.
 PARAMETERS += tuple(_engine_parameter(s) for s in node_settings())
 
-PARAMETER_BY_NAME: Mapping[str, ParameterInfo] = {p.name: p for p in PARAMETERS}
+PARAMETER_BY_NAME: Mapping[str, Setting] = {p.name: p for p in PARAMETERS}
 ENGINE_PARAMETER_NAMES: tuple[str, ...] = tuple(p.name for p in PARAMETERS if p.group == "engine")
 
 
@@ -383,12 +312,12 @@ class MapperConfig:
         for f in dataclasses.fields(self):
             if f.name == "engine":
                 continue
-            value = PARAMETER_BY_NAME[f.name].validate(getattr(self, f.name))
+            value = validate(PARAMETER_BY_NAME[f.name], getattr(self, f.name))
             object.__setattr__(self, f.name, value)
         for name in ENGINE_PARAMETER_NAMES:
             if not hasattr(self.engine, name):
                 raise ConfigError(f"engine spec has no field {name!r}")
-            PARAMETER_BY_NAME[name].validate(getattr(self.engine, name))
+            validate(PARAMETER_BY_NAME[name], getattr(self.engine, name))
         _check_target_model(self.target, self.engine.model)
         check_components_model(self.engine.components, self.engine.model)
         if not self.field_min < self.field_max:
@@ -419,7 +348,7 @@ class MapperConfig:
             raise ConfigError(f"unknown parameter(s): {', '.join(unknown)}")
         mapping = {k: v for k, v in values.items() if k not in ENGINE_PARAMETER_NAMES}
         engine_values = {
-            k: PARAMETER_BY_NAME[k].validate(v)
+            k: validate(PARAMETER_BY_NAME[k], v)
             for k, v in values.items()
             if k in ENGINE_PARAMETER_NAMES
         }
@@ -453,7 +382,7 @@ def parameters_markdown() -> str:
     for p in PARAMETERS:
         default = "[]" if p.default is None else repr(p.default)
         lines.append(
-            f"| `{p.name}` | `{default}` | {p.type} | {p.constraints()} | "
+            f"| `{p.name}` | `{default}` | {p.type} | {p.allowed()} | "
             f"{'yes' if p.read_only else ''} | {p.description} |"
         )
     return "\n".join(lines)

@@ -1,6 +1,6 @@
 """Declare the node's parameters from the PARAMETERS table and guard changes to them.
 
-Each ``ParameterInfo`` (gp_mapper.mapping.config) becomes one declared parameter with a
+Each ``Setting`` (gp_mapper.mapping.config) becomes one declared parameter with a
 ``ParameterDescriptor``: its description, the allowed values as ``additional_constraints``,
 an ``IntegerRange``/``FloatingPointRange`` where it has min and max (rclpy then refuses
 out-of-range values itself), and ``read_only`` for frames, topics and what the map holds.
@@ -28,10 +28,11 @@ from rclpy.exceptions import ParameterUninitializedException
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 
-from gp_mapper.mapping.config import PARAMETERS, MapperConfig, ParameterInfo
+from gp_mapper.engine.settings import Setting
+from gp_mapper.mapping.config import PARAMETERS, MapperConfig, validate
 from gp_mapper.mapping.errors import ConfigError
 
-# ParameterInfo.type -> the rclpy parameter type it is declared with.
+# Setting.type -> the rclpy parameter type it is declared with.
 ROS_TYPES: Mapping[str, Parameter.Type] = {
     "bool": Parameter.Type.BOOL,
     "int": Parameter.Type.INTEGER,
@@ -41,7 +42,7 @@ ROS_TYPES: Mapping[str, Parameter.Type] = {
 }
 
 
-def descriptor_for(info: ParameterInfo) -> ParameterDescriptor:
+def descriptor_for(info: Setting) -> ParameterDescriptor:
     """The ROS descriptor of one table row (range only where both min and max exist).
 
     Raises:
@@ -53,7 +54,7 @@ def descriptor_for(info: ParameterInfo) -> ParameterDescriptor:
         name=info.name,
         type=ROS_TYPES[info.type].value,
         description=info.description,
-        additional_constraints=info.constraints(),
+        additional_constraints=info.allowed(),
         read_only=info.read_only,
     )
     if info.min is not None and info.max is not None:
@@ -68,7 +69,7 @@ def descriptor_for(info: ParameterInfo) -> ParameterDescriptor:
     return desc
 
 
-def _ros_default(info: ParameterInfo) -> Any:
+def _ros_default(info: Setting) -> Any:
     if info.default is None:
         # Declared typed but unset (see the module docstring).
         return ROS_TYPES[info.type]
@@ -79,7 +80,7 @@ def _ros_default(info: ParameterInfo) -> Any:
     return info.default
 
 
-def declare_parameters(node: Node, table: Iterable[ParameterInfo] = PARAMETERS) -> None:
+def declare_parameters(node: Node, table: Iterable[Setting] = PARAMETERS) -> None:
     """Declare every row of ``table`` on ``node`` (overrides from --params-file/-p apply).
 
     Raises:
@@ -91,14 +92,14 @@ def declare_parameters(node: Node, table: Iterable[ParameterInfo] = PARAMETERS) 
         node.declare_parameter(info.name, _ros_default(info), descriptor_for(info))
 
 
-def from_ros(info: ParameterInfo, value: Any) -> Any:
+def from_ros(info: Setting, value: Any) -> Any:
     """A ROS parameter value -> the value ``MapperConfig`` takes (arrays as tuples)."""
     if info.type == "float_array":
         return None if value is None or len(value) == 0 else tuple(float(v) for v in value)
     return value
 
 
-def read_values(node: Node, table: Iterable[ParameterInfo] = PARAMETERS) -> dict[str, Any]:
+def read_values(node: Node, table: Iterable[Setting] = PARAMETERS) -> dict[str, Any]:
     """The current values of every row of ``table``; unset arrays read as None."""
     values: dict[str, Any] = {}
     for info in table:
@@ -131,7 +132,7 @@ class ParameterGuard:
         table: the parameter rows; parameters not in it (use_sim_time) pass through.
     """
 
-    def __init__(self, node: Node, table: Sequence[ParameterInfo] = PARAMETERS) -> None:
+    def __init__(self, node: Node, table: Sequence[Setting] = PARAMETERS) -> None:
         self._node = node
         self._table = {info.name: info for info in table}
 
@@ -143,7 +144,7 @@ class ParameterGuard:
             if info is None:
                 continue
             try:
-                changes[param.name] = info.validate(from_ros(info, param.value))
+                changes[param.name] = validate(info, from_ros(info, param.value))
             except ConfigError as err:
                 return str(err)
         if not changes:

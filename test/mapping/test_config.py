@@ -6,6 +6,7 @@ import pytest
 
 from gp_mapper.engine import EngineSpec, Oips, Vips
 from gp_mapper.engine.settings import ENGINE_SETTINGS, SETTING_BY_NAME, STREAMING_MODELS
+from gp_mapper.engine.settings.setting import GROUPS, SETTING_TYPES
 from gp_mapper.mapping import (
     ENGINE_PARAMETER_NAMES,
     PARAMETER_BY_NAME,
@@ -14,7 +15,7 @@ from gp_mapper.mapping import (
     MapperConfig,
     parameters_markdown,
 )
-from gp_mapper.mapping.config import GROUPS, NODE_ENGINE_DEFAULTS, PARAMETER_TYPES
+from gp_mapper.mapping.config import NODE_ENGINE_DEFAULTS, validate
 
 NUMERIC = [p for p in PARAMETERS if p.min is not None and p.max is not None]
 
@@ -23,10 +24,10 @@ def test_table_is_well_formed() -> None:
     names = [p.name for p in PARAMETERS]
     assert len(names) == len(set(names))
     for p in PARAMETERS:
-        assert p.type in PARAMETER_TYPES, p.name
+        assert p.type in SETTING_TYPES, p.name
         assert p.group in GROUPS, p.name
         assert p.description, p.name
-        assert p.validate(p.default) == p.default, p.name
+        assert validate(p, p.default) == p.default, p.name
 
 
 def test_mapper_config_fields_are_the_table() -> None:

@@ -1,13 +1,20 @@
-"""One engine setting: its name, default, type, range, unit and the models that read it."""
+"""One setting, of the engine or of the node: its name, default, type, range, unit, group and
+the models that read it. The engine's table (``settings/``) and the node's parameter table
+(``gp_mapper.mapping.config.PARAMETERS``, which adds the node's and the pipeline's own) are rows
+of this one record, so one rule checks a value wherever it is given."""
 
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-SettingValue = bool | int | float | str
-SETTING_TYPES = ("bool", "int", "float", "str")
+SettingValue = bool | int | float | str | tuple[float, ...] | None
+# "float_array": a list of finite numbers, empty (None) for unset.
+SETTING_TYPES = ("bool", "int", "float", "str", "float_array")
+# Who reads a setting: the ROS wiring (node), the pipeline (mapping) or the model (engine).
+GROUPS = ("node", "mapping", "engine")
 
 
 class Setting(NamedTuple):
@@ -23,6 +30,9 @@ class Setting(NamedTuple):
         pattern: a regular expression a string must match in whole, or None.
         read_only: fixed once a node has started (what the map holds, the device).
         models: the models that use it; () for every model.
+        group: "engine" (an ``EngineSpec`` field), "mapping" (a ``MapperConfig`` field) or
+            "node" (the ROS wiring).
+        rule: the allowed values in words where they depend on each other (``bounds``).
     """
 
     name: str
@@ -35,6 +45,8 @@ class Setting(NamedTuple):
     pattern: str | None = None
     read_only: bool = False
     models: tuple[str, ...] = ()
+    group: str = "engine"
+    rule: str = ""
 
     def used_by(self, model: str) -> bool:
         """Whether ``model`` reads this setting."""
@@ -42,6 +54,8 @@ class Setting(NamedTuple):
 
     def allowed(self) -> str:
         """A one-line statement of the allowed values ("" if any value of the type will do)."""
+        if self.rule:
+            return self.rule
         if self.choices:
             return "one of: " + ", ".join(str(c) for c in self.choices)
         if self.pattern is not None:
@@ -56,6 +70,8 @@ class Setting(NamedTuple):
         Raises:
             ValueError: naming the setting, the allowed values and the value given.
         """
+        if self.type == "float_array":
+            return _float_array(self.name, value)
         value = _coerce(self, value)
         if self.choices and value not in self.choices:
             raise ValueError(f"{self.name} must be {self.allowed()}; got {value!r}")
@@ -89,3 +105,19 @@ def _coerce(setting: Setting, value: Any) -> SettingValue:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValueError(f"{name} must be a number; got {value!r}")
     return float(value)
+
+
+def _float_array(name: str, value: Any) -> tuple[float, ...] | None:
+    """A list of finite numbers as a tuple; None or an empty list means unset."""
+    if value is None:
+        return None
+    if isinstance(value, str) or not isinstance(value, Sequence):
+        raise ValueError(f"{name} must be a list of numbers; got {value!r}")
+    if len(value) == 0:
+        return None
+    items = []
+    for v in value:
+        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+            raise ValueError(f"{name} must be a list of finite numbers; got {value!r}")
+        items.append(float(v))
+    return tuple(items)
