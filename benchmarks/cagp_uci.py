@@ -28,7 +28,7 @@ Decisions the paper leaves open (spec §6.1, §9.4), the same for every method:
 - float64 throughout on the CPU (the paper's Adam runs are float32 on a GPU).
 - Inducing points start at a seeded random subset of the fit rows, the same for SGPR and SVGP.
 
-Methods: ``cagp_opt`` (``gp_mapper``'s CaGP-Opt, built by ``engine.spec.build_cagp``),
+Methods: ``cagp_opt`` (``gp_mapper``'s CaGP-Opt, built by ``engine.cagp.entry.build_cagp``),
 ``sgpr`` (GPyTorch's ``InducingPointKernel``, Titsias' collapsed bound), ``svgp`` (GPyTorch's
 whitened ``VariationalStrategy``, Cholesky q(u), inducing points learned) and ``exact``
 (``gp_mapper``'s ``ExactGP``; skipped past ``MAX_EXACT_POINTS`` fit rows, as the paper skips it
@@ -76,12 +76,13 @@ from common import (
 from uci_data import Split, load_uci, standardised_split
 
 from gp_mapper.engine import ExactGP
+from gp_mapper.engine.cagp.entry import build_cagp
 from gp_mapper.engine.cagp.trainer import LR_END_FACTOR
 from gp_mapper.engine.core import Matern32
 from gp_mapper.engine.core.device import resolve_device, set_cpu_threads
 from gp_mapper.engine.core.noise import NOISE_FLOOR
 from gp_mapper.engine.exact.gp import MAX_EXACT_POINTS
-from gp_mapper.engine.spec import EngineSpec, build_cagp
+from gp_mapper.engine.spec import EngineSpec
 
 Tensor = torch.Tensor
 DTYPE = torch.float64

@@ -8,6 +8,7 @@ before the key existed are the streaming model's (``vips``).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from importlib import import_module
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
@@ -60,174 +61,41 @@ class ModelEntry(NamedTuple):
     dense_points: Callable[[EngineSpec, int], int] | None = None
 
 
-def _vips() -> ModelEntry:
-    from .spec import build_online_sgp
-    from .vips import OnlineSparseGP
-
-    return ModelEntry(
-        "vips",
-        _kind("vips"),
-        "continual sparse GP, VIPS inducing points on the Bui et al. online bound (seed 000)",
-        build_online_sgp,
-        OnlineSparseGP.from_state,
-        lambda n: {"selector": "fixed", "fixed_size": n, "max_inducing": n, "fit_iterations": 0},
-    )
-
-
-def _exact() -> ModelEntry:
-    from .exact import ExactGP
-    from .spec import build_exact
-
-    return ModelEntry(
-        "exact",
-        _kind("exact"),
-        "exact GP on all the data (O(N³): a reference, for logs of a few thousand samples)",
-        build_exact,
-        ExactGP.from_state,
-        lambda n: {"fit_iterations": 0},
-        support_label="data points",
-        dense_points=lambda spec, n: n,
-    )
-
-
-def _acgp() -> ModelEntry:
-    from .acgp import AdaptiveCholeskyGP
-    from .spec import build_acgp
-
-    return ModelEntry(
-        "acgp",
-        _kind("acgp"),
-        "Adaptive Cholesky GP: exact GP on the subset its evidence bounds say suffices (seed 004)",
-        build_acgp,
-        AdaptiveCholeskyGP.from_state,
-        lambda n: {"acgp_rel_tol": 0.0, "fit_iterations": 0},  # never stops: all n kept
-        support_label="kept points",
-        # its factor grows until the bounds agree: at most the cap, else every sample
-        dense_points=lambda spec, n: min(n, spec.acgp_max_points) if spec.acgp_max_points else n,
-    )
-
-
-def _solvegp() -> ModelEntry:
-    from .solvegp import SolveGP
-    from .spec import build_solvegp, solvegp_streaming_state
-
-    return ModelEntry(
-        "solvegp",
-        _kind("solvegp"),
-        "SOLVE-GP: sparse variational GP with orthogonal inducing points, fitted by minibatch "
-        "SVI, continued live by the streaming model (seed 002)",
-        build_solvegp,
-        SolveGP.from_state,
-        lambda n: {
-            "solve_family": "full",  # Z = X with q at its optimum: the exact GP at fixed θ
-            "solve_inducing": n,
-            "solve_orthogonal": 0,
-            "solve_epochs": 0,
-            "solve_optimal_q": True,
-            "solve_validation": 0.0,
-            "fit_iterations": 0,
-        },
-        solvegp_streaming_state,
-    )
-
-
-def _cagp(name: str) -> ModelEntry:
-    from .cagp import CaGP, CaGPCG
-    from .spec import build_cagp, build_cagp_cg
-
-    opt = name == "cagp"
-    return ModelEntry(
-        name,
-        _kind(name),
-        "computation-aware GP (seed 001): variance that counts the approximation error, "
-        + ("block-sparse learned actions (CaGP-Opt)" if opt else "conjugate-gradient actions"),
-        build_cagp if opt else build_cagp_cg,
-        CaGP.from_state if opt else CaGPCG.from_state,
-        lambda n: {  # n actions span the data: the exact GP at fixed θ
-            "cagp_actions": n,
-            "cagp_epochs": 0,
-            "cagp_validation": 0.0,
-            "cagp_cg_tolerance": 0.0,
-            "fit_iterations": 0,
-        },
-        support_label="data points",
-    )
-
-
-def _gam() -> ModelEntry:
-    from .gam import AdditiveGP
-    from .spec import build_gam
-
-    return ModelEntry(
-        "gam",
-        _kind("gam"),
-        "additive sparse variational GP (seed 003): declared components (offset + map) with "
-        "a coupled posterior, per-component and subset predictions",
-        build_gam,
-        AdditiveGP.from_state,
-        lambda n: {  # the map's inducing points are all n data, q at Titsias' optimum
-            "gam_posterior": "full_coupled",
-            "gam_map_inducing": n,
-            "fit_iterations": 0,
-        },
-        takes_components=True,
-    )
-
-
-def _gam_stream() -> ModelEntry:
-    from .gam import StreamingAdditiveGP
-    from .spec import build_gam_stream
-
-    return ModelEntry(
-        "gam_stream",
-        _kind("gam_stream"),
-        "additive map (seed 003) streamed by VIPS on the online bound: offset + map with "
-        "heading, run and drift components (components), a coupled posterior over all",
-        build_gam_stream,
-        StreamingAdditiveGP.from_state,
-        lambda n: {"selector": "fixed", "fixed_size": n, "max_inducing": n, "fit_iterations": 0},
-        takes_components=True,
-    )
-
-
-def _potential() -> ModelEntry:
-    from .potential import VectorFieldGP
-    from .spec import build_potential
-
-    return ModelEntry(
-        "potential",
-        _kind("potential"),
-        "three-axis field B = −∇φ + uniform field, φ a GP; inducing points on φ chosen by VIPS "
-        "on the online bound (target: vector)",
-        build_potential,
-        VectorFieldGP.from_state,
-        lambda n: {"potential_inducing": "readings", "fit_iterations": 0},
-        target="vector",
-    )
-
-
-# Each model's kind and the loader of its entry, so that listing the models (the settings table
-# does, without torch's models) imports none of them.
-_MODELS: dict[str, tuple[ModelKind, Callable[[], ModelEntry]]] = {
-    "vips": ("streaming", _vips),
-    "exact": ("batch", _exact),
-    "acgp": ("batch", _acgp),
-    "solvegp": ("batch", _solvegp),
-    "cagp": ("batch", lambda: _cagp("cagp")),
-    "cagp_cg": ("batch", lambda: _cagp("cagp_cg")),
-    "gam": ("batch", _gam),
-    "potential": ("streaming", _potential),
-    "gam_stream": ("streaming", _gam_stream),
+# Each model: its kind and the package that holds it (its settings in ``settings.py``, its
+# builder and entry in ``entry.py``: ``entry(name)``): a package of the engine by name, or
+# any package by its dotted path. Listing them imports no model; adding a model is its package
+# and one line here. The packages' order is the settings table's.
+_MODELS: dict[str, tuple[ModelKind, str]] = {
+    "vips": ("streaming", "vips"),
+    "potential": ("streaming", "potential"),
+    "exact": ("batch", "exact"),
+    "acgp": ("batch", "acgp"),
+    "solvegp": ("batch", "solvegp"),
+    "cagp": ("batch", "cagp"),
+    "cagp_cg": ("batch", "cagp"),
+    "gam": ("batch", "gam"),
+    "gam_stream": ("streaming", "gam"),
 }
 
 
-def _kind(name: str) -> ModelKind:
+def model_kind(name: str) -> ModelKind:
+    """ "streaming" or "batch" (for a registered name)."""
     return _MODELS[name][0]
 
 
 def model_names(kind: ModelKind | None = None) -> tuple[str, ...]:
     """Registered names, of one kind or all (no model is imported)."""
     return tuple(name for name, (k, _) in _MODELS.items() if kind is None or k == kind)
+
+
+def _package_path(package: str) -> str:
+    """A package of the engine by its name (``acgp``), or any package by its dotted path."""
+    return package if "." in package else f"gp_mapper.engine.{package}"
+
+
+def model_packages() -> tuple[str, ...]:
+    """The model packages under ``gp_mapper.engine``, each once, in the table's order."""
+    return tuple(dict.fromkeys(package for _, package in _MODELS.values()))
 
 
 def model_entry(name: str) -> ModelEntry:
@@ -238,7 +106,7 @@ def model_entry(name: str) -> ModelEntry:
     """
     if name not in _MODELS:
         raise ValueError(f"unknown model {name!r}; registered: {', '.join(_MODELS)}")
-    return _MODELS[name][1]()
+    return import_module(f"{_package_path(_MODELS[name][1])}.entry").entry(name)
 
 
 def saved_model_name(state: Mapping[str, Any]) -> str:

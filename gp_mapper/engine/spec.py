@@ -12,24 +12,17 @@ import dataclasses
 from dataclasses import asdict, dataclass, fields
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import torch
 
 from .core.kernels import Constant, Kernel, kernel_from_spec
 from .core.linalg import Jitter
+from .gam.settings import parse_components
+from .registry import model_names
 from .settings import SETTING_BY_NAME, default
-from .settings.gam import GAM_MAP_LAYER, parse_components
 from .vips.selectors import ConditionalVariance, FixedSize, Oips, Selector, Vips
 
 if TYPE_CHECKING:
-    from .acgp import AdaptiveCholeskyGP
-    from .cagp import CaGP, CaGPCG
-    from .exact import ExactGP
-    from .gam import AdditiveGP, StreamingAdditiveGP
     from .model import Model
-    from .potential import VectorFieldGP
-    from .solvegp import SolveGP
-    from .vips import OnlineSparseGP
 
 DTYPES = {"float64": torch.float64, "float32": torch.float32}
 
@@ -54,12 +47,12 @@ class EngineSpec:
             pass_noise_variance, theta_memory: vips (all but selector, eta, rho, fixed_size:
             potential too).
         local_fit_inducing, fit_max_seconds: vips only.
-        potential_offset, potential_inducing: potential only (see settings/potential.py).
+        potential_offset, potential_inducing: potential only (see potential/settings.py).
         acgp_block_size, acgp_initial_block, acgp_rel_tol, acgp_abs_tol, acgp_max_points,
             acgp_refinements: acgp only.
-        solve_*: solvegp only (see settings/solvegp.py).
-        cagp_*: cagp and cagp_cg only (see settings/cagp.py).
-        gam_*: gam only (see settings/gam.py); components, the heading, run and drift
+        solve_*: solvegp only (see solvegp/settings.py).
+        cagp_*: cagp and cagp_cg only (see cagp/settings.py).
+        gam_*: gam only (see gam/settings.py); components, the heading, run and drift
             settings: gam_stream too.
         seed: acgp, solvegp, cagp, cagp_cg, gam.
     """
@@ -140,6 +133,10 @@ class EngineSpec:
         for f in fields(self):
             # Raises ValueError naming the setting; stores the canonical type (5 -> 5.0).
             object.__setattr__(self, f.name, SETTING_BY_NAME[f.name].check(getattr(self, f.name)))
+        if self.model not in model_names():  # the registry's, read now: a model added later
+            raise ValueError(
+                f"model must be one of: {', '.join(model_names())}; got {self.model!r}"
+            )
         Jitter(self.jitter, self.jitter_relative)  # raises ValueError on a bad pair
         parse_components(self.components)  # raises ValueError naming a bad component
 
@@ -179,7 +176,7 @@ def build_selector(spec: EngineSpec) -> Selector:
     }[spec.selector]()
 
 
-def _engine_options(spec: EngineSpec) -> dict[str, Any]:
+def engine_options(spec: EngineSpec) -> dict[str, Any]:
     """The streaming engine's options, shared by every model that runs it."""
     return {
         "device": spec.device,
@@ -193,280 +190,13 @@ def _engine_options(spec: EngineSpec) -> dict[str, Any]:
     }
 
 
-def build_online_sgp(spec: EngineSpec, input_dim: int) -> OnlineSparseGP:
-    """The streaming VIPS model (seed 000) the spec describes."""
-    from .vips import OnlineSparseGP
-
-    return OnlineSparseGP(
-        build_kernel(spec, input_dim),
-        spec.noise_variance,
-        build_selector(spec),
-        **_engine_options(spec),
-        **_vips_options(spec),
-    )
-
-
-def _vips_options(spec: EngineSpec) -> dict[str, Any]:
+def vips_options(spec: EngineSpec) -> dict[str, Any]:
     """The options of the VIPS model's engine beyond the shared ones."""
     return {
         "theta_memory": spec.theta_memory,
         "local_fit_inducing": spec.local_fit_inducing,
         "fit_max_seconds": spec.fit_max_seconds,
     }
-
-
-def solvegp_streaming_state(model: SolveGP, spec: EngineSpec) -> dict[str, np.ndarray]:
-    """A fitted SOLVE-GP as the state of the stream that continues it, with the spec's
-    streaming settings (selector, cap, hyperprior, outlier screen, neighbourhood fit, fit
-    budget); θ, the jitter, the device and the dtype are the fit's.
-
-    The stream keeps the fit's θ (``fit_iterations`` 0): θ was fitted on the whole log, and a
-    window's fit against a carried posterior that summarises it ran θ off (on the Aalto run 6
-    after runs 1-5: the lengthscale 0.52 m onto its floor or to 0.02-0.04 m, the kernel
-    variance to 2·10⁸ µT², the map hundreds of µT off).
-    """
-    from .solvegp import to_streaming_state
-
-    options = {**_engine_options(spec), **_vips_options(spec), "fit_iterations": 0}
-    for own in ("device", "dtype", "jitter"):  # the fit's
-        del options[own]
-    return to_streaming_state(model, build_selector(spec), **options)
-
-
-def build_potential(spec: EngineSpec, input_dim: int) -> VectorFieldGP:
-    """The three-axis curl-free field model: ``kernel`` is the potential's (se or matern52),
-    ``kernel_variance`` one component's local variance and ``constant_variance`` the uniform
-    field's per component."""
-    from .potential import CurlFreeKernel, FieldReadings, PotentialVips, VectorFieldGP
-
-    if spec.kernel not in ("se", "matern52"):
-        raise ValueError(
-            f"the potential model needs a twice-differentiable kernel (se or matern52); got "
-            f"kernel: {spec.kernel}"
-        )
-    if spec.ard:
-        raise ValueError("the potential model's kernel is isotropic: set ard: false")
-    base = kernel_from_spec(
-        {"type": spec.kernel, "variance": spec.kernel_variance,
-         "lengthscale": [spec.lengthscale], "ard_dims": 0}
-    )  # fmt: skip
-    # The uniform field is part of the model: a zero constant_variance still leaves it a floor.
-    kernel = CurlFreeKernel(base, max(spec.constant_variance, 1.0))
-    selector = (
-        PotentialVips(spec.delta, spec.potential_offset)
-        if spec.potential_inducing == "vips"
-        else FieldReadings()
-    )
-    return VectorFieldGP(
-        kernel,
-        spec.noise_variance,
-        selector,
-        input_dim=input_dim,
-        **_engine_options(spec),
-        theta_memory=spec.theta_memory,
-    )
-
-
-def build_exact(spec: EngineSpec, input_dim: int) -> ExactGP:
-    """The exact GP the spec describes."""
-    from .exact import ExactGP
-
-    return ExactGP(
-        build_kernel(spec, input_dim),
-        spec.noise_variance,
-        device=spec.device,
-        dtype=DTYPES[spec.dtype],
-        fit_iterations=spec.fit_iterations,
-        jitter=Jitter(spec.jitter, spec.jitter_relative),
-    )
-
-
-def build_acgp(spec: EngineSpec, input_dim: int) -> AdaptiveCholeskyGP:
-    """The Adaptive Cholesky GP (seed 004) the spec describes."""
-    from .acgp import AdaptiveCholeskyGP
-
-    return AdaptiveCholeskyGP(
-        build_kernel(spec, input_dim),
-        spec.noise_variance,
-        block_size=spec.acgp_block_size,
-        initial_block_size=spec.acgp_initial_block or None,
-        rel_tol=spec.acgp_rel_tol,
-        abs_tol=spec.acgp_abs_tol,
-        max_points=spec.acgp_max_points or None,
-        fit_iterations=spec.fit_iterations,
-        refinements=spec.acgp_refinements,
-        seed=spec.seed,
-        device=spec.device,
-        dtype=DTYPES[spec.dtype],
-        jitter=Jitter(spec.jitter, spec.jitter_relative),
-    )
-
-
-def build_solvegp(spec: EngineSpec, input_dim: int) -> SolveGP:
-    """SOLVE-GP (seed 002) as the spec describes it."""
-    from .solvegp import SolveGP
-
-    return SolveGP(
-        build_kernel(spec, input_dim),
-        spec.noise_variance,
-        num_inducing=spec.solve_inducing,
-        num_orthogonal=spec.solve_orthogonal,
-        family=spec.solve_family,
-        whiten=spec.solve_whiten,
-        batch_size=spec.solve_batch_size,
-        epochs=spec.solve_epochs,
-        learning_rate=spec.solve_learning_rate,
-        init=spec.solve_init,
-        validation=spec.solve_validation,
-        patience=spec.solve_patience,
-        warm_start=spec.solve_warm_start,
-        optimal_q=spec.solve_optimal_q,
-        standardise=spec.solve_standardise,
-        train_inducing=spec.solve_train_inducing,
-        train_hyperparameters=spec.fit_iterations > 0,
-        prefit_points=spec.solve_prefit_points,
-        seed=spec.seed,
-        device=spec.device,
-        dtype=DTYPES[spec.dtype],
-        jitter=Jitter(spec.jitter, spec.jitter_relative),
-    )
-
-
-def _cagp_arguments(spec: EngineSpec) -> dict[str, Any]:
-    """The settings CaGP-Opt and CaGP-CG share."""
-    return {
-        "actions": spec.cagp_actions,
-        "epochs": spec.cagp_epochs,
-        "learning_rate": spec.cagp_learning_rate,
-        "optimizer": "lbfgs" if spec.cagp_lbfgs else "adam",
-        "validation": spec.cagp_validation,
-        "validate_every": spec.cagp_validate_every,
-        "patience": spec.cagp_patience,
-        "chunk": spec.cagp_chunk,
-        "seed": spec.seed,
-        "device": spec.device,
-        "dtype": DTYPES[spec.dtype],
-        "jitter": Jitter(spec.jitter, spec.jitter_relative),
-    }
-
-
-def build_cagp(spec: EngineSpec, input_dim: int) -> CaGP:
-    """CaGP-Opt (seed 001) as the spec describes it."""
-    from .cagp import CaGP
-
-    return CaGP(
-        build_kernel(spec, input_dim),
-        spec.noise_variance,
-        block_order=spec.cagp_block_order,
-        **_cagp_arguments(spec),
-    )
-
-
-def build_cagp_cg(spec: EngineSpec, input_dim: int) -> CaGPCG:
-    """CaGP-CG (seed 001) as the spec describes it."""
-    from .cagp import CaGPCG
-
-    return CaGPCG(
-        build_kernel(spec, input_dim),
-        spec.noise_variance,
-        cg_tolerance=spec.cagp_cg_tolerance,
-        **_cagp_arguments(spec),
-    )
-
-
-def build_gam(spec: EngineSpec, input_dim: int) -> AdditiveGP:
-    """The additive GP (seed 003) with the spec's components (``components``).
-
-    offset + map (the default) or map alone: the map reads the first two input columns (all
-    of them for 2-D inputs, so its θ has the node's flat names); its inducing points are drawn
-    from the log at the fit. With nuisance components (heading, run, drift; spec seed003 §9)
-    the model reads one more column per nuisance input after the ``input_dim`` map inputs, in
-    the order of :func:`gam.auxiliary_inputs` (yaw [rad], run label, time [s]), and publishes
-    offset + map as its map layer.
-    """
-    from .gam import AdditiveGP, Component, auxiliary_inputs, nuisance_components
-
-    names = parse_components(spec.components)
-    auxiliary = auxiliary_inputs(names)
-    width = input_dim + len(auxiliary)
-    map_columns = None if width <= 2 else [0, 1]
-    map_kernel = kernel_from_spec(
-        {
-            "type": spec.kernel,
-            "variance": spec.kernel_variance,
-            "lengthscale": [spec.lengthscale],
-            "ard_dims": min(input_dim, 2) if spec.ard else 0,
-            **({} if map_columns is None else {"active_dims": map_columns}),
-        }
-    )
-    components = []
-    if "offset" in names and spec.constant_variance > 0.0:
-        offset = torch.zeros(1, width, dtype=DTYPES[spec.dtype])
-        components.append(Component("offset", Constant(spec.constant_variance), offset))
-    components.append(Component("map", map_kernel, from_data=spec.gam_map_inducing))
-    components += nuisance_components(names, input_dim, spec, DTYPES[spec.dtype])
-    layer = [c.name for c in components if c.name in GAM_MAP_LAYER]
-    nuisance = len(components) > len(layer)
-    return AdditiveGP(
-        components,
-        spec.noise_variance,
-        posterior=spec.gam_posterior,
-        rank=spec.gam_rank,
-        iterations=spec.gam_iterations,
-        learn_hyperparameters=spec.fit_iterations > 0,
-        seed=spec.seed,
-        device=spec.device,
-        dtype=DTYPES[spec.dtype],
-        jitter=Jitter(spec.jitter, spec.jitter_relative),
-        map_layer=layer if nuisance else None,
-        map_input_dim=input_dim if nuisance else None,
-        auxiliary_inputs=auxiliary,
-    )
-
-
-def build_gam_stream(spec: EngineSpec, input_dim: int) -> StreamingAdditiveGP:
-    """The additive map streamed by VIPS (``components``; spec seed003 §9 "Streaming
-    integration" (1)).
-
-    The map component's kernel is the node's (:func:`build_kernel`: the offset is its constant
-    part, present when ``offset`` is named and ``constant_variance`` > 0), so with
-    ``offset+map`` the model is the VIPS engine. Heading: the compass-deviation kernel; run: an
-    offset per run after the first; drift: a Matérn-3/2 in time, zero at the first reading
-    (the level is the offset's: ``gam.block_kernel``). With
-    nuisance components the inducing variables are chosen by :class:`gam.AdditiveVips`; with
-    the map alone any selector of the VIPS engine does.
-    """
-    from .gam import AdditiveVips, BlockKernel, CompassDeviation, StreamingAdditiveGP
-    from .gam.block_kernel import AnchoredMatern32, LaterRunOffset
-
-    names = parse_components(spec.components)
-    map_kernel = build_kernel(spec.replace(constant_variance=0.0), input_dim)
-    if "offset" in names and spec.constant_variance > 0.0:
-        map_kernel = build_kernel(spec, input_dim)
-    parts: dict[str, Kernel] = {"map": map_kernel}
-    if "heading" in names:
-        parts["heading"] = CompassDeviation(spec.gam_heading_variance)
-    if "run" in names:
-        parts["run"] = LaterRunOffset(spec.gam_run_variance)
-    if "drift" in names:
-        parts["drift"] = AnchoredMatern32(spec.gam_drift_variance, spec.gam_drift_lengthscale)
-    kernel = BlockKernel(parts, input_dim)
-    if spec.selector == "vips":
-        selector: Selector = AdditiveVips(spec.delta, spec.gam_drift_spacing, spec.gam_drift_window)
-    elif kernel.single:
-        selector = build_selector(spec)
-    else:
-        raise ValueError(
-            f"gam_stream with nuisance components ({spec.components}) selects its inducing "
-            f"points with selector: vips; got selector: {spec.selector}"
-        )
-    return StreamingAdditiveGP(
-        kernel,
-        spec.noise_variance,
-        selector,
-        run_gap=spec.gam_run_gap,
-        **_engine_options(spec),
-    )
 
 
 def build_model(spec: EngineSpec, input_dim: int) -> Model:

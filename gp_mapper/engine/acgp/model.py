@@ -42,7 +42,7 @@ from .objective import acgp_objective, extrapolated_log_evidence, subset_data_fi
 from .refinement import RefinementResult, refine_hyperparameters
 
 STATE_FORMAT_VERSION = 1
-# The paper's synthetic setting and the node's default (settings/acgp.py): a magnetometer log of
+# The paper's synthetic setting and the node's default (acgp/settings.py): a magnetometer log of
 # 10⁴–10⁵ samples then stops after a few blocks; the authors use ~10⁴ on 40k-point UCI sets.
 DEFAULT_BLOCK_SIZE = setting_default("acgp_block_size")
 # The paper's r on its synthetic task; |log p| grows like N, so 1 % is already many nats.

@@ -35,7 +35,7 @@ OPTIMIZERS: tuple[str, ...] = ("adam", "lbfgs")
 # The paper's schedule: LinearLR(end_factor=0.1) (§6.1).
 LR_END_FACTOR = 0.1
 # The paper's Adam budget for CaGP-Opt (Table S1: 1000 epochs); a map of 10⁴–10⁵ samples on a
-# CPU is affordable at a few hundred, so the model's default is lower (settings/cagp.py).
+# CPU is affordable at a few hundred, so the model's default is lower (cagp/settings.py).
 PAPER_EPOCHS = 1000
 # The middle of the paper's sweep {1, 0.1, 0.01}; 0.1 is what it used on 3DRoad and Power.
 DEFAULT_LEARNING_RATE = setting_default("cagp_learning_rate")

@@ -40,7 +40,7 @@ from .component import component_kernel_from_spec
 from .run_offset import RunOffset
 
 OBSERVATION = 0
-# One tag per component, in the order the model holds them (settings/gam.py).
+# One tag per component, in the order the model holds them (gam/settings.py).
 COMPONENT_TAGS: Mapping[str, int] = {"map": 1, "heading": 2, "run": 3, "drift": 4}
 # The columns after the position, in this order; the tag is the last column.
 AUXILIARY_COLUMNS = ("yaw", "run", "time")

@@ -4,22 +4,18 @@ This table is the one source of the engine's defaults and ranges. ``EngineSpec``
 defaults from it, the selectors and models check their arguments against it, and the node's
 parameter table (``gp_mapper.mapping.config.PARAMETERS``) is built from it, so a value the node
 accepts is a value the engine accepts. Settings of one model live in that model's subpackage
-(``settings/vips.py``, ``settings/acgp.py``); the shared ones (kernel, noise, numerics) here.
+(``vips/settings.py``, ``acgp/settings.py``), read here in the registry's order; the shared ones
+(kernel, noise, numerics) are here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from importlib import import_module
 from typing import Any
 
-from ..registry import model_names
-from .acgp import ACGP_SETTINGS
-from .cagp import CAGP_SETTINGS
-from .gam import GAM_SETTINGS
-from .potential import POTENTIAL_SETTINGS
+from ..registry import model_names, model_packages
 from .setting import Setting
-from .solvegp import SOLVEGP_SETTINGS
-from .vips import VIPS_SETTINGS
 
 # Names of the models that run in the node (streaming) and of those `gp-mapper fit` runs; their
 # kinds are the registry's (listing them imports no model).
@@ -34,7 +30,8 @@ COMMON_SETTINGS: tuple[Setting, ...] = (
             "three-axis curl-free field, streamed by VIPS (needs target: vector); gam_stream = "
             "the additive map (components) streamed by VIPS; exact, acgp, "
             "solvegp, cagp, cagp_cg, gam = batch models for gp-mapper fit",
-            choices=MODEL_NAMES, read_only=True),
+            pattern=r"[a-z][a-z0-9_]*", rule="a registered model (gp_mapper.engine.registry)",
+            read_only=True),
     Setting("kernel", "matern52", "str", "stationary kernel added to the constant",
             choices=("matern52", "matern32", "se"), read_only=True),
     Setting("constant_variance", 500.0, "float",
@@ -66,14 +63,20 @@ COMMON_SETTINGS: tuple[Setting, ...] = (
 )  # fmt: skip
 
 
-ENGINE_SETTINGS: tuple[Setting, ...] = (
-    COMMON_SETTINGS
-    + VIPS_SETTINGS
-    + POTENTIAL_SETTINGS
-    + ACGP_SETTINGS
-    + SOLVEGP_SETTINGS
-    + CAGP_SETTINGS
-    + GAM_SETTINGS
+def _package_settings(package: str) -> tuple[Setting, ...]:
+    """A model package's ``settings.SETTINGS``; () for a package without settings of its own."""
+    name = f"{package if '.' in package else 'gp_mapper.engine.' + package}.settings"
+    try:
+        return tuple(import_module(name).SETTINGS)
+    except ModuleNotFoundError as err:
+        if err.name != name:
+            raise
+        return ()
+
+
+# The shared settings, then each model package's, in the registry's order.
+ENGINE_SETTINGS: tuple[Setting, ...] = COMMON_SETTINGS + tuple(
+    s for package in model_packages() for s in _package_settings(package)
 )
 SETTING_BY_NAME: Mapping[str, Setting] = {s.name: s for s in ENGINE_SETTINGS}
 
@@ -93,7 +96,7 @@ def node_settings() -> tuple[Setting, ...]:
     out = []
     for s in ENGINE_SETTINGS:
         if s.name == "model":  # the node runs a streaming model; batch ones are for `fit`
-            out.append(s._replace(choices=STREAMING_MODELS))
+            out.append(s._replace(choices=STREAMING_MODELS, pattern=None, rule=""))
         elif not s.models or any(m in STREAMING_MODELS for m in s.models):
             out.append(s)
     return tuple(out)

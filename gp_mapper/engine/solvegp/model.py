@@ -66,7 +66,7 @@ STATE_FORMAT_VERSION = 2
 Standardise = Literal["none", "scale", "centre"]
 STANDARDISE: tuple[str, ...] = ("none", "scale", "centre")
 # Defaults: the paper's UCI recipe (spec seed002 §10.3) at half its M, which a CPU affords on a
-# map of 10⁵ samples: the settings table's (settings/solvegp.py), one default for API and node.
+# map of 10⁵ samples: the settings table's (solvegp/settings.py), one default for API and node.
 DEFAULT_INDUCING = setting_default("solve_inducing")
 DEFAULT_ORTHOGONAL = setting_default("solve_orthogonal")
 DEFAULT_BATCH_SIZE = setting_default("solve_batch_size")

@@ -22,11 +22,11 @@ from gp_mapper.engine.gam import (
     auxiliary_inputs,
     deviation_features,
 )
+from gp_mapper.engine.gam.settings import parse_components
 from gp_mapper.engine.gam.zero_mean import (
     matern32_interval_double_integral,
     matern32_interval_integral,
 )
-from gp_mapper.engine.settings.gam import parse_components
 from gp_mapper.io.synthetic import heading_bias, make_synthetic_world, simulate_run
 
 DTYPE = torch.float64

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .setting import Setting
+from ..settings.setting import Setting
 
 GAM = ("gam",)
 # Settings the streaming additive model reads too.
@@ -15,7 +15,8 @@ GAM_COMPONENT_NAMES = ("offset", "map", "heading", "run", "drift")
 # The components published as the map (grids, predict); the rest are nuisance, removed.
 GAM_MAP_LAYER = ("offset", "map")
 
-GAM_SETTINGS: tuple[Setting, ...] = (
+# This model's rows of the engine's settings table (``gp_mapper.engine.settings``).
+SETTINGS: tuple[Setting, ...] = (
     Setting("components", "offset+map", "str",
             "additive components joined by '+': offset (a constant; its variance is "
             "constant_variance), map (the kernel setting on x, y; required), heading (the "

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from .setting import Setting
+from ..settings.setting import Setting
 
 POTENTIAL = ("potential",)
 
-POTENTIAL_SETTINGS: tuple[Setting, ...] = (
+# This model's rows of the engine's settings table (``gp_mapper.engine.settings``).
+SETTINGS: tuple[Setting, ...] = (
     # On the Aalto data (θ fixed) the bound with every candidate was 7 nats under the exact
     # evidence at 0.25 ℓ, 98 at 0.5 ℓ; 0.03-0.1 ℓ only pins the directions less well.
     Setting("potential_offset", 0.25, "float",

@@ -7,11 +7,12 @@ samples; ``solvegp/model.py`` holds the same values.
 
 from __future__ import annotations
 
-from .setting import Setting
+from ..settings.setting import Setting
 
 SOLVEGP = ("solvegp",)
 
-SOLVEGP_SETTINGS: tuple[Setting, ...] = (
+# This model's rows of the engine's settings table (``gp_mapper.engine.settings``).
+SETTINGS: tuple[Setting, ...] = (
     Setting("solve_inducing", 512, "int",
             "M: inducing points Z (the coarse layer; the paper: 1024) [points]",
             min=1, max=100000, models=SOLVEGP),

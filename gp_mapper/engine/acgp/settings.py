@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from .setting import Setting
+from ..settings.setting import Setting
 
 ACGP = ("acgp",)
 
-ACGP_SETTINGS: tuple[Setting, ...] = (
+# This model's rows of the engine's settings table (``gp_mapper.engine.settings``).
+SETTINGS: tuple[Setting, ...] = (
     Setting("acgp_block_size", 1000, "int",
             "m: points per block of the stopped Cholesky, the sample size of the bound "
             "estimators (the paper: 1000 on its synthetic task, ~10⁴ on UCI) [points]",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .setting import Setting
+from ..settings.setting import Setting
 
 VIPS = ("vips",)
 # The potential model runs the same VIPS rule and engine over its three-axis observations, the
@@ -14,7 +14,8 @@ STREAMING_THETA = ("vips", "potential")
 # stops just inside: δ = 0 would demand the reference bound itself, ρ = 1 never adds a point.
 OPEN_INTERVAL_EDGE = 1.0e-6
 
-VIPS_SETTINGS: tuple[Setting, ...] = (
+# This model's rows of the engine's settings table (``gp_mapper.engine.settings``).
+SETTINGS: tuple[Setting, ...] = (
     Setting("selector", "vips", "str", "inducing-point selection rule",
             choices=("vips", "cv", "oips", "fixed"), models=VIPS),
     Setting("delta", 0.035, "float",

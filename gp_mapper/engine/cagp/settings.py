@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from .setting import Setting
+from ..settings.setting import Setting
 
 CAGP = ("cagp", "cagp_cg")
 
-CAGP_SETTINGS: tuple[Setting, ...] = (
+# This model's rows of the engine's settings table (``gp_mapper.engine.settings``).
+SETTINGS: tuple[Setting, ...] = (
     Setting("cagp_actions", 512, "int",
             "I: the number of actions, the rank of the approximation (the paper: 512 on every "
             "UCI set); at most the number of training points, where the posterior is exact. "

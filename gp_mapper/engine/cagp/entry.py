@@ -1,0 +1,69 @@
+"""The computation-aware GPs' builders from a spec and their registry entries."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..core.linalg import Jitter
+from ..registry import ModelEntry, model_kind
+from ..spec import DTYPES, EngineSpec, build_kernel
+from .model import CaGP, CaGPCG
+
+
+def _cagp_arguments(spec: EngineSpec) -> dict[str, Any]:
+    """The settings CaGP-Opt and CaGP-CG share."""
+    return {
+        "actions": spec.cagp_actions,
+        "epochs": spec.cagp_epochs,
+        "learning_rate": spec.cagp_learning_rate,
+        "optimizer": "lbfgs" if spec.cagp_lbfgs else "adam",
+        "validation": spec.cagp_validation,
+        "validate_every": spec.cagp_validate_every,
+        "patience": spec.cagp_patience,
+        "chunk": spec.cagp_chunk,
+        "seed": spec.seed,
+        "device": spec.device,
+        "dtype": DTYPES[spec.dtype],
+        "jitter": Jitter(spec.jitter, spec.jitter_relative),
+    }
+
+
+def build_cagp(spec: EngineSpec, input_dim: int) -> CaGP:
+    """CaGP-Opt (seed 001) as the spec describes it."""
+    return CaGP(
+        build_kernel(spec, input_dim),
+        spec.noise_variance,
+        block_order=spec.cagp_block_order,
+        **_cagp_arguments(spec),
+    )
+
+
+def build_cagp_cg(spec: EngineSpec, input_dim: int) -> CaGPCG:
+    """CaGP-CG (seed 001) as the spec describes it."""
+    return CaGPCG(
+        build_kernel(spec, input_dim),
+        spec.noise_variance,
+        cg_tolerance=spec.cagp_cg_tolerance,
+        **_cagp_arguments(spec),
+    )
+
+
+def entry(name: str) -> ModelEntry:
+    """The registry\'s entry of the model ``name``."""
+    opt = name == "cagp"
+    return ModelEntry(
+        name,
+        model_kind(name),
+        "computation-aware GP (seed 001): variance that counts the approximation error, "
+        + ("block-sparse learned actions (CaGP-Opt)" if opt else "conjugate-gradient actions"),
+        build_cagp if opt else build_cagp_cg,
+        CaGP.from_state if opt else CaGPCG.from_state,
+        lambda n: {  # n actions span the data: the exact GP at fixed θ
+            "cagp_actions": n,
+            "cagp_epochs": 0,
+            "cagp_validation": 0.0,
+            "cagp_cg_tolerance": 0.0,
+            "fit_iterations": 0,
+        },
+        support_label="data points",
+    )

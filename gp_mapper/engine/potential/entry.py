@@ -1,0 +1,56 @@
+"""The three-axis field model's builder from a spec and its registry entry."""
+
+from __future__ import annotations
+
+from ..core.kernels import kernel_from_spec
+from ..registry import ModelEntry, model_kind
+from ..spec import EngineSpec, engine_options
+from .kernel import CurlFreeKernel
+from .model import VectorFieldGP
+from .selector import FieldReadings, PotentialVips
+
+
+def build_potential(spec: EngineSpec, input_dim: int) -> VectorFieldGP:
+    """The three-axis curl-free field model: ``kernel`` is the potential's (se or matern52),
+    ``kernel_variance`` one component's local variance and ``constant_variance`` the uniform
+    field's per component."""
+    if spec.kernel not in ("se", "matern52"):
+        raise ValueError(
+            f"the potential model needs a twice-differentiable kernel (se or matern52); got "
+            f"kernel: {spec.kernel}"
+        )
+    if spec.ard:
+        raise ValueError("the potential model's kernel is isotropic: set ard: false")
+    base = kernel_from_spec(
+        {"type": spec.kernel, "variance": spec.kernel_variance,
+         "lengthscale": [spec.lengthscale], "ard_dims": 0}
+    )  # fmt: skip
+    # The uniform field is part of the model: a zero constant_variance still leaves it a floor.
+    kernel = CurlFreeKernel(base, max(spec.constant_variance, 1.0))
+    selector = (
+        PotentialVips(spec.delta, spec.potential_offset)
+        if spec.potential_inducing == "vips"
+        else FieldReadings()
+    )
+    return VectorFieldGP(
+        kernel,
+        spec.noise_variance,
+        selector,
+        input_dim=input_dim,
+        **engine_options(spec),
+        theta_memory=spec.theta_memory,
+    )
+
+
+def entry(name: str) -> ModelEntry:
+    """The registry\'s entry of the model ``name``."""
+    return ModelEntry(
+        "potential",
+        model_kind("potential"),
+        "three-axis field B = −∇φ + uniform field, φ a GP; inducing points on φ chosen by VIPS "
+        "on the online bound (target: vector)",
+        build_potential,
+        VectorFieldGP.from_state,
+        lambda n: {"potential_inducing": "readings", "fit_iterations": 0},
+        target="vector",
+    )

@@ -1,0 +1,30 @@
+"""The VIPS model's builder from a spec and its registry entry."""
+
+from __future__ import annotations
+
+from ..registry import ModelEntry, model_kind
+from ..spec import EngineSpec, build_kernel, build_selector, engine_options, vips_options
+from .online_sgp import OnlineSparseGP
+
+
+def build_online_sgp(spec: EngineSpec, input_dim: int) -> OnlineSparseGP:
+    """The streaming VIPS model (seed 000) the spec describes."""
+    return OnlineSparseGP(
+        build_kernel(spec, input_dim),
+        spec.noise_variance,
+        build_selector(spec),
+        **engine_options(spec),
+        **vips_options(spec),
+    )
+
+
+def entry(name: str) -> ModelEntry:
+    """The registry\'s entry of the model ``name``."""
+    return ModelEntry(
+        "vips",
+        model_kind("vips"),
+        "continual sparse GP, VIPS inducing points on the Bui et al. online bound (seed 000)",
+        build_online_sgp,
+        OnlineSparseGP.from_state,
+        lambda n: {"selector": "fixed", "fixed_size": n, "max_inducing": n, "fit_iterations": 0},
+    )
