@@ -2,7 +2,7 @@
 
 `PARAMETERS` is the single table of every parameter of the `gp_mapper` node: name, default,
 type, description with unit, range or choices and whether it is read-only. The ROS node declares
-exactly these (with descriptors built from the table), the README lists them, and
+exactly these (with descriptors built from the table), docs/node.md lists them, and
 `MapperConfig` holds their values. The engine's parameters are built from the engine's settings
 table (`gp_mapper.engine.settings`), the one source of their defaults and ranges; they are the
 fields of `gp_mapper.engine.EngineSpec` of the same names.
@@ -374,7 +374,7 @@ class MapperConfig:
 
 
 def parameters_markdown() -> str:
-    """The parameter table as Markdown, for the README."""
+    """The parameter table as Markdown, as docs/node.md shows it."""
     lines = [
         "| parameter | default | type | allowed | read-only | description |",
         "|---|---|---|---|---|---|",
