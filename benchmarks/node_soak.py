@@ -51,7 +51,8 @@ from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import MagneticField
 
 from gp_mapper.commands.demo import LiveNode
-from gp_mapper.ros.convert import diagnostic_values, ns_to_stamp
+from gp_mapper.ros.diagnostic_messages import diagnostic_values
+from gp_mapper.ros.stamps import ns_to_stamp
 
 STATUS = "gp_mapper: mapping"
 BASE_NS = 1_700_000_000 * 10**9

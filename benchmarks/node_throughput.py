@@ -34,7 +34,8 @@ from geometry_msgs.msg import PoseStamped
 from sensor_msgs.msg import MagneticField
 
 from gp_mapper.commands.demo import LiveNode
-from gp_mapper.ros.convert import diagnostic_values, ns_to_stamp
+from gp_mapper.ros.diagnostic_messages import diagnostic_values
+from gp_mapper.ros.stamps import ns_to_stamp
 
 STATUS = "gp_mapper: mapping"
 GRID_SIDE_M = 20.0

@@ -76,17 +76,16 @@ from gp_mapper.mapping.map_file import clean_stale_temporaries
 from gp_mapper.mapping.pipeline import MappingPipeline
 from gp_mapper.mapping.records import HEALTH_ERROR, HEALTH_WARN
 from gp_mapper.mapping.windowing import VECTOR_TARGET
-from gp_mapper.ros.convert import (
+from gp_mapper.ros.diagnostic_messages import (
     DIAGNOSTIC_ERROR,
     DIAGNOSTIC_OK,
     DIAGNOSTIC_WARN,
-    POSE_INPUTS,
     diagnostic_array,
-    field_reading_from_msg,
 )
+from gp_mapper.ros.input_messages import POSE_INPUTS, field_reading_from_msg
 from gp_mapper.ros.input_watch import InputWatch
+from gp_mapper.ros.map_messages import MapMessages, empty_messages, snapshot_messages
 from gp_mapper.ros.parameters import ParameterGuard, declare_parameters, read_config
-from gp_mapper.ros.products import MapProducts, empty_products, snapshot_products
 from gp_mapper.ros.qos import DIAGNOSTICS_QOS, MAP_QOS, sensor_qos
 from gp_mapper.ros.service_host import ServiceHost, one_line
 
@@ -290,26 +289,26 @@ class GpMapperNode(Node):
         config = pipeline.config
         if snapshot is None:
             stamp = self.get_clock().now().nanoseconds
-            products = empty_products(self._map_frame, stamp, config.resolution)
+            messages = empty_messages(self._map_frame, stamp, config.resolution)
         else:
-            products = snapshot_products(
+            messages = snapshot_messages(
                 snapshot,
                 frame_id=self._map_frame,
                 unknown_variance_ratio=config.unknown_variance_ratio,
                 z_m=config.grid_z,
             )
-        self._send(products)
+        self._send(messages)
         self._published = key
 
-    def _send(self, products: MapProducts) -> None:
-        self._scale = products.scale
-        self._mean_pub.publish(products.mean)
-        self._variance_pub.publish(products.variance)
-        self._field_pub.publish(products.field)
-        self._marker_pub.publish(products.markers)
-        self._cells_pub.publish(products.cells)  # serialized already: sent as it is
-        if self._arrows_pub is not None and products.arrows is not None:
-            self._arrows_pub.publish(products.arrows)
+    def _send(self, messages: MapMessages) -> None:
+        self._scale = messages.scale
+        self._mean_pub.publish(messages.mean)
+        self._variance_pub.publish(messages.variance)
+        self._field_pub.publish(messages.field)
+        self._marker_pub.publish(messages.markers)
+        self._cells_pub.publish(messages.cells)  # serialized already: sent as it is
+        if self._arrows_pub is not None and messages.arrows is not None:
+            self._arrows_pub.publish(messages.arrows)
 
     def _check_inputs(self) -> None:
         """Warn (rate-limited) about inputs without a message for INPUT_SILENCE_S."""

@@ -25,10 +25,10 @@ from rosbags.interfaces import Connection
 from rosbags.rosbag2 import Reader, ReaderError
 from rosgraph_msgs.msg import Clock
 
-from gp_mapper.ros.convert import ns_to_stamp
 from gp_mapper.ros.errors import BagError, MessageTypeError
 from gp_mapper.ros.msg_types import message_class
 from gp_mapper.ros.qos import playback_qos
+from gp_mapper.ros.stamps import ns_to_stamp
 
 logger = logging.getLogger(__name__)
 

@@ -29,7 +29,7 @@ from sensor_msgs.msg import MagneticField, PointCloud2
 from std_srvs.srv import Trigger
 from visualization_msgs.msg import Marker, MarkerArray
 
-from gp_mapper.ros import convert
+from gp_mapper.ros import cloud_messages, diagnostic_messages, stamps
 from gp_mapper.ros.node import NODE_NAME, GpMapperNode
 from gp_mapper.ros.qos import MAP_QOS
 
@@ -80,7 +80,7 @@ def stamp(k: int) -> int:
 
 def pose_msg(stamp_ns: int, x: float, y: float, frame: str = "map") -> PoseStamped:
     msg = PoseStamped()
-    msg.header.stamp = convert.ns_to_stamp(stamp_ns)
+    msg.header.stamp = stamps.ns_to_stamp(stamp_ns)
     msg.header.frame_id = frame
     msg.pose.position.x, msg.pose.position.y = float(x), float(y)
     msg.pose.orientation.w = 1.0
@@ -93,7 +93,7 @@ def mag_msg(stamp_ns: int, field_ut: float | np.ndarray, frame: str = "imu_link"
         vec = float(vec) * FIELD_DIRECTION
     vec = vec * TESLA_PER_MICROTESLA
     msg = MagneticField()
-    msg.header.stamp = convert.ns_to_stamp(stamp_ns)
+    msg.header.stamp = stamps.ns_to_stamp(stamp_ns)
     msg.header.frame_id = frame
     msg.magnetic_field.x, msg.magnetic_field.y, msg.magnetic_field.z = (float(v) for v in vec)
     return msg
@@ -195,7 +195,7 @@ class MapperHarness:
     def _our_diagnostics(self) -> list[dict[str, str]]:
         """This node's /diagnostics values, oldest first (other nodes may publish too)."""
         found = (
-            convert.diagnostic_values(m, self.node.status_name)
+            diagnostic_messages.diagnostic_values(m, self.node.status_name)
             for m in self.sink.messages("/diagnostics")
         )
         return [values for values in found if values is not None]
@@ -248,7 +248,7 @@ class MapperHarness:
         return self.latest(key)
 
     def cloud(self) -> np.ndarray:
-        return convert.cloud_to_array(self.latest("field"))
+        return cloud_messages.cloud_to_array(self.latest("field"))
 
     def rmse(self, cloud: np.ndarray) -> float:
         """Map error against the known field over the explored square [µT]."""

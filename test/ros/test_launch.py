@@ -41,8 +41,8 @@ from rclpy.context import Context
 from rclpy.executors import SingleThreadedExecutor
 from sensor_msgs.msg import MagneticField
 
-from gp_mapper.ros.convert import ns_to_stamp
 from gp_mapper.ros.qos import MAP_QOS
+from gp_mapper.ros.stamps import ns_to_stamp
 
 try:
     get_package_share_directory("gp_mapper")

@@ -22,7 +22,7 @@ from rclpy.parameter import Parameter
 from visualization_msgs.msg import Marker
 
 from gp_mapper.mapping.occupancy import occupancy_to_values
-from gp_mapper.ros import convert
+from gp_mapper.ros import cloud_messages, diagnostic_messages, grid_messages, marker_messages
 
 from .helpers import Spinner, wait_for
 from .mapper_harness import (
@@ -58,7 +58,7 @@ def test_products_arrive_with_shapes_frames_scaling_and_unknown_cells(
     mapper.feed(WINDOW)
     mapper.wait_samples(WINDOW)
     first_error = mapper.rmse(mapper.cloud())
-    first_unknown = int((convert.occupancy_to_array(mapper.latest("mean")) == -1).sum())
+    first_unknown = int((grid_messages.occupancy_to_array(mapper.latest("mean")) == -1).sum())
 
     for block in range(2, 6):
         mapper.feed(WINDOW)
@@ -77,8 +77,8 @@ def test_products_arrive_with_shapes_frames_scaling_and_unknown_cells(
         assert grid.info.resolution == pytest.approx(0.25)
         assert (grid.info.origin.position.x, grid.info.origin.position.y) == (-2.5, -2.5)
         assert grid.info.origin.orientation.w == 1.0
-    mean_cells = convert.occupancy_to_array(mean)
-    var_cells = convert.occupancy_to_array(variance)
+    mean_cells = grid_messages.occupancy_to_array(mean)
+    var_cells = grid_messages.occupancy_to_array(variance)
     unknown = mean_cells == -1
     np.testing.assert_array_equal(var_cells == -1, unknown)
     assert mean_cells[~unknown].min() >= 1 and mean_cells[~unknown].max() <= 98
@@ -123,7 +123,7 @@ def test_save_reset_load_restores_the_same_map(mapper: MapperHarness, tmp_path: 
     mapper.feed(2 * WINDOW)
     mapper.wait_samples(2 * WINDOW)
     saved = mapper.cloud()
-    saved_mean = convert.occupancy_to_array(mapper.latest("mean"))
+    saved_mean = grid_messages.occupancy_to_array(mapper.latest("mean"))
 
     reply = mapper.call("save_map")
     assert reply.success, reply.message
@@ -150,7 +150,7 @@ def test_save_reset_load_restores_the_same_map(mapper: MapperHarness, tmp_path: 
     np.testing.assert_allclose(loaded["mean"], saved["mean"], rtol=1e-6)
     np.testing.assert_allclose(loaded["variance"], saved["variance"], rtol=1e-5)
     wait_for(
-        lambda: np.array_equal(convert.occupancy_to_array(mapper.latest("mean")), saved_mean),
+        lambda: np.array_equal(grid_messages.occupancy_to_array(mapper.latest("mean")), saved_mean),
         what="the saved grid back",
     )
 
@@ -265,7 +265,7 @@ def test_bad_inputs_are_counted_and_survived(mapper: MapperHarness) -> None:
     diag = wait_for(counted, what="every bad input counted")
     assert int(diag["failed_updates"]) == 0
     # the warning reaches /diagnostics; the node is alive and the map still stands
-    warned = [s for s in mapper.our_statuses() if s.level == convert.DIAGNOSTIC_WARN]
+    warned = [s for s in mapper.our_statuses() if s.level == diagnostic_messages.DIAGNOSTIC_WARN]
     assert warned and "dropped input" in warned[-1].message
     mapper.fresh_diagnostics()
     mapper.offset_ns = t + 2_000_000_000 - T0_NS  # good data again, after the bad block
@@ -304,7 +304,7 @@ def test_rviz_cells_follow_the_coarsened_resolution(ros_context: Context, spinne
         # the cubes are one (coarsened) cell wide, so they tile the map in RViz
         assert cells.scale.x == pytest.approx(grid.info.resolution)
         assert cells.scale.y == pytest.approx(grid.info.resolution)
-        known = int((convert.occupancy_to_array(grid) != -1).sum())
+        known = int((grid_messages.occupancy_to_array(grid) != -1).sum())
         assert len(cells.points) == known > 0
 
 
@@ -323,9 +323,9 @@ def test_a_vector_map_publishes_components_and_field_arrows(
         diag = h.wait_samples(WINDOW)
         assert diag["model"] == "potential"
         cloud = h.cloud()
-        assert cloud.dtype.names == convert.VECTOR_CLOUD_FIELDS
+        assert cloud.dtype.names == cloud_messages.VECTOR_CLOUD_FIELDS
         assert cloud.shape == (GRID_H, GRID_W)
-        unknown = convert.occupancy_to_array(h.latest("mean")) == -1
+        unknown = grid_messages.occupancy_to_array(h.latest("mean")) == -1
         known = ~unknown
         # ~/mean is |B|; the components point along the field's direction where it is known
         components = np.stack([cloud["bx"], cloud["by"], cloud["bz"]], axis=-1)[known]
@@ -338,7 +338,7 @@ def test_a_vector_map_publishes_components_and_field_arrows(
         arrows = wait_for(lambda: h.sink.latest(arrows_topic), what="the field arrows")
         clear, *markers = arrows.markers
         assert clear.action == Marker.DELETEALL
-        assert 0 < len(markers) <= convert.MAX_ARROWS
+        assert 0 < len(markers) <= marker_messages.MAX_ARROWS
         assert all(m.type == Marker.ARROW and m.header.frame_id == "map" for m in markers)
 
 
@@ -354,7 +354,7 @@ def test_an_additive_map_publishes_its_map_layer_and_nuisance_diagnostics(
         for key in ("heading_B", "heading_E", "heading_sd_max", "drift", "drift_sd",
                     "run_offset_sd"):  # fmt: skip
             assert np.isfinite(float(diag[key])), key
-        known = convert.occupancy_to_array(h.latest("mean")) != -1
+        known = grid_messages.occupancy_to_array(h.latest("mean")) != -1
         assert known.any()
         cloud = h.cloud()
         assert np.all(np.isfinite(cloud["mean"][known]))
@@ -363,5 +363,5 @@ def test_an_additive_map_publishes_its_map_layer_and_nuisance_diagnostics(
 def test_a_scalar_map_has_no_field_arrows(mapper: MapperHarness) -> None:
     mapper.feed(WINDOW)
     mapper.wait_samples(WINDOW)
-    assert mapper.cloud().dtype.names == convert.FIELD_CLOUD_FIELDS
+    assert mapper.cloud().dtype.names == cloud_messages.FIELD_CLOUD_FIELDS
     assert mapper.probe.count_publishers(mapper.topics["field"] + "_arrows") == 0

@@ -13,7 +13,7 @@ pytest.importorskip("rclpy", reason="rclpy (ros-jazzy-rclpy wheels) is not impor
 from rclpy.context import Context
 
 from gp_mapper.mapping.records import UNHEALTHY_FOR_ERROR
-from gp_mapper.ros import convert
+from gp_mapper.ros import diagnostic_messages
 
 from .helpers import Spinner, wait_for
 from .mapper_harness import (
@@ -76,13 +76,15 @@ def test_rejected_windows_turn_the_status_to_warn_then_error_and_back(
     assert int(diag["drop_failed_update"]) == UNHEALTHY_FOR_ERROR * WINDOW
     assert "all 100 readings are outliers" in diag["health_message"]
     wait_for(
-        lambda: any(level == convert.DIAGNOSTIC_ERROR for level, _ in health_levels(mapper)),
+        lambda: any(
+            level == diagnostic_messages.DIAGNOSTIC_ERROR for level, _ in health_levels(mapper)
+        ),
         what="a DiagnosticStatus at ERROR",
     )
     levels = health_levels(mapper)
-    errors = [message for level, message in levels if level == convert.DIAGNOSTIC_ERROR]
+    errors = [message for level, message in levels if level == diagnostic_messages.DIAGNOSTIC_ERROR]
     assert errors[0].startswith("update rejected, the previous map stands: all 100 readings")
-    warned = [message for level, message in levels if level == convert.DIAGNOSTIC_WARN]
+    warned = [message for level, message in levels if level == diagnostic_messages.DIAGNOSTIC_WARN]
     assert any("1 unhealthy update(s) in a row" in message for message in warned)
 
     # Good data again: the map takes them and the status is OK once no new drop is counted.
@@ -91,6 +93,8 @@ def test_rejected_windows_turn_the_status_to_warn_then_error_and_back(
     assert samples["health"] == "OK" and samples["health_message"] == ""
     count = len(mapper.our_statuses())
     wait_for(
-        lambda: any(s.level == convert.DIAGNOSTIC_OK for s in mapper.our_statuses()[count:]),
+        lambda: any(
+            s.level == diagnostic_messages.DIAGNOSTIC_OK for s in mapper.our_statuses()[count:]
+        ),
         what="a DiagnosticStatus at OK",
     )

@@ -15,7 +15,7 @@ pytest.importorskip("rclpy", reason="rclpy (ros-jazzy-rclpy wheels) is not impor
 from diagnostic_msgs.msg import DiagnosticArray
 from std_srvs.srv import Trigger
 
-from gp_mapper.ros import convert
+from gp_mapper.ros import diagnostic_messages
 from gp_mapper.ros.node import INPUT_SILENCE_S
 
 from .helpers import Collector, Spinner, wait_for
@@ -62,7 +62,7 @@ def test_node_process_serves_and_exits_cleanly_on_sigint(spinner: Spinner, execu
                 (
                     v
                     for m in reversed(sink.messages("/diagnostics"))
-                    if (v := convert.diagnostic_values(m, name)) is not None
+                    if (v := diagnostic_messages.diagnostic_values(m, name)) is not None
                 ),
                 None,
             ),

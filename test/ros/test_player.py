@@ -28,10 +28,10 @@ from gp_mapper.commands.play import (
     parse_remaps,
     run_play,
 )
-from gp_mapper.ros.convert import stamp_to_ns
 from gp_mapper.ros.errors import BagError
 from gp_mapper.ros.player import play_bag
 from gp_mapper.ros.recorder import record_bag
+from gp_mapper.ros.stamps import stamp_to_ns
 
 from .helpers import Collector, Spinner, wait_for
 from .mapper_harness import READING_PERIOD_NS, harness, mag_msg, path, pose_msg, stamp, true_field

@@ -24,7 +24,7 @@ from rosbags.typesys import Stores, get_typestore
 from sensor_msgs.msg import MagneticField
 
 from gp_mapper.commands.record import add_record_arguments, run_record
-from gp_mapper.ros import convert
+from gp_mapper.ros import diagnostic_messages, grid_messages, stamps
 from gp_mapper.ros.errors import BagError
 from gp_mapper.ros.qos import DIAGNOSTICS_QOS, MAP_QOS, SENSOR_QOS
 from gp_mapper.ros.recorder import NODE_NAME, RecordResult, record_bag
@@ -63,11 +63,11 @@ def _record_mag_and_diagnostics(node: object, mag_pub: object, diag_pub: object)
     wait_for(lambda: _recorder_on(node, "/diagnostics"), what="recorder on /diagnostics")
     for k in range(N_MAG):
         msg = MagneticField()
-        msg.header.stamp = convert.ns_to_stamp(k)
+        msg.header.stamp = stamps.ns_to_stamp(k)
         msg.magnetic_field.x = float(k)
         mag_pub.publish(msg)  # type: ignore[attr-defined]
     diag_pub.publish(  # type: ignore[attr-defined]
-        convert.diagnostic_array(5, "gp_mapper: engine", "cpu", b"\x00", "ok", {})
+        diagnostic_messages.diagnostic_array(5, "gp_mapper: engine", "cpu", b"\x00", "ok", {})
     )
     # reliable: acknowledged means it reached the recorder, which writes it even when
     # stopped right after; the best-effort magnetometer is only required mostly
@@ -83,7 +83,7 @@ def test_recorder_writes_latched_maps_diagnostics_and_extra_topics(
     mag_pub = node.create_publisher(MagneticField, "/rec_test/imu/mag", SENSOR_QOS)
     grid = np.array([[1, 50, 98], [-1, 2, 3]], dtype=np.int8)
     # published before the recorder exists: only transient local brings it in
-    mean_pub.publish(convert.occupancy_grid(grid, (1.0, 2.0), 0.5, "map", 77))
+    mean_pub.publish(grid_messages.occupancy_grid(grid, (1.0, 2.0), 0.5, "map", 77))
 
     out = tmp_path / "out_bag"
     stop = threading.Event()
@@ -148,7 +148,7 @@ def test_recorder_picks_up_an_input_that_appears_late(tmp_path: Path, spinner: S
     wait_for(lambda: publisher.get_subscription_count() >= 2, what="the recorder on the late input")
     for k in range(5):
         msg = MagneticField()
-        msg.header.stamp = convert.ns_to_stamp(k + 1)
+        msg.header.stamp = stamps.ns_to_stamp(k + 1)
         publisher.publish(msg)
     assert publisher.wait_for_all_acked(Duration(seconds=10))
     stop.set()

@@ -2,7 +2,7 @@
 
 Modules: ``svgp`` (the bound, one code path for the families full / solve / odvgp, whitened or
 not, and the closed-form optimal q), ``init`` (k-means or greedy placement of Z and O),
-``predict`` (the prediction cache with its coarse and detail layers), ``convert`` (a fitted
+``predict`` (the prediction cache with its coarse and detail layers), ``continuation`` (a fitted
 posterior as the streaming engine's carried posterior) and ``model`` (the batch model).
 """
 
@@ -28,14 +28,14 @@ _EXPORTS = {
     "full_elbo": ".svgp",
     "initial_inducing": ".init",
     "kmeans": ".init",
-    "min_carried_precision": ".convert",
+    "min_carried_precision": ".continuation",
     "optimal_q": ".svgp",
     "prior_factors": ".svgp",
     "project": ".svgp",
     "rescaled_kernel": ".model",
-    "to_carried": ".convert",
-    "to_online_sgp": ".convert",
-    "to_streaming_state": ".convert",
+    "to_carried": ".continuation",
+    "to_online_sgp": ".continuation",
+    "to_streaming_state": ".continuation",
 }
 __getattr__ = lazy_exports(__name__, _EXPORTS)
 __all__ = list(_EXPORTS)

@@ -7,7 +7,7 @@ import numpy as np
 from ..core.linalg import Jitter
 from ..registry import ModelEntry, model_kind
 from ..spec import DTYPES, EngineSpec, build_kernel, build_selector, engine_options, vips_options
-from .convert import to_streaming_state
+from .continuation import to_streaming_state
 from .model import SolveGP
 
 

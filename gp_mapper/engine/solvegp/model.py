@@ -9,7 +9,7 @@ epochs of shuffled minibatches (the paper's recipe, spec seed002 §10.3: minibat
 Target scaling: the targets are divided by their standard deviation s (``standardise="scale"``)
 and the kernel and noise variances by s². That is the same model in other units, so the
 posterior is exactly the GP's on the raw data, and a fitted map continues with the zero-mean
-stream (``convert.py``). ``"centre"`` also subtracts the mean (the UCI protocol; the prior mean
+stream (``continuation.py``). ``"centre"`` also subtracts the mean (the UCI protocol; the prior mean
 is then the data mean, which the stream cannot continue). ``"none"`` fits in the data's units.
 """
 
@@ -104,7 +104,7 @@ class _State:
     validation_history: tuple[float, ...]
     num_updates: int
     # Count, mean [µT] and sum of squared deviations [µT²] of the training targets: what the
-    # stream's running statistics start from when it continues this fit (convert.py).
+    # stream's running statistics start from when it continues this fit (continuation.py).
     target_stats: tuple[int, float, float] = (0, 0.0, 0.0)
 
 

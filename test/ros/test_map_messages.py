@@ -16,9 +16,9 @@ from visualization_msgs.msg import Marker
 from gp_mapper.mapping.grid import GridSpec
 from gp_mapper.mapping.occupancy import occupancy_to_values
 from gp_mapper.mapping.snapshot import MapSnapshot
-from gp_mapper.ros import convert
+from gp_mapper.ros import cloud_messages, grid_messages, marker_messages, stamps
 from gp_mapper.ros.cell_marker import cell_marker_cdr, viridis
-from gp_mapper.ros.products import SCALE_KEYS, empty_products, snapshot_products
+from gp_mapper.ros.map_messages import SCALE_KEYS, empty_messages, snapshot_messages
 
 pytestmark = pytest.mark.ros
 
@@ -48,7 +48,7 @@ def snapshot() -> MapSnapshot:
 
 
 def test_grids_carry_geometry_scaling_and_unknown_cells(snapshot: MapSnapshot) -> None:
-    products = snapshot_products(snapshot, frame_id="map", unknown_variance_ratio=RATIO, z_m=0.5)
+    products = snapshot_messages(snapshot, frame_id="map", unknown_variance_ratio=RATIO, z_m=0.5)
     unknown = snapshot.unknown(RATIO)
     assert unknown.sum() == 2
     for msg, values, lo_key, hi_key in (
@@ -56,12 +56,12 @@ def test_grids_carry_geometry_scaling_and_unknown_cells(snapshot: MapSnapshot) -
         (products.variance, snapshot.variance, "variance_scale_lo", "variance_scale_hi"),
     ):
         assert msg.header.frame_id == "map"
-        assert convert.stamp_to_ns(msg.header.stamp) == snapshot.stamp_ns
+        assert stamps.stamp_to_ns(msg.header.stamp) == snapshot.stamp_ns
         assert (msg.info.height, msg.info.width) == snapshot.grid.shape
         assert msg.info.resolution == pytest.approx(0.25)
         assert (msg.info.origin.position.x, msg.info.origin.position.y) == (-1.0, 2.0)
         assert msg.info.origin.position.z == 0.5
-        data = convert.occupancy_to_array(msg)
+        data = grid_messages.occupancy_to_array(msg)
         np.testing.assert_array_equal(data == -1, unknown)
         assert data[~unknown].min() == 1 and data[~unknown].max() == 98
         lo, hi = products.scale[lo_key], products.scale[hi_key]
@@ -73,8 +73,8 @@ def test_grids_carry_geometry_scaling_and_unknown_cells(snapshot: MapSnapshot) -
 
 
 def test_cloud_holds_exact_values_at_cell_centres(snapshot: MapSnapshot) -> None:
-    products = snapshot_products(snapshot, frame_id="map", unknown_variance_ratio=RATIO)
-    points = convert.cloud_to_array(products.field)
+    products = snapshot_messages(snapshot, frame_id="map", unknown_variance_ratio=RATIO)
+    points = cloud_messages.cloud_to_array(products.field)
     x, y = snapshot.grid.cell_centres()
     assert points.shape == snapshot.grid.shape
     np.testing.assert_array_equal(points["x"][0], x.astype(np.float32))
@@ -84,7 +84,7 @@ def test_cloud_holds_exact_values_at_cell_centres(snapshot: MapSnapshot) -> None
 
 
 def test_markers_hold_the_inducing_points(snapshot: MapSnapshot) -> None:
-    products = snapshot_products(snapshot, frame_id="map", unknown_variance_ratio=RATIO, z_m=0.2)
+    products = snapshot_messages(snapshot, frame_id="map", unknown_variance_ratio=RATIO, z_m=0.2)
     (marker,) = products.markers.markers
     assert marker.type == Marker.SPHERE_LIST and marker.action == Marker.ADD
     got = [(p.x, p.y, p.z) for p in marker.points]
@@ -93,7 +93,7 @@ def test_markers_hold_the_inducing_points(snapshot: MapSnapshot) -> None:
 
 
 def test_empty_products_clear_every_latched_topic() -> None:
-    products = empty_products("map", 42, 0.1)
+    products = empty_messages("map", 42, 0.1)
     assert (products.mean.info.width, products.mean.info.height) == (0, 0)
     assert len(products.mean.data) == 0 and len(products.variance.data) == 0
     assert products.field.width == 0 and len(products.field.data) == 0
@@ -106,11 +106,11 @@ def _cells(products: Any) -> Marker:
 
 
 def test_cells_are_cubes_one_grid_cell_wide_at_the_known_cells(snapshot: MapSnapshot) -> None:
-    products = snapshot_products(snapshot, frame_id="map", unknown_variance_ratio=RATIO, z_m=0.5)
+    products = snapshot_messages(snapshot, frame_id="map", unknown_variance_ratio=RATIO, z_m=0.5)
     cells = _cells(products)
     assert cells.type == Marker.CUBE_LIST and cells.action == Marker.ADD
     assert cells.header.frame_id == "map"
-    assert convert.stamp_to_ns(cells.header.stamp) == snapshot.stamp_ns
+    assert stamps.stamp_to_ns(cells.header.stamp) == snapshot.stamp_ns
     assert (cells.scale.x, cells.scale.y) == (0.25, 0.25)
     known = ~snapshot.unknown(RATIO)
     assert len(cells.points) == len(cells.colors) == int(known.sum())
@@ -133,7 +133,7 @@ def test_cell_size_follows_a_coarsened_grid(snapshot: MapSnapshot) -> None:
     coarsened = dataclasses.replace(
         snapshot, grid=coarse, mean=field, variance=np.ones(coarse.shape), prior_variance=field
     )
-    cells = _cells(snapshot_products(coarsened, frame_id="map", unknown_variance_ratio=RATIO))
+    cells = _cells(snapshot_messages(coarsened, frame_id="map", unknown_variance_ratio=RATIO))
     assert (cells.scale.x, cells.scale.y) == (0.75, 0.75)
     assert len(cells.points) == 4
 
@@ -145,7 +145,7 @@ def test_cell_marker_round_trips_through_rclpy() -> None:
     for frame in ("map", "m", "a_much_longer_frame"):  # every string-length alignment
         msg = deserialize_message(cell_marker_cdr(centres, colors, 0.3, frame, 10**9 + 7), Marker)
         assert msg.header.frame_id == frame and msg.ns == "field_cells"
-        assert convert.stamp_to_ns(msg.header.stamp) == 10**9 + 7
+        assert stamps.stamp_to_ns(msg.header.stamp) == 10**9 + 7
         np.testing.assert_array_equal([[p.x, p.y, p.z] for p in msg.points], centres)
         np.testing.assert_array_equal([[c.r, c.g, c.b, c.a] for c in msg.colors], colors)
         assert msg.pose.orientation.w == 1.0 and msg.texture_resource == "" and msg.text == ""
@@ -154,7 +154,7 @@ def test_cell_marker_round_trips_through_rclpy() -> None:
 
 
 def test_empty_products_delete_the_cells() -> None:
-    cells = _cells(empty_products("map", 42, 0.1))
+    cells = _cells(empty_messages("map", 42, 0.1))
     assert cells.action == Marker.DELETE and len(cells.points) == 0
 
 
@@ -167,8 +167,8 @@ def test_vector_map_adds_components_to_the_cloud_and_arrows(snapshot: MapSnapsho
         field_mean=field,
         field_variance=np.full(field.shape, 0.5),
     )
-    products = snapshot_products(vector, frame_id="map", unknown_variance_ratio=RATIO)
-    points = convert.cloud_to_array(products.field)
+    products = snapshot_messages(vector, frame_id="map", unknown_variance_ratio=RATIO)
+    points = cloud_messages.cloud_to_array(products.field)
     np.testing.assert_array_equal(points["mean"], vector.mean.astype(np.float32))  # |B|
     np.testing.assert_array_equal(points["by"], field[..., 1].astype(np.float32))
     np.testing.assert_array_equal(points["var_bz"], np.float32(0.5))
@@ -179,7 +179,7 @@ def test_vector_map_adds_components_to_the_cloud_and_arrows(snapshot: MapSnapsho
     assert len(arrows) == int(known.sum())  # a 4 x 6 grid: an arrow on every known cell
     assert all(m.type == Marker.ARROW and m.header.frame_id == "map" for m in arrows)
     # a scalar map has no arrows; "no map" clears them
-    assert snapshot_products(snapshot, frame_id="map", unknown_variance_ratio=RATIO).arrows is None
-    cleared = empty_products("map", 42, 0.1).arrows
+    assert snapshot_messages(snapshot, frame_id="map", unknown_variance_ratio=RATIO).arrows is None
+    cleared = empty_messages("map", 42, 0.1).arrows
     assert cleared is not None and [m.action for m in cleared.markers] == [Marker.DELETEALL]
-    assert cleared.markers[0].ns == convert.ARROW_MARKER_NS
+    assert cleared.markers[0].ns == marker_messages.ARROW_MARKER_NS

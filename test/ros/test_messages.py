@@ -1,4 +1,4 @@
-"""Conversions between ROS messages and gp_mapper records, on in-memory messages."""
+"""ROS messages to and from gp_mapper records and arrays (ros/stamps.py, ros/*_messages.py)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,14 @@ from visualization_msgs.msg import Marker
 
 from gp_mapper.mapping.occupancy import occupancy_to_values, scale_to_occupancy
 from gp_mapper.mapping.records import FieldReading, Pose
-from gp_mapper.ros import convert
+from gp_mapper.ros import (
+    cloud_messages,
+    diagnostic_messages,
+    grid_messages,
+    input_messages,
+    marker_messages,
+    stamps,
+)
 from gp_mapper.ros.errors import ConversionError
 
 pytestmark = pytest.mark.ros
@@ -35,13 +42,13 @@ def _stamp(stamp_ns: int) -> Time:
     "stamp_ns", [0, 1, 999_999_999, 1_000_000_000, STAMP_NS, -1, -1_500_000_000]
 )
 def test_stamp_round_trip(stamp_ns: int) -> None:
-    stamp = convert.ns_to_stamp(stamp_ns)
+    stamp = stamps.ns_to_stamp(stamp_ns)
     assert 0 <= stamp.nanosec < 1_000_000_000
-    assert convert.stamp_to_ns(stamp) == stamp_ns
+    assert stamps.stamp_to_ns(stamp) == stamp_ns
 
 
 def test_stamp_to_ns_splits_seconds_and_nanoseconds() -> None:
-    assert convert.stamp_to_ns(Time(sec=12, nanosec=34)) == 12_000_000_034
+    assert stamps.stamp_to_ns(Time(sec=12, nanosec=34)) == 12_000_000_034
 
 
 # ---------------------------------------------------------------------------- inputs
@@ -52,7 +59,7 @@ def test_field_reading_keeps_tesla_stamp_and_frame() -> None:
     msg.header.stamp = _stamp(STAMP_NS)
     msg.header.frame_id = "imu_link"
     msg.magnetic_field.x, msg.magnetic_field.y, msg.magnetic_field.z = 2.1e-5, -3.3e-6, 4.4e-5
-    reading = convert.field_reading_from_msg(msg)
+    reading = input_messages.field_reading_from_msg(msg)
     assert isinstance(reading, FieldReading)
     assert reading.stamp_ns == STAMP_NS
     assert reading.frame_id == "imu_link"
@@ -63,7 +70,7 @@ def test_field_reading_keeps_tesla_stamp_and_frame() -> None:
 def test_field_reading_passes_nan_through_for_the_pipeline_to_count() -> None:
     msg = MagneticField()
     msg.magnetic_field.x = float("nan")
-    reading = convert.field_reading_from_msg(msg)
+    reading = input_messages.field_reading_from_msg(msg)
     assert np.isnan(reading.field_t[0])
     assert reading.field_t[1] == 0.0
 
@@ -86,7 +93,7 @@ def test_pose_from_pose_stamped() -> None:
     msg = PoseStamped()
     msg.header.stamp = _stamp(STAMP_NS)
     _fill_pose(msg.pose)
-    _assert_pose(convert.pose_from_pose_stamped(msg))
+    _assert_pose(input_messages.pose_from_pose_stamped(msg))
 
 
 def test_pose_from_pose_with_covariance() -> None:
@@ -94,7 +101,7 @@ def test_pose_from_pose_with_covariance() -> None:
     msg.header.stamp = _stamp(STAMP_NS)
     _fill_pose(msg.pose.pose)
     msg.pose.covariance[0] = 9.0
-    _assert_pose(convert.pose_from_pose_with_covariance(msg))
+    _assert_pose(input_messages.pose_from_pose_with_covariance(msg))
 
 
 def test_pose_from_odometry() -> None:
@@ -102,16 +109,16 @@ def test_pose_from_odometry() -> None:
     msg.header.stamp = _stamp(STAMP_NS)
     msg.child_frame_id = "base_link"
     _fill_pose(msg.pose.pose)
-    _assert_pose(convert.pose_from_odometry(msg))
+    _assert_pose(input_messages.pose_from_odometry(msg))
 
 
 def test_pose_inputs_table_pairs_types_and_converters() -> None:
-    assert set(convert.POSE_INPUTS) == {
+    assert set(input_messages.POSE_INPUTS) == {
         "pose_stamped",
         "pose_with_covariance",
         "odometry",
     }
-    for entry in convert.POSE_INPUTS.values():
+    for entry in input_messages.POSE_INPUTS.values():
         msg = entry.msg_type()
         msg.header.stamp = _stamp(STAMP_NS)
         assert entry.convert(msg).stamp_ns == STAMP_NS
@@ -124,11 +131,11 @@ def test_occupancy_grid_fields_and_cell_order() -> None:
     height, width = 3, 4
     data = np.arange(height * width, dtype=np.int8).reshape(height, width)  # data[j, i]
     data[2, 3] = -1
-    msg = convert.occupancy_grid(data, (-1.25, 2.5), 0.5, "map", STAMP_NS, z_m=0.3)
+    msg = grid_messages.occupancy_grid(data, (-1.25, 2.5), 0.5, "map", STAMP_NS, z_m=0.3)
     assert isinstance(msg, OccupancyGrid)
     assert msg.header.frame_id == "map"
-    assert convert.stamp_to_ns(msg.header.stamp) == STAMP_NS
-    assert convert.stamp_to_ns(msg.info.map_load_time) == STAMP_NS
+    assert stamps.stamp_to_ns(msg.header.stamp) == STAMP_NS
+    assert stamps.stamp_to_ns(msg.info.map_load_time) == STAMP_NS
     assert msg.info.width == width and msg.info.height == height
     assert msg.info.resolution == pytest.approx(0.5)
     origin = msg.info.origin
@@ -141,14 +148,14 @@ def test_occupancy_grid_fields_and_cell_order() -> None:
     assert msg.data[1] == data[0, 1]
     assert msg.data[width] == data[1, 0]
     assert msg.data[2 * width + 3] == -1
-    np.testing.assert_array_equal(convert.occupancy_to_array(msg), data)
+    np.testing.assert_array_equal(grid_messages.occupancy_to_array(msg), data)
 
 
 def test_occupancy_grid_survives_serialization() -> None:
     data = np.array([[1, 98, -1], [50, -1, 7]], dtype=np.int8)
-    msg = convert.occupancy_grid(data, (0.0, 0.0), 0.1, "map", STAMP_NS)
+    msg = grid_messages.occupancy_grid(data, (0.0, 0.0), 0.1, "map", STAMP_NS)
     back = deserialize_message(serialize_message(msg), OccupancyGrid)
-    np.testing.assert_array_equal(convert.occupancy_to_array(back), data)
+    np.testing.assert_array_equal(grid_messages.occupancy_to_array(back), data)
 
 
 @pytest.mark.parametrize(
@@ -161,12 +168,12 @@ def test_occupancy_grid_survives_serialization() -> None:
 )
 def test_occupancy_grid_rejects_bad_data(data: np.ndarray, match: str) -> None:
     with pytest.raises(ConversionError, match=match):
-        convert.occupancy_grid(data, (0.0, 0.0), 0.1, "map", 0)
+        grid_messages.occupancy_grid(data, (0.0, 0.0), 0.1, "map", 0)
 
 
 def test_occupancy_grid_rejects_non_positive_resolution() -> None:
     with pytest.raises(ConversionError, match="resolution"):
-        convert.occupancy_grid(np.zeros((2, 2)), (0.0, 0.0), 0.0, "map", 0)
+        grid_messages.occupancy_grid(np.zeros((2, 2)), (0.0, 0.0), 0.0, "map", 0)
 
 
 def test_scale_is_recoverable_through_the_message() -> None:
@@ -175,9 +182,9 @@ def test_scale_is_recoverable_through_the_message() -> None:
     unknown = np.zeros(values.shape, dtype=bool)
     unknown[0, :3] = True
     data, lo, hi = scale_to_occupancy(values, unknown)
-    msg = convert.occupancy_grid(data, (0.0, 0.0), 0.1, "map", 0)
+    msg = grid_messages.occupancy_grid(data, (0.0, 0.0), 0.1, "map", 0)
     back = deserialize_message(serialize_message(msg), OccupancyGrid)
-    grid = convert.occupancy_to_array(back)
+    grid = grid_messages.occupancy_to_array(back)
     assert grid.min() == -1 and set(np.unique(grid[~unknown])) <= set(range(1, 99))
     assert grid[~unknown].min() == 1 and grid[~unknown].max() == 98
     np.testing.assert_array_equal(grid == -1, unknown)
@@ -196,10 +203,10 @@ def test_field_cloud_round_trip_is_exact_in_float32() -> None:
     y = 4.0 + 0.2 * (np.arange(height) + 0.5)
     mean = rng.normal(50.0, 5.0, (height, width))
     variance = rng.uniform(0.1, 3.0, (height, width))
-    msg = convert.field_cloud(x, y, mean, variance, "map", STAMP_NS, z_m=0.7)
+    msg = cloud_messages.field_cloud(x, y, mean, variance, "map", STAMP_NS, z_m=0.7)
 
     assert msg.header.frame_id == "map"
-    assert convert.stamp_to_ns(msg.header.stamp) == STAMP_NS
+    assert stamps.stamp_to_ns(msg.header.stamp) == STAMP_NS
     assert (msg.height, msg.width) == (height, width)
     assert [f.name for f in msg.fields] == ["x", "y", "z", "mean", "variance"]
     assert [f.offset for f in msg.fields] == [0, 4, 8, 12, 16]
@@ -209,7 +216,7 @@ def test_field_cloud_round_trip_is_exact_in_float32() -> None:
     assert len(msg.data) == height * width * 20
 
     back = deserialize_message(serialize_message(msg), PointCloud2)
-    points = convert.cloud_to_array(back)
+    points = cloud_messages.cloud_to_array(back)
     assert points.shape == (height, width)
     np.testing.assert_array_equal(points["x"], np.broadcast_to(x, (height, width)).astype("f4"))
     np.testing.assert_array_equal(
@@ -227,18 +234,22 @@ def test_field_cloud_accepts_full_coordinate_grids_and_flags_non_finite() -> Non
     xx, yy = np.meshgrid([0.5, 1.5], [0.5, 1.5, 2.5])
     mean = np.ones((3, 2))
     mean[1, 1] = np.nan
-    msg = convert.field_cloud(xx, yy, mean, np.ones((3, 2)), "map", 0)
+    msg = cloud_messages.field_cloud(xx, yy, mean, np.ones((3, 2)), "map", 0)
     assert not msg.is_dense
-    points = convert.cloud_to_array(msg)
+    points = cloud_messages.cloud_to_array(msg)
     np.testing.assert_array_equal(points["x"], xx.astype("f4"))
     assert np.isnan(points["mean"][1, 1])
 
 
 def test_field_cloud_rejects_mismatched_shapes() -> None:
     with pytest.raises(ConversionError, match="mean and variance"):
-        convert.field_cloud(np.zeros(2), np.zeros(3), np.zeros((3, 2)), np.zeros((2, 3)), "map", 0)
+        cloud_messages.field_cloud(
+            np.zeros(2), np.zeros(3), np.zeros((3, 2)), np.zeros((2, 3)), "map", 0
+        )
     with pytest.raises(ConversionError, match="cell centres"):
-        convert.field_cloud(np.zeros(3), np.zeros(3), np.zeros((3, 2)), np.zeros((3, 2)), "map", 0)
+        cloud_messages.field_cloud(
+            np.zeros(3), np.zeros(3), np.zeros((3, 2)), np.zeros((3, 2)), "map", 0
+        )
 
 
 def test_cloud_to_array_honours_padding_and_rejects_truncation() -> None:
@@ -248,10 +259,10 @@ def test_cloud_to_array_honours_padding_and_rejects_truncation() -> None:
     row[4:8] = np.frombuffer(np.float32(1.5).tobytes(), np.uint8)
     row[12:16] = np.frombuffer(np.float32(-2.0).tobytes(), np.uint8)
     msg.data = row.tobytes()
-    np.testing.assert_array_equal(convert.cloud_to_array(msg)["v"], [[1.5, -2.0]])
+    np.testing.assert_array_equal(cloud_messages.cloud_to_array(msg)["v"], [[1.5, -2.0]])
     msg.data = row[:10].tobytes()
     with pytest.raises(ConversionError, match="bytes"):
-        convert.cloud_to_array(msg)
+        cloud_messages.cloud_to_array(msg)
 
 
 def test_vector_field_cloud_adds_components_and_their_variances() -> None:
@@ -261,28 +272,28 @@ def test_vector_field_cloud_adds_components_and_their_variances() -> None:
     field = rng.normal(0.0, 30.0, (height, width, 3))
     field_var = rng.uniform(0.1, 2.0, (height, width, 3))
     norm = np.linalg.norm(field, axis=-1)
-    msg = convert.field_cloud(
+    msg = cloud_messages.field_cloud(
         x, y, norm, np.ones((height, width)), "map", STAMP_NS,
         field_mean=field, field_variance=field_var,
     )  # fmt: skip
-    assert [f.name for f in msg.fields] == list(convert.VECTOR_CLOUD_FIELDS)
+    assert [f.name for f in msg.fields] == list(cloud_messages.VECTOR_CLOUD_FIELDS)
     assert [f.name for f in msg.fields][5:] == ["bx", "by", "bz", "var_bx", "var_by", "var_bz"]
     assert [f.offset for f in msg.fields] == [4 * k for k in range(11)]
     assert all(f.datatype == PointField.FLOAT32 and f.count == 1 for f in msg.fields)
     assert msg.point_step == 44 and msg.row_step == 44 * width and msg.is_dense
-    points = convert.cloud_to_array(deserialize_message(serialize_message(msg), PointCloud2))
+    points = cloud_messages.cloud_to_array(deserialize_message(serialize_message(msg), PointCloud2))
     np.testing.assert_array_equal(points["mean"], norm.astype("f4"))
     for k, axis in enumerate("xyz"):
         np.testing.assert_array_equal(points[f"b{axis}"], field[..., k].astype("f4"))
         np.testing.assert_array_equal(points[f"var_b{axis}"], field_var[..., k].astype("f4"))
     field[1, 2, 1] = np.nan
-    assert not convert.field_cloud(
+    assert not cloud_messages.field_cloud(
         x, y, norm, norm, "map", 0, field_mean=field, field_variance=field_var
     ).is_dense
     with pytest.raises(ConversionError, match="come together"):
-        convert.field_cloud(x, y, norm, norm, "map", 0, field_mean=field)
+        cloud_messages.field_cloud(x, y, norm, norm, "map", 0, field_mean=field)
     with pytest.raises(ConversionError, match=r"\[H, W, 3\]"):
-        convert.field_cloud(
+        cloud_messages.field_cloud(
             x, y, norm, norm, "map", 0, field_mean=field[..., :2], field_variance=field_var
         )
 
@@ -292,12 +303,12 @@ def test_vector_field_cloud_adds_components_and_their_variances() -> None:
 
 def test_inducing_markers_2d_use_grid_height() -> None:
     pts = np.array([[0.0, 1.0], [2.0, -3.0], [4.5, 5.5]])
-    array = convert.inducing_markers(pts, "map", STAMP_NS, diameter_m=0.2, z_m=0.4)
+    array = marker_messages.inducing_markers(pts, "map", STAMP_NS, diameter_m=0.2, z_m=0.4)
     assert len(array.markers) == 1
     m = array.markers[0]
     assert m.header.frame_id == "map"
-    assert convert.stamp_to_ns(m.header.stamp) == STAMP_NS
-    assert m.ns == convert.INDUCING_MARKER_NS and m.id == convert.INDUCING_MARKER_ID
+    assert stamps.stamp_to_ns(m.header.stamp) == STAMP_NS
+    assert m.ns == marker_messages.INDUCING_MARKER_NS and m.id == marker_messages.INDUCING_MARKER_ID
     assert m.type == Marker.SPHERE_LIST and m.action == Marker.ADD
     assert (m.scale.x, m.scale.y, m.scale.z) == pytest.approx((0.2, 0.2, 0.2))
     assert m.pose.orientation.w == 1.0
@@ -309,8 +320,8 @@ def test_inducing_markers_2d_use_grid_height() -> None:
 
 def test_inducing_markers_3d_keep_their_height_and_stable_identity() -> None:
     pts = np.array([[0.0, 1.0, 2.0]])
-    first = convert.inducing_markers(pts, "map", 1, diameter_m=0.1).markers[0]
-    second = convert.inducing_markers(np.zeros((0, 3)), "map", 2, diameter_m=0.1).markers[0]
+    first = marker_messages.inducing_markers(pts, "map", 1, diameter_m=0.1).markers[0]
+    second = marker_messages.inducing_markers(np.zeros((0, 3)), "map", 2, diameter_m=0.1).markers[0]
     assert (first.points[0].x, first.points[0].y, first.points[0].z) == (0.0, 1.0, 2.0)
     assert (first.ns, first.id) == (second.ns, second.id)
     assert len(second.points) == 0
@@ -318,16 +329,16 @@ def test_inducing_markers_3d_keep_their_height_and_stable_identity() -> None:
 
 def test_inducing_markers_reject_bad_shapes() -> None:
     with pytest.raises(ConversionError, match="\\[M, 2\\] or \\[M, 3\\]"):
-        convert.inducing_markers(np.zeros((3, 4)), "map", 0, diameter_m=0.1)
+        marker_messages.inducing_markers(np.zeros((3, 4)), "map", 0, diameter_m=0.1)
 
 
 def test_delete_all_markers() -> None:
-    array = convert.delete_all_markers("map", STAMP_NS)
+    array = marker_messages.delete_all_markers("map", STAMP_NS)
     assert len(array.markers) == 1
     m = array.markers[0]
     assert m.action == Marker.DELETEALL
     assert m.header.frame_id == "map"
-    assert m.ns == convert.INDUCING_MARKER_NS
+    assert m.ns == marker_messages.INDUCING_MARKER_NS
 
 
 def _arrow_field(height: int, width: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -341,9 +352,9 @@ def _arrow_field(height: int, width: int) -> tuple[np.ndarray, np.ndarray, np.nd
 
 
 def test_arrow_stride_keeps_at_most_the_cap() -> None:
-    assert convert.arrow_stride((10, 20)) == 1
+    assert marker_messages.arrow_stride((10, 20)) == 1
     for shape in ((200, 200), (201, 1999), (1, 40000), (7, 9)):
-        k = convert.arrow_stride(shape, 400)
+        k = marker_messages.arrow_stride(shape, 400)
         assert -(-shape[0] // k) * -(-shape[1] // k) <= 400
         assert k == 1 or -(-shape[0] // (k - 1)) * -(-shape[1] // (k - 1)) > 400
 
@@ -354,16 +365,20 @@ def test_field_arrows_point_along_the_horizontal_field_on_a_coarse_grid() -> Non
     norm = np.linalg.norm(field, axis=-1)
     known = np.ones((height, width), bool)
     known[:8] = False  # the first two coarse rows are unknown
-    array = convert.field_arrows(x, y, field, norm, known, 0.1, "map", STAMP_NS, z_m=0.3)
+    array = marker_messages.field_arrows(x, y, field, norm, known, 0.1, "map", STAMP_NS, z_m=0.3)
     first, arrows = array.markers[0], array.markers[1:]
-    assert first.action == Marker.DELETEALL and first.ns == convert.ARROW_MARKER_NS
-    k = convert.arrow_stride((height, width))
-    assert k == 4 and len(arrows) == 13 * 22 <= convert.MAX_ARROWS  # 15 rows less 2 unknown
+    assert first.action == Marker.DELETEALL and first.ns == marker_messages.ARROW_MARKER_NS
+    k = marker_messages.arrow_stride((height, width))
+    assert k == 4 and len(arrows) == 13 * 22 <= marker_messages.MAX_ARROWS  # 15 rows less 2 unknown
     assert [m.id for m in arrows] == list(range(len(arrows)))
     lengths = []
     for m in arrows:
-        assert m.type == Marker.ARROW and m.action == Marker.ADD and m.ns == convert.ARROW_MARKER_NS
-        assert m.header.frame_id == "map" and convert.stamp_to_ns(m.header.stamp) == STAMP_NS
+        assert (
+            m.type == Marker.ARROW
+            and m.action == Marker.ADD
+            and m.ns == marker_messages.ARROW_MARKER_NS
+        )
+        assert m.header.frame_id == "map" and stamps.stamp_to_ns(m.header.stamp) == STAMP_NS
         start, end = m.points
         i, j = int(start.x / 0.1), int(start.y / 0.1)  # the cell the arrow starts in
         assert known[j, i] and i % k == k // 2 and j % k == k // 2
@@ -385,14 +400,18 @@ def test_field_arrows_point_along_the_horizontal_field_on_a_coarse_grid() -> Non
 def test_field_arrows_of_an_unknown_map_only_clear_and_shapes_are_checked() -> None:
     x, y, field = _arrow_field(5, 6)
     norm = np.linalg.norm(field, axis=-1)
-    none = convert.field_arrows(x, y, field, norm, np.zeros((5, 6), bool), 0.1, "map", 0)
+    none = marker_messages.field_arrows(x, y, field, norm, np.zeros((5, 6), bool), 0.1, "map", 0)
     assert [m.action for m in none.markers] == [Marker.DELETEALL]
-    small = convert.field_arrows(x, y, field, norm, np.ones((5, 6), bool), 0.1, "map", 0)
+    small = marker_messages.field_arrows(x, y, field, norm, np.ones((5, 6), bool), 0.1, "map", 0)
     assert len(small.markers) == 1 + 30  # stride 1: every cell
     with pytest.raises(ConversionError, match="field_arrows"):
-        convert.field_arrows(x, y, field[..., :2], norm, np.ones((5, 6), bool), 0.1, "map", 0)
+        marker_messages.field_arrows(
+            x, y, field[..., :2], norm, np.ones((5, 6), bool), 0.1, "map", 0
+        )
     with pytest.raises(ConversionError, match="max_arrows"):
-        convert.field_arrows(x, y, field, norm, np.ones((5, 6), bool), 0.1, "map", 0, 0.0, 0)
+        marker_messages.field_arrows(
+            x, y, field, norm, np.ones((5, 6), bool), 0.1, "map", 0, 0.0, 0
+        )
 
 
 # ---------------------------------------------------------------------------- diagnostics
@@ -400,17 +419,17 @@ def test_field_arrows_of_an_unknown_map_only_clear_and_shapes_are_checked() -> N
 
 def test_diagnostic_array_values_parse_back_exactly() -> None:
     values = {"inducing_points": 17, "mean_lo_ut": 0.1 + 0.2, "device": "cpu", "ok": True}
-    msg = convert.diagnostic_array(
-        STAMP_NS, "gp_mapper: engine", "cpu", convert.DIAGNOSTIC_WARN, "drops", values
+    msg = diagnostic_messages.diagnostic_array(
+        STAMP_NS, "gp_mapper: engine", "cpu", diagnostic_messages.DIAGNOSTIC_WARN, "drops", values
     )
-    assert convert.stamp_to_ns(msg.header.stamp) == STAMP_NS
+    assert stamps.stamp_to_ns(msg.header.stamp) == STAMP_NS
     assert len(msg.status) == 1
     status = msg.status[0]
-    assert status.level == convert.DIAGNOSTIC_WARN
+    assert status.level == diagnostic_messages.DIAGNOSTIC_WARN
     assert status.name == "gp_mapper: engine"
     assert status.hardware_id == "cpu"
     assert status.message == "drops"
-    got = convert.diagnostic_values(msg, "gp_mapper: engine")
+    got = diagnostic_messages.diagnostic_values(msg, "gp_mapper: engine")
     assert got == {
         "inducing_points": "17",
         "mean_lo_ut": repr(0.1 + 0.2),
@@ -418,4 +437,4 @@ def test_diagnostic_array_values_parse_back_exactly() -> None:
         "ok": "True",
     }
     assert float(got["mean_lo_ut"]) == 0.1 + 0.2
-    assert convert.diagnostic_values(msg, "other") is None
+    assert diagnostic_messages.diagnostic_values(msg, "other") is None

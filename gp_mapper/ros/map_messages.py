@@ -20,13 +20,13 @@ from visualization_msgs.msg import Marker, MarkerArray
 from gp_mapper.mapping.occupancy import scale_to_occupancy
 from gp_mapper.mapping.snapshot import MapSnapshot
 from gp_mapper.ros.cell_marker import cell_marker_cdr, viridis
-from gp_mapper.ros.convert import (
+from gp_mapper.ros.cloud_messages import field_cloud
+from gp_mapper.ros.grid_messages import occupancy_grid
+from gp_mapper.ros.marker_messages import (
     ARROW_MARKER_NS,
     delete_all_markers,
     field_arrows,
-    field_cloud,
     inducing_markers,
-    occupancy_grid,
 )
 
 # Inducing-point spheres are 1.5 cells across: visible over the grid without covering
@@ -38,7 +38,7 @@ MARKER_DIAMETER_CELLS = 1.5
 SCALE_KEYS = ("mean_scale_lo", "mean_scale_hi", "variance_scale_lo", "variance_scale_hi")
 
 
-class MapProducts(NamedTuple):
+class MapMessages(NamedTuple):
     """Every map message of one snapshot, and the occupancy scale of the two grids.
 
     Attributes:
@@ -63,13 +63,13 @@ class MapProducts(NamedTuple):
     arrows: MarkerArray | None = None
 
 
-def snapshot_products(
+def snapshot_messages(
     snapshot: MapSnapshot,
     *,
     frame_id: str,
     unknown_variance_ratio: float,
     z_m: float = 0.0,
-) -> MapProducts:
+) -> MapMessages:
     """The published messages of one snapshot, stamped with its newest sample's stamp.
 
     Args:
@@ -91,7 +91,7 @@ def snapshot_products(
         arrows = field_arrows(
             x, y, snapshot.field_mean, snapshot.mean, ~unknown, res, frame_id, stamp, z_m
         )
-    return MapProducts(
+    return MapMessages(
         mean=occupancy_grid(mean_data, grid.origin_m, res, frame_id, stamp, z_m),
         variance=occupancy_grid(var_data, grid.origin_m, res, frame_id, stamp, z_m),
         field=field_cloud(
@@ -114,11 +114,11 @@ def snapshot_products(
     )
 
 
-def empty_products(frame_id: str, stamp_ns: int, resolution_m: float) -> MapProducts:
+def empty_messages(frame_id: str, stamp_ns: int, resolution_m: float) -> MapMessages:
     """What "no map" looks like on the latched topics: 0 x 0 grids, an empty cloud and
     DELETEALL markers, so a late subscriber never sees a map that was reset."""
     empty = np.zeros((0, 0))
-    return MapProducts(
+    return MapMessages(
         mean=occupancy_grid(empty, (0.0, 0.0), resolution_m, frame_id, stamp_ns),
         variance=occupancy_grid(empty, (0.0, 0.0), resolution_m, frame_id, stamp_ns),
         field=field_cloud(np.zeros(0), np.zeros(0), empty, empty, frame_id, stamp_ns),
