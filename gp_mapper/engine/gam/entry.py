@@ -8,6 +8,7 @@ from ..core.kernels import Constant, Kernel, kernel_from_spec
 from ..core.linalg import Jitter
 from ..registry import ModelEntry, model_kind
 from ..spec import DTYPES, EngineSpec, build_kernel, build_selector, engine_options
+from ..vips.options import EngineOptions
 from ..vips.selectors import Selector
 from .block_kernel import AnchoredMatern32, BlockKernel, LaterRunOffset
 from .block_selector import AdditiveVips
@@ -105,7 +106,7 @@ def build_gam_stream(spec: EngineSpec, input_dim: int) -> StreamingAdditiveGP:
         spec.noise_variance,
         selector,
         run_gap=spec.gam_run_gap,
-        **engine_options(spec),
+        options=EngineOptions(**engine_options(spec)),
     )
 
 

@@ -28,17 +28,11 @@ import torch
 from torch import Tensor
 
 from ..core.hyperparameters import node_hyperparameters
-from ..core.linalg import JITTER_LADDER, Jitter
 from ..errors import StateError
 from ..model import Hyperparameters, ModelKind
 from ..settings import check, default
 from ..vips import OnlineSparseGP, Posterior, UpdateReport
-from ..vips.online_sgp import (
-    DEFAULT_FIT_ITERATIONS,
-    DEFAULT_MAX_INDUCING,
-    DEFAULT_OUTLIER_Z,
-    DEFAULT_PASS_NOISE_VARIANCE,
-)
+from ..vips.options import EngineOptions
 from ..vips.posterior import BLOCK_CUTOFF
 from ..vips.selectors import Selector
 from ..vips.wrapped import EngineViews
@@ -84,9 +78,8 @@ class StreamingAdditiveGP(EngineViews):
         noise_variance: initial noise variance [µT²].
         selector: :class:`~.block_selector.AdditiveVips` by default.
         run_gap: a time gap [s] of at least this long starts a new run.
-        device, dtype, max_inducing, fit_iterations, jitter, seed, hyperprior_scale,
-            outlier_z, pass_noise_variance: as for :class:`~..vips.OnlineSparseGP`, which runs
-            the update (``max_inducing`` counts every component's inducing variables).
+        options: the options of the :class:`~..vips.OnlineSparseGP` that runs the update
+            (``max_inducing`` counts every component's inducing variables).
     """
 
     name: ClassVar[str] = "gam_stream"
@@ -99,15 +92,7 @@ class StreamingAdditiveGP(EngineViews):
         selector: Selector | None = None,
         *,
         run_gap: float = default("gam_run_gap"),
-        device: str | torch.device = "auto",
-        dtype: torch.dtype = torch.float64,
-        max_inducing: int = DEFAULT_MAX_INDUCING,
-        fit_iterations: int = DEFAULT_FIT_ITERATIONS,
-        jitter: float | Jitter = JITTER_LADDER[0],
-        seed: int = 0,
-        hyperprior_scale: float = 0.0,
-        outlier_z: float = DEFAULT_OUTLIER_Z,
-        pass_noise_variance: float = DEFAULT_PASS_NOISE_VARIANCE,
+        options: EngineOptions | None = None,
     ) -> None:
         if not isinstance(kernel, BlockKernel):
             raise TypeError(f"the streaming additive model needs a BlockKernel; got {type(kernel)}")
@@ -116,15 +101,7 @@ class StreamingAdditiveGP(EngineViews):
             kernel,
             noise_variance,
             selector if selector is not None else AdditiveVips(),
-            device=device,
-            dtype=dtype,
-            max_inducing=max_inducing,
-            fit_iterations=fit_iterations,
-            jitter=jitter,
-            seed=seed,
-            hyperprior_scale=hyperprior_scale,
-            outlier_z=outlier_z,
-            pass_noise_variance=pass_noise_variance,
+            **(options if options is not None else EngineOptions()).as_kwargs(),
         )
         self._clock: Clock | None = None
         self._posterior: Posterior | None = None

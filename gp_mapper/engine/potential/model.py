@@ -17,16 +17,10 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..core.linalg import JITTER_LADDER, Jitter
 from ..errors import StateError
 from ..model import Hyperparameters, ModelKind
 from ..vips import OnlineSparseGP, Posterior, UpdateReport
-from ..vips.online_sgp import (
-    DEFAULT_FIT_ITERATIONS,
-    DEFAULT_MAX_INDUCING,
-    DEFAULT_OUTLIER_Z,
-    DEFAULT_PASS_NOISE_VARIANCE,
-)
+from ..vips.options import EngineOptions
 from ..vips.selectors import Selector
 from ..vips.wrapped import EngineViews
 from .functionals import field_rows, field_targets, spatial
@@ -46,11 +40,9 @@ class VectorFieldGP(EngineViews):
         selector: :class:`~.selector.PotentialVips` (default) or
             :class:`~.selector.FieldReadings`.
         input_dim: 2 (positions (x, y), z = 0) or 3 (x, y, z) [m].
-        device, dtype, max_inducing, fit_iterations, jitter, seed, hyperprior_scale,
-            outlier_z, pass_noise_variance, theta_memory: as for
-            :class:`~..vips.OnlineSparseGP`, which runs the update (``max_inducing`` counts
-            the uniform field's three variables too; the outlier screen judges each
-            component).
+        options: the options of the :class:`~..vips.OnlineSparseGP` that runs the update
+            (``max_inducing`` counts the uniform field's three variables too; the outlier
+            screen judges each component).
     """
 
     name: ClassVar[str] = "potential"
@@ -63,16 +55,7 @@ class VectorFieldGP(EngineViews):
         selector: Selector | None = None,
         *,
         input_dim: int = 2,
-        device: str | torch.device = "auto",
-        dtype: torch.dtype = torch.float64,
-        max_inducing: int = DEFAULT_MAX_INDUCING,
-        fit_iterations: int = DEFAULT_FIT_ITERATIONS,
-        jitter: float | Jitter = JITTER_LADDER[0],
-        seed: int = 0,
-        hyperprior_scale: float = 0.0,
-        outlier_z: float = DEFAULT_OUTLIER_Z,
-        pass_noise_variance: float = DEFAULT_PASS_NOISE_VARIANCE,
-        theta_memory: bool = False,
+        options: EngineOptions | None = None,
     ) -> None:
         if not isinstance(kernel, CurlFreeKernel):
             raise TypeError(f"the potential model needs a CurlFreeKernel; got {type(kernel)}")
@@ -83,16 +66,7 @@ class VectorFieldGP(EngineViews):
             kernel,
             noise_variance,
             selector if selector is not None else PotentialVips(),
-            device=device,
-            dtype=dtype,
-            max_inducing=max_inducing,
-            fit_iterations=fit_iterations,
-            jitter=jitter,
-            seed=seed,
-            hyperprior_scale=hyperprior_scale,
-            outlier_z=outlier_z,
-            pass_noise_variance=pass_noise_variance,
-            theta_memory=theta_memory,
+            **(options if options is not None else EngineOptions()).as_kwargs(),
         )
         self._posterior: FieldPosterior | None = None
         self._report: UpdateReport | None = None

@@ -10,6 +10,7 @@ from ..exports import lazy_exports
 
 # Exported name -> the module of this package that defines it (imported on first use).
 _EXPORTS = {
+    "EngineOptions": ".options",
     "CarriedPosterior": ".posterior",
     "ConditionalVariance": ".selectors",
     "FixedSize": ".selectors",
