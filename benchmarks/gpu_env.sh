@@ -38,6 +38,13 @@ if command -v python3 >/dev/null && cuda_python python3; then
             $PY -m pip install -q --target "$SITE" "${missing[@]}" >&2
         fi
     fi
+    for pair in $NEEDS; do  # what the install could not bring is said now, not mid-check
+        module=${pair%%:*}
+        PYTHONPATH="$SITE" $PY -c "import $module" 2>/dev/null || {
+            echo "gpu_env: $module is still missing (add its wheel to .whl/: make gpu-wheels)" >&2
+            exit 1
+        }
+    done
     export PYTHONPATH="$PWD:$SITE${PYTHONPATH:+:$PYTHONPATH}"
     export GPU_CHECK_ENV="the machine's python3 and torch (CUDA available)"
 elif command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then

@@ -2,10 +2,11 @@
 they share.
 
 Layout: ``core/`` (kernels, linear algebra, transforms, noise, fitting, device) is shared by
-every model; each method is a subpackage: ``vips/`` (the streaming sparse GP of seed 000),
-``exact/`` (the exact GP), ``acgp/`` (the Adaptive Cholesky GP of seed 004). ``model.py`` is
-the interface they meet, ``registry.py`` finds a model by name (as saved in a map file),
-``settings/`` declares every setting once and ``spec.py`` builds a model from them.
+every model; each model is a package holding its code, its ``settings.py`` and its
+``entry.py`` (builder and registry entry): ``vips/``, ``potential/``, ``exact/``, ``acgp/``,
+``solvegp/``, ``cagp/``, ``gam/``. ``model.py`` is the interface they meet, ``registry.py``
+lists the packages and finds a model by name (as saved in a map file), ``settings/`` holds the
+shared settings and the table of all of them, and ``spec.py`` builds a model from them.
 
 Pure torch: no ROS, no files, no threads. Float64 by default, on the CPU or a CUDA device.
 """

@@ -136,8 +136,9 @@ class Model(Protocol):
     def hyperparameters(self) -> Hyperparameters: ...
 
     def nuisance_summary(self) -> dict[str, float | list[float]]:
-        """What the model holds of the nuisance (heading curve, drift, run offsets) [µT]; {}
-        for a model without nuisance components."""
+        """What the model holds of the nuisance (heading curve, drift, run offsets) [µT], as
+        flat values; {} for a model without nuisance components, or one that reports them in
+        its fit report's details instead (the batch ``gam``)."""
         ...
 
     def state_dict(self) -> dict[str, np.ndarray]: ...

@@ -235,7 +235,7 @@ def check_components_model(components: str, model: str) -> None:
     Raises:
         ConfigError: naming the components and the models that take them.
     """
-    from gp_mapper.engine import model_entry, model_names  # deferred: the engine pulls in torch
+    from gp_mapper.engine import model_entry, model_names
     from gp_mapper.engine.gam.settings import GAM_MAP_LAYER, parse_components
 
     nuisance = [c for c in parse_components(components) if c not in GAM_MAP_LAYER]
