@@ -292,7 +292,7 @@ def fit_bag(
     config = config_from_params_file(params, **node_values)
     spec = model_spec(config, model, model_settings)
     set_cpu_threads(config.torch_threads)
-    if model_entry(model).kind == "streaming":
+    if entry.kind == "streaming":
         return _fit_streaming(bag, out, config, spec, mag_topic, pose_topic, progress)
     info = bag_info(bag)
     messages = int(info.topics.get(mag_topic, ("", 0))[1])

@@ -94,8 +94,8 @@ def _package_path(package: str) -> str:
 
 
 def model_packages() -> tuple[str, ...]:
-    """The model packages under ``gp_mapper.engine``, each once, in the table's order."""
-    return tuple(dict.fromkeys(package for _, package in _MODELS.values()))
+    """The model packages' import paths, each once, in the table's order."""
+    return tuple(dict.fromkeys(_package_path(package) for _, package in _MODELS.values()))
 
 
 def model_entry(name: str) -> ModelEntry:

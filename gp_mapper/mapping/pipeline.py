@@ -191,10 +191,11 @@ class MappingPipeline:
         )
 
     def _new_engine(self) -> StreamingModel:
-        from gp_mapper.engine import build_model, model_entry, model_names  # deferred: torch
+        from gp_mapper.engine import build_model, model_names  # deferred: torch
+        from gp_mapper.engine.registry import model_kind
 
         name = self._config.engine.model
-        if model_entry(name).kind != "streaming":
+        if model_kind(name) != "streaming":
             raise ConfigError(
                 f"model {name!r} is a batch model: fit it with `gp-mapper fit --model {name}`; "
                 f"the mapping pipeline streams with a streaming model "

@@ -9,7 +9,7 @@ from .model import AdaptiveCholeskyGP
 
 
 def build_acgp(spec: EngineSpec, input_dim: int) -> AdaptiveCholeskyGP:
-    """The Adaptive Cholesky GP (seed 004) the spec describes."""
+    """The Adaptive Cholesky GP (Bartels et al.) the spec describes."""
     return AdaptiveCholeskyGP(
         build_kernel(spec, input_dim),
         spec.noise_variance,
@@ -32,7 +32,8 @@ def entry(name: str) -> ModelEntry:
     return ModelEntry(
         "acgp",
         model_kind("acgp"),
-        "Adaptive Cholesky GP: exact GP on the subset its evidence bounds say suffices (seed 004)",
+        "Adaptive Cholesky GP (Bartels et al.): the exact GP on the subset its evidence bounds "
+        "say suffices",
         build_acgp,
         AdaptiveCholeskyGP.from_state,
         lambda n: {"acgp_rel_tol": 0.0, "fit_iterations": 0},  # never stops: all n kept

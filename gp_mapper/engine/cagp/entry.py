@@ -29,7 +29,7 @@ def _cagp_arguments(spec: EngineSpec) -> dict[str, Any]:
 
 
 def build_cagp(spec: EngineSpec, input_dim: int) -> CaGP:
-    """CaGP-Opt (seed 001) as the spec describes it."""
+    """CaGP-Opt (Wenger et al. 2024) as the spec describes it."""
     return CaGP(
         build_kernel(spec, input_dim),
         spec.noise_variance,
@@ -39,7 +39,7 @@ def build_cagp(spec: EngineSpec, input_dim: int) -> CaGP:
 
 
 def build_cagp_cg(spec: EngineSpec, input_dim: int) -> CaGPCG:
-    """CaGP-CG (seed 001) as the spec describes it."""
+    """CaGP-CG (Wenger et al. 2024) as the spec describes it."""
     return CaGPCG(
         build_kernel(spec, input_dim),
         spec.noise_variance,
@@ -54,7 +54,7 @@ def entry(name: str) -> ModelEntry:
     return ModelEntry(
         name,
         model_kind(name),
-        "computation-aware GP (seed 001): variance that counts the approximation error, "
+        "computation-aware GP (Wenger et al. 2024): variance that counts the approximation error, "
         + ("block-sparse learned actions (CaGP-Opt)" if opt else "conjugate-gradient actions"),
         build_cagp if opt else build_cagp_cg,
         CaGP.from_state if opt else CaGPCG.from_state,

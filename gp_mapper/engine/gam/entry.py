@@ -21,11 +21,11 @@ from .stream import StreamingAdditiveGP
 
 
 def build_gam(spec: EngineSpec, input_dim: int) -> AdditiveGP:
-    """The additive GP (seed 003) with the spec's components (``components``).
+    """The additive GP (Adam, Durrande, John 2018) with the spec's components (``components``).
 
     offset + map (the default) or map alone: the map reads the first two input columns (all
     of them for 2-D inputs, so its θ has the node's flat names); its inducing points are drawn
-    from the log at the fit. With nuisance components (heading, run, drift; spec seed003 §9)
+    from the log at the fit. With nuisance components (heading, run, drift)
     the model reads one more column per nuisance input after the ``input_dim`` map inputs, in
     the order of :func:`gam.auxiliary_inputs` (yaw [rad], run label, time [s]), and publishes
     offset + map as its map layer.
@@ -69,8 +69,8 @@ def build_gam(spec: EngineSpec, input_dim: int) -> AdditiveGP:
 
 
 def build_gam_stream(spec: EngineSpec, input_dim: int) -> StreamingAdditiveGP:
-    """The additive map streamed by VIPS (``components``; spec seed003 §9 "Streaming
-    integration" (1)).
+    """The additive map streamed by VIPS (``components``): the components as one block kernel
+    over tagged rows, under the online bound.
 
     The map component's kernel is the node's (:func:`build_kernel`: the offset is its constant
     part, present when ``offset`` is named and ``constant_variance`` > 0), so with
@@ -114,8 +114,8 @@ def _batch_entry(name: str) -> ModelEntry:
     return ModelEntry(
         "gam",
         model_kind("gam"),
-        "additive sparse variational GP (seed 003): declared components (offset + map) with "
-        "a coupled posterior, per-component and subset predictions",
+        "additive sparse variational GP (Adam, Durrande, John 2018): declared components "
+        "(offset + map) with a coupled posterior, per-component and subset predictions",
         build_gam,
         AdditiveGP.from_state,
         lambda n: {  # the map's inducing points are all n data, q at Titsias' optimum
@@ -131,8 +131,9 @@ def _stream_entry(name: str) -> ModelEntry:
     return ModelEntry(
         "gam_stream",
         model_kind("gam_stream"),
-        "additive map (seed 003) streamed by VIPS on the online bound: offset + map with "
-        "heading, run and drift components (components), a coupled posterior over all",
+        "additive map (Adam, Durrande, John 2018) streamed by VIPS on the online bound: "
+        "offset + map with heading, run and drift components (components), a coupled "
+        "posterior over all",
         build_gam_stream,
         StreamingAdditiveGP.from_state,
         lambda n: {"selector": "fixed", "fixed_size": n, "max_inducing": n, "fit_iterations": 0},

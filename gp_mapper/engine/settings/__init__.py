@@ -17,11 +17,8 @@ from typing import Any
 from ..registry import model_names, model_packages
 from .setting import Setting
 
-# Names of the models that run in the node (streaming) and of those `gp-mapper fit` runs; their
-# kinds are the registry's (listing them imports no model).
+# The models the node runs (their kinds are the registry's; listing them imports no model).
 STREAMING_MODELS = model_names("streaming")
-BATCH_MODELS = model_names("batch")
-MODEL_NAMES = STREAMING_MODELS + BATCH_MODELS
 
 # The shared settings. Defaults are the seed paper's magnetometer model (spec seed000 §8.5).
 COMMON_SETTINGS: tuple[Setting, ...] = (
@@ -65,7 +62,7 @@ COMMON_SETTINGS: tuple[Setting, ...] = (
 
 def _package_settings(package: str) -> tuple[Setting, ...]:
     """A model package's ``settings.SETTINGS``; () for a package without settings of its own."""
-    name = f"{package if '.' in package else 'gp_mapper.engine.' + package}.settings"
+    name = f"{package}.settings"
     try:
         return tuple(import_module(name).SETTINGS)
     except ModuleNotFoundError as err:

@@ -12,7 +12,7 @@ from .model import SolveGP
 
 
 def build_solvegp(spec: EngineSpec, input_dim: int) -> SolveGP:
-    """SOLVE-GP (seed 002) as the spec describes it."""
+    """SOLVE-GP (Shi et al. 2020) as the spec describes it."""
     return SolveGP(
         build_kernel(spec, input_dim),
         spec.noise_variance,
@@ -61,7 +61,7 @@ def entry(name: str) -> ModelEntry:
         "solvegp",
         model_kind("solvegp"),
         "SOLVE-GP: sparse variational GP with orthogonal inducing points, fitted by minibatch "
-        "SVI, continued live by the streaming model (seed 002)",
+        "SVI, continued live by the streaming model (Shi et al. 2020)",
         build_solvegp,
         SolveGP.from_state,
         lambda n: {

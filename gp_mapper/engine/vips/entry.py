@@ -8,7 +8,7 @@ from .online_sgp import OnlineSparseGP
 
 
 def build_online_sgp(spec: EngineSpec, input_dim: int) -> OnlineSparseGP:
-    """The streaming VIPS model (seed 000) the spec describes."""
+    """The streaming VIPS model (Pescador-Barrios et al.) the spec describes."""
     return OnlineSparseGP(
         build_kernel(spec, input_dim),
         spec.noise_variance,
@@ -23,7 +23,8 @@ def entry(name: str) -> ModelEntry:
     return ModelEntry(
         "vips",
         model_kind("vips"),
-        "continual sparse GP, VIPS inducing points on the Bui et al. online bound (seed 000)",
+        "continual sparse GP, VIPS inducing points (Pescador-Barrios et al.) on the Bui et al. "
+        "online bound",
         build_online_sgp,
         OnlineSparseGP.from_state,
         lambda n: {"selector": "fixed", "fixed_size": n, "max_inducing": n, "fit_iterations": 0},
