@@ -18,8 +18,8 @@ from gp_mapper.io import bag_info, read_bag, write_grids_npz, write_nav2_map, wr
 from gp_mapper.io.errors import IoLayerError
 from gp_mapper.mapping import FieldReading, MappingPipeline, MapSnapshot
 from gp_mapper.mapping.errors import ConfigError, MapFileError
+from gp_mapper.mapping.params_file import config_from_params_file, parse_overrides
 
-from .params_file import config_from_params_file
 from .progress import Progress
 
 _LOG = logging.getLogger(__name__)
@@ -62,19 +62,6 @@ def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="NAME=VALUE",
         help="override a parameter, e.g. --set delta=0.095 (repeatable)",
     )
-
-
-def parse_overrides(items: list[str]) -> dict[str, object]:
-    """``NAME=VALUE`` strings to typed values (YAML scalars: 0.1, true, vips)."""
-    import yaml
-
-    out: dict[str, object] = {}
-    for item in items:
-        name, sep, value = item.partition("=")
-        if not sep or not name:
-            raise ConfigError(f"--set expects NAME=VALUE, got {item!r}")
-        out[name.strip()] = yaml.safe_load(value)
-    return out
 
 
 def replay_bag(

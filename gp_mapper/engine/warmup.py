@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
 import torch
 
+from .auxiliary import NS_PER_S, auxiliary_columns
 from .model import Model
 from .registry import model_entry
 from .spec import EngineSpec, build_engine
@@ -44,11 +46,15 @@ def warm_up(spec: EngineSpec, input_dim: int) -> float:
 
 
 def _with_auxiliary(engine: Model, X: torch.Tensor) -> torch.Tensor:
-    """X with the columns a model with nuisance components reads after the position: a
-    heading sweep [rad] and evenly spaced times [s] (``gam_stream``'s ``auxiliary_inputs``)."""
-    columns = [X]
+    """X with the columns a model with nuisance components reads after the position
+    (``auxiliary_inputs``), built as a window's are, from readings a tenth of a second apart
+    whose poses sweep the heading once round."""
+    if not engine.auxiliary_inputs:
+        return X
     n = X.shape[0]
-    for name in engine.auxiliary_inputs:
-        steps = torch.arange(n, dtype=X.dtype)
-        columns.append((steps * (6.0 / n) if name == "yaw" else steps * WARMUP_PERIOD_S)[:, None])
-    return torch.cat(columns, dim=1)
+    stamps_ns = np.arange(n, dtype=np.int64) * round(WARMUP_PERIOD_S * NS_PER_S)
+    half_yaw = np.linspace(0.0, np.pi, n, endpoint=False)
+    zeros = np.zeros(n)
+    orientation = np.stack([zeros, zeros, np.sin(half_yaw), np.cos(half_yaw)], axis=-1)
+    extra = auxiliary_columns(engine.auxiliary_inputs, X.numpy(), stamps_ns, orientation)
+    return torch.cat([X, torch.from_numpy(extra).to(X.dtype)], dim=1)

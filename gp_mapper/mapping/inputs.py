@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
 import numpy as np
 
+from gp_mapper.engine.auxiliary import auxiliary_columns
 from gp_mapper.mapping.config import MapperConfig
 from gp_mapper.mapping.pairing import Pairer
 from gp_mapper.mapping.pose_buffer import NS_PER_S, PoseBuffer
@@ -132,6 +133,32 @@ class CollectedSamples(NamedTuple):
     orientation_xyzw: np.ndarray
     trajectory_m: np.ndarray
     drops: dict[str, int]
+
+    def with_auxiliary_inputs(self, names: Sequence[str], run_gap_s: float) -> CollectedSamples:
+        """These samples with the model's auxiliary columns appended to X (unchanged when
+        ``names`` is empty). ``time`` counts from the first sample; computed on the whole log,
+        so run gaps are the log's, not a subset's."""
+        if not names:
+            return self
+        extra = auxiliary_columns(
+            names, self.X, self.stamps_ns, self.orientation_xyzw, run_gap_s=run_gap_s,
+            time_origin_ns=int(self.stamps_ns[0]) if len(self.stamps_ns) else 0,
+        )  # fmt: skip
+        return self._replace(X=np.column_stack([self.X, extra]))
+
+    def subsample(self, max_samples: int, seed: int) -> CollectedSamples:
+        """A random subset of ``max_samples`` samples (seeded), in their original order; all
+        of them when ``max_samples`` is 0 or not fewer than the samples."""
+        n = len(self.y)
+        if max_samples <= 0 or n <= max_samples:
+            return self
+        keep = np.sort(np.random.default_rng(seed).choice(n, size=max_samples, replace=False))
+        return self._replace(
+            X=self.X[keep],
+            y=self.y[keep],
+            stamps_ns=self.stamps_ns[keep],
+            orientation_xyzw=self.orientation_xyzw[keep],
+        )
 
 
 def collect_samples(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gp_mapper.mapping.pose_buffer import NS_PER_S
+from gp_mapper.engine.auxiliary import auxiliary_columns
 from gp_mapper.mapping.records import DropCounts, Sample, Window
 
 TARGETS = ("norm", "x", "y", "z", "vector")
@@ -44,25 +44,17 @@ def window_model_inputs(window: Window, auxiliary: tuple[str, ...]) -> np.ndarra
     """The model's inputs of a window: X [N, D] with the ``auxiliary`` columns appended.
 
     A streaming model with nuisance components (``gam_stream``) reads, after the position,
-    ``yaw`` [rad] (about +z, from each sample's pose orientation) and ``time`` [s] (the stamp);
-    other models read X as it is. A sample without an orientation gets a NaN yaw, which the
-    model refuses with the window.
+    ``yaw`` and ``time`` (:func:`gp_mapper.engine.auxiliary.auxiliary_columns`: the pose's yaw,
+    else the window's direction of travel; seconds of the stamp, the model keeping its own
+    clock); other models read X as it is.
 
     Raises:
         ValueError: an unknown column name, or a window without stamps or orientations.
     """
     if not auxiliary:
         return window.X
-    columns = [window.X]
-    for name in auxiliary:
-        if name == "yaw" and window.orientation_xyzw is not None:
-            x, y, z, w = np.asarray(window.orientation_xyzw, dtype=np.float64).T
-            columns.append(np.arctan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))[:, None])
-        elif name == "time" and window.stamps_ns is not None:
-            columns.append((np.asarray(window.stamps_ns, dtype=np.float64) / NS_PER_S)[:, None])
-        else:
-            raise ValueError(f"the window has no {name!r} input for the model")
-    return np.concatenate(columns, axis=1)
+    extra = auxiliary_columns(auxiliary, window.X, window.stamps_ns, window.orientation_xyzw)
+    return np.concatenate([window.X, extra], axis=1)
 
 
 def merge_windows(first: Window, second: Window) -> Window:
@@ -93,8 +85,7 @@ class Windower:
 
     A sample at exactly the last kept position, or (with `min_spacing_m` > 0) closer to it than
     that, is dropped and counted as `duplicate`: a stationary robot's thousands of identical
-    inputs add nothing but cost and make the engine's kernel matrices singular (seed000.md
-    12.3).
+    inputs add nothing but cost and make the engine's kernel matrices singular.
 
     Args:
         batch_size: Samples per window.

@@ -11,13 +11,13 @@ import pytest
 import torch
 
 from gp_mapper.cli import main as cli_main
-from gp_mapper.commands.fit import fit_bag, theta_yaml
-from gp_mapper.commands.params_file import config_from_params_file
+from gp_mapper.commands.fit import fit_bag
 from gp_mapper.commands.replay import replay_bag
 from gp_mapper.io import write_synthetic_bag
 from gp_mapper.mapping import MapperConfig, MappingPipeline
 from gp_mapper.mapping.errors import ConfigError, MapFileError
 from gp_mapper.mapping.map_file import load_map
+from gp_mapper.mapping.params_file import config_from_params_file, theta_yaml
 
 from .test_replay import FAST, aalto_slice_bag
 
@@ -167,7 +167,7 @@ def test_cli_errors_exit_2(synthetic_bag: Path, tmp_path: Path, capsys) -> None:
 def test_a_fit_too_large_for_memory_says_how_to_subsample(
     synthetic_bag: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from gp_mapper.commands import fit as fit_module
+    from gp_mapper.mapping import batch_fit as fit_module
     from gp_mapper.mapping.errors import ConfigError
 
     monkeypatch.setattr(fit_module, "available_memory_bytes", lambda: 2_000_000)
@@ -178,8 +178,8 @@ def test_a_fit_too_large_for_memory_says_how_to_subsample(
 def test_the_memory_check_reads_the_dense_points_from_the_model_entry(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from gp_mapper.commands import fit as fit_module
     from gp_mapper.engine import EngineSpec, model_entry, model_names
+    from gp_mapper.mapping import batch_fit as fit_module
     from gp_mapper.mapping.errors import ConfigError
 
     monkeypatch.setattr(fit_module, "available_memory_bytes", lambda: 8.0 * 1000**2 / 0.5)
@@ -187,12 +187,12 @@ def test_the_memory_check_reads_the_dense_points_from_the_model_entry(
     for name in model_names("batch"):
         spec = EngineSpec(model=name)
         if model_entry(name).dense_points is None:
-            fit_module.check_memory(name, spec, n, n)  # no dense matrix: no refusal
+            fit_module.check_memory(spec, n, n)  # no dense matrix: no refusal
         else:
             with pytest.raises(ConfigError, match=f"the {name} model on {n} samples"):
-                fit_module.check_memory(name, spec, n, n)
+                fit_module.check_memory(spec, n, n)
     capped = EngineSpec(model="acgp", acgp_max_points=500)  # its factor stops at the cap
-    fit_module.check_memory("acgp", capped, n, n)
+    fit_module.check_memory(capped, n, n)
 
 
 def test_fit_on_a_real_slice_predicts_held_out_readings(magnetic_dir: Path, tmp_path: Path) -> None:
@@ -217,8 +217,8 @@ SOLVE_QUICK = {"solve_inducing": 16, "solve_orthogonal": 16, "solve_epochs": 3,
 
 
 def test_a_solvegp_fit_is_continued_live_by_the_stream(synthetic_bag: Path, tmp_path: Path) -> None:
-    from gp_mapper.commands.fit import FITTED_STATE
     from gp_mapper.engine import model_from_state
+    from gp_mapper.mapping.batch_fit import FITTED_STATE
 
     fitted = fit_bag(
         synthetic_bag, tmp_path / "solve", model="solvegp", overrides=SOLVE_QUICK,
@@ -266,7 +266,7 @@ def test_the_continued_stream_runs_under_the_nodes_streaming_settings(
     assert stream.fit_iterations == 0  # θ is the whole log's fit: the stream keeps it
     assert stream.selector.to_spec() == {"type": "vips", "delta": 0.05}
     # The fit's noise is the whole error: the stream fits it less the pass noise.
-    from gp_mapper.commands.fit import FITTED_STATE
+    from gp_mapper.mapping.batch_fit import FITTED_STATE
 
     solve = model_from_state(
         load_map(fitted.outputs.state.with_name(FITTED_STATE)).engine_state, "cpu"
@@ -301,7 +301,7 @@ def test_a_fit_the_stream_cannot_continue_still_saves_its_map(
         raise NumericalError("precision of size 16 is not positive definite")
 
     monkeypatch.setattr(registry, "model_entry", lambda name: entry._replace(to_streaming=fails))
-    from gp_mapper.commands import fit as fit_module
+    from gp_mapper.mapping import batch_fit as fit_module
 
     monkeypatch.setattr(fit_module, "model_entry", registry.model_entry)
     fitted = fit_bag(
@@ -331,7 +331,7 @@ def test_a_short_solvegp_fit_hands_the_stream_valid_pseudo_data(
 ) -> None:
     """The carried precision P (the Bui pseudo-observations') is positive semi-definite even
     where SGD left q wider than the prior; an indefinite P made the online bound unbounded in θ."""
-    from gp_mapper.commands.fit import FITTED_STATE
+    from gp_mapper.mapping.batch_fit import FITTED_STATE
 
     fitted = fit_bag(
         synthetic_bag, tmp_path / "solve", model="solvegp", overrides=SOLVE_TWO_EPOCHS,

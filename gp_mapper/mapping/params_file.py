@@ -1,0 +1,101 @@
+"""The node's parameter file: read a ROS 2 parameters YAML (``node: {ros__parameters: {...}}``)
+into a MapperConfig, ``NAME=VALUE`` overrides, and the ``theta.yaml`` a fit writes."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from gp_mapper.mapping.config import PARAMETER_BY_NAME, MapperConfig
+from gp_mapper.mapping.errors import ConfigError
+
+NODE_NAME = "gp_mapper"
+# ROS-wide parameters a node accepts that are not the mapper's own.
+ROS_ONLY_PARAMETERS = frozenset({"use_sim_time"})
+# The node's parameters that hold θ, written to theta.yaml.
+THETA_PARAMETERS = ("kernel", "constant_variance", "kernel_variance", "lengthscale",
+                    "noise_variance")  # fmt: skip
+
+
+def load_params_file(path: str | Path, node_name: str = NODE_NAME) -> dict[str, Any]:
+    """The flat parameters for ``node_name`` (or ``/**``) in a ROS 2 parameters file.
+
+    Raises:
+        ConfigError: the file is missing, is not YAML, or has no parameters for the node.
+    """
+    path = Path(path)
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except OSError as err:
+        raise ConfigError(f"cannot read parameters file {path}: {err}") from err
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{path} is not valid YAML: {err}") from err
+    if not isinstance(doc, dict):
+        raise ConfigError(f"{path}: expected a mapping of node names, got {type(doc).__name__}")
+    merged: dict[str, Any] = {}
+    for key in ("/**", node_name, f"/{node_name}"):
+        section = doc.get(key)
+        if isinstance(section, dict) and isinstance(section.get("ros__parameters"), dict):
+            merged.update(section["ros__parameters"])
+    if not merged and doc:
+        raise ConfigError(
+            f"{path}: no 'ros__parameters' for node {node_name!r} (sections: {sorted(doc)})"
+        )
+    return {k: v for k, v in merged.items() if k not in ROS_ONLY_PARAMETERS}
+
+
+def config_from_params_file(path: str | Path | None, **overrides: Any) -> MapperConfig:
+    """A MapperConfig from a parameters file (defaults if None) with flat overrides on top."""
+    values = load_params_file(path) if path is not None else {}
+    if isinstance(values.get("bounds"), list) and not values["bounds"]:
+        values["bounds"] = None
+    values.update(overrides)
+    return MapperConfig.from_dict(values)
+
+
+def parse_overrides(items: list[str]) -> dict[str, object]:
+    """``NAME=VALUE`` strings to typed values (YAML scalars: 0.1, true, vips).
+
+    Raises:
+        ConfigError: an item without ``=`` or a name.
+    """
+    out: dict[str, object] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise ConfigError(f"--set expects NAME=VALUE, got {item!r}")
+        out[name.strip()] = yaml.safe_load(value)
+    return out
+
+
+def theta_yaml(hyperparameters: dict[str, Any]) -> str:
+    """A ``gp_mapper`` parameter file holding θ, every value inside the node's ranges."""
+    lines = [
+        "# Hyperparameters fitted by gp-mapper fit; the node takes this file as",
+        "#   gp_mapper_node --ros-args --params-file theta.yaml",
+        "#   ros2 launch gp_mapper gp_mapper.launch.py params_file:=theta.yaml",
+        f"{NODE_NAME}:",
+        "  ros__parameters:",
+    ]
+    for name in THETA_PARAMETERS:
+        if name not in hyperparameters:
+            continue
+        value = hyperparameters[name]
+        info = PARAMETER_BY_NAME[name]
+        note = ""
+        if isinstance(value, list):  # ARD: the node takes one initial lengthscale
+            value = float(math.exp(np.mean(np.log(value))))
+            note = "  # geometric mean of the fitted ARD lengthscales"
+        if isinstance(value, float):
+            clipped = min(max(value, info.min), info.max)
+            if clipped != value:
+                note = f"  # fitted {value:.6g}, clipped to the node's range"
+            value = clipped
+            lines.append(f"    {name}: {value!r}{note}")
+        else:
+            lines.append(f'    {name}: "{value}"{note}')
+    return "\n".join(lines) + "\n"
