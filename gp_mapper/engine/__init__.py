@@ -1,4 +1,4 @@
-"""The Gaussian-process engine: one model interface, the models of the seed papers, and what
+"""The Gaussian-process engine: one model interface, the models of the cited papers, and what
 they share.
 
 Layout: ``core/`` (kernels, linear algebra, transforms, noise, fitting, device) is shared by

@@ -2,8 +2,8 @@
 
 The mapping layer, the node parameters and ``gp-mapper fit`` speak in flat names; this is where
 they become objects. Every default and range comes from the settings table
-(``gp_mapper.engine.settings``); the defaults are the seed paper's magnetometer model (spec
-seed000 §8.5) with the paper's recommended VIPS δ = 0.035.
+(``gp_mapper.engine.settings``); the defaults are the magnetometer model of Pescador-Barrios et
+al. 2024 (Sec. 5.4, App. D.4) with that paper's recommended VIPS δ = 0.035 (App. D.3).
 """
 
 from __future__ import annotations

@@ -61,7 +61,7 @@ PARAMETERS: tuple[Setting, ...] = (
                   read_only=True, group="node"),
     _parameter("qos_depth", 100, "int",
                   "history depth of the sensor subscriptions [messages]; a 100 Hz magnetometer "
-                  "needs room between callbacks (ros2.md 3.4: 50-200)",
+                  "needs room between callbacks (50-200)",
                   min=1, max=10000, read_only=True, group="node"),
     _parameter("map_path", "~/.ros/gp_mapper/map.npz", "str",
                   "map file written by ~/save_map and read by ~/load_map (~ is expanded)",
@@ -150,7 +150,7 @@ PARAMETERS: tuple[Setting, ...] = (
                   "publish each window's map under the previous hyperparameters as soon as its "
                   "inducing points are chosen, then the fitted map (lower latency; one more "
                   "grid prediction per window; the node only)"),
-    # Scheduling the engine (seed000.md 12.3: the hyperparameter fit is most of an update).
+    # Scheduling the engine (the hyperparameter fit is most of an update).
     _parameter("merge_limit", 4000, "int",
                   "windows closing while the engine is busy are merged into one waiting window "
                   "of at most this many samples; a full one waits for the engine and the next "

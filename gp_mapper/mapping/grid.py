@@ -1,7 +1,7 @@
 """The map grid: its geometry, how it grows with the explored area, and prediction on it.
 
-Conventions follow `nav_msgs/OccupancyGrid` (ros2.md 3.2): `origin_m` is the outer corner of
-cell (0, 0); column i runs along +x, row j along +y; cell (i, j) has its centre at
+Conventions follow the `nav_msgs/OccupancyGrid` message definition: `origin_m` is the outer corner
+of cell (0, 0); column i runs along +x, row j along +y; cell (i, j) has its centre at
 origin + ((i + 0.5) res, (j + 0.5) res); arrays are [H, W] = [rows (y), columns (x)], so
 `grid[j, i]` and C-order `ravel()` match the message's `data`.
 """

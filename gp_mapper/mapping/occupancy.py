@@ -1,4 +1,4 @@
-"""Occupancy-style scaling of a continuous layer for `nav_msgs/OccupancyGrid` (ros2.md 3.2).
+"""Occupancy-style scaling of a continuous layer for `nav_msgs/OccupancyGrid`, as grid_map does.
 
 Known cells map linearly into 1..98, the range RViz's "costmap" colour scheme draws as a
 blue-to-red gradient (99 and 100 have special colours there, 0 is transparent); unknown cells

@@ -3,7 +3,7 @@
 Each reading becomes a `Sample` (map-frame position and field in µT) once two poses bracket
 its stamp. Until then it waits in a capped queue; it is dropped, and counted, when it is
 malformed, implausible (|B| outside the configured range), out of order, from the wrong frame,
-or can never be bracketed (ros2.md 3.7).
+or can never be bracketed (as tf2's time cache: interpolate, never extrapolate).
 """
 
 from __future__ import annotations

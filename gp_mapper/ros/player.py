@@ -35,7 +35,7 @@ logger = logging.getLogger(__name__)
 DEFAULT_RATE = 1.0
 # Seconds to wait for every played topic to have a subscriber before starting.
 DEFAULT_WAIT_SUBSCRIBERS_S = 5.0
-# History depth of the player's volatile publishers: the spec's verified replay (1250
+# History depth of the player's volatile publishers: a replay we verified (1250
 # messages at x20) lost nothing with a depth-1000 reliable subscriber.
 PLAY_QUEUE_DEPTH = 1000
 # Longest single sleep, so a stop request or Ctrl-C is honoured promptly [s].

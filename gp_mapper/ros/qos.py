@@ -27,8 +27,8 @@ from rosbags.interfaces import (
     QosTime,
 )
 
-# Messages kept per sensor subscription: one second of a 100 Hz magnetometer (the spec's
-# 50-200 range for batch windows); the default of qos_profile_sensor_data is only 5.
+# Messages kept per sensor subscription: one second of a 100 Hz magnetometer (within the
+# 50-200 a batching subscriber needs); the default of qos_profile_sensor_data is only 5.
 SENSOR_QUEUE_DEPTH = 100
 
 # /diagnostics: reliable, volatile, depth 10, as diagnostic_updater publishes it.

@@ -21,7 +21,7 @@ from gp_mapper.engine.core.transforms import (
     softplus_with_floor,
 )
 
-VARIANCE_MAX = 2000.0  # the seed paper's UCI limit
+VARIANCE_MAX = 2000.0  # the VIPS authors' limit on their UCI runs
 # Raw values across the whole range: past the underflow of softplus and sigmoid (±800: exactly on
 # the floor or limit), ±40 (a sigmoid on its limit in double precision), and the middle.
 EXTREME_RAWS = (-800.0, -40.0, 0.0, 40.0, 800.0)

@@ -187,7 +187,10 @@ def test_duplicate_inputs_do_not_break_the_update() -> None:
 
 
 def test_seed_toy_vips_model_sizes(rng: np.random.Generator) -> None:
-    """Spec §8.2: 1000 noisy points of sin(2x)+cos(5x), 4 sorted batches; VIPS M ≈ 8, 15, 22, 29."""
+    """1000 noisy points of sin(2x)+cos(5x), 4 sorted batches; VIPS M ≈ 8, 15, 22, 29.
+
+    Pescador-Barrios et al. 2024, App. D.2.1 (Fig. 2a), with the sizes of the authors' code.
+    """
     x = np.sort(rng.uniform(0.0, 12.0, 1000))
     X = torch.as_tensor(x)[:, None]
     y = sine(X[:, 0]) + torch.as_tensor(rng.standard_normal(1000))

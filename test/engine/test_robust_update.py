@@ -12,7 +12,7 @@ from gp_mapper.engine.vips.health import fit_problem
 from gp_mapper.engine.vips.robust import screen_outliers
 
 NOISE_STD = 0.3  # µT, the simulated sensor's
-GLITCH = 1e6  # µT: the corrupted target
+GLITCH = 1e6  # µT: a corrupted target, far beyond any field
 NUM_TARGETS = 300
 NUM_BATCHES = 3
 # Enough L-BFGS iterations to collapse an unprotected fit, few enough for a quick test.

@@ -26,7 +26,7 @@ NUM_STATES = 48
 EXTREME_RAWS = (-800.0, -40.0, 0.0, 40.0, 800.0)
 EXTREME_SHARE = 0.6  # the rest drawn uniformly from RANDOM_RAW_RANGE
 RANDOM_RAW_RANGE = 60.0
-VARIANCE_MAX = 2000.0  # the seed paper's UCI limit
+VARIANCE_MAX = 2000.0  # the VIPS authors' limit on their UCI runs
 BATCH = 24
 
 KERNELS: tuple[Callable[[], Kernel], ...] = (

@@ -9,7 +9,7 @@ import numpy as np
 from gp_mapper.mapping import FieldReading, Pose, rotate
 
 NS_PER_S = 1_000_000_000
-FIELD_MEAN_UT = 48.0  # the Aalto rooms' mean |B| (seed000.md 8.5)
+FIELD_MEAN_UT = 48.0  # the Aalto rooms' mean |B| (Solin et al. 2018's invensense data)
 FIELD_SWING_UT = 10.0
 
 

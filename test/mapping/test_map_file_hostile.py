@@ -1,4 +1,4 @@
-"""Hostile map files (issue 10, section 3): each once crashed the node or published NaN."""
+"""Hostile map files: each once crashed the node or published NaN."""
 
 from __future__ import annotations
 

@@ -24,7 +24,7 @@ from .conftest import FAST_ENGINE
 from .synthetic import lawnmower, stream, true_field
 
 MS = 1_000_000  # ns per ms
-ONE_TESLA = 1.0  # the glitch of the issue: a motor passing the sensor reads ~20 000x |B|
+ONE_TESLA = 1.0  # a glitch: a motor passing the sensor reads ~20 000x |B|
 NUM_GLITCHES = 10
 
 # The room of test_pipeline: 4 m x 4 m in five lanes, ~400 readings, windows of 100.

@@ -1,4 +1,6 @@
-"""The Adaptive Cholesky GP (seed 004): an exact GP on the random subset its bounds say suffices.
+"""The Adaptive Cholesky GP: an exact GP on the random subset its bounds say suffices.
+
+The method of Bartels et al. 2023 (Adaptive Cholesky Gaussian Processes, arXiv:2202.10769).
 
 Modules: ``bounds`` (the corrected EvaluateBounds and the stopping rule), ``cholesky`` (the
 blocked Cholesky that stops), ``objective`` (estimators of log p(y) and the fitting objective

@@ -1,14 +1,20 @@
 """ACGP's bounds on log det K and yᵀK⁻¹y from one downdated block, and the stopping rule.
 
-Spec seed004 §4 (the experiments' ``EvaluateBounds``, Algorithm 2 with the errata of §6.4 fixed).
+Bartels et al. 2023 (ACGP), Algorithm 2: the experiments' ``EvaluateBounds``, with the paper's
+misprints corrected as its theorems and the authors' code have them: the switch step is
+ψ = min(N, …) (Eq. 8 prints max(N, …); Eq. 40 has min), L_Q has μ_Q where Algorithm 2 prints
+2μ_Q (Thm. 19), U_Q has (ψ − s)(μ_Q + (ψ − s − 1)ρ/2) where Algorithm 2 prints a minus
+(Thm. 14), D_s = 2 Σ log L_jj (Algorithm 2 prints Σ log A_jj), and U_Q is what is returned
+beside U_D (Algorithm 2 prints U_C).
 Notation: s points are factorised, the block holds points s+1..t (m = t − s), N is the full data
 size. After the downdate of the block, its diagonal is ``v_j = k_s(x_j, x_j) + σ²``, its first
 sub-diagonal ``c_j = k_s(x_j, x_{j+1})`` and the partially solved right-hand side holds the
 residuals ``e_j = y_j − m_s(x_j)``.
 
-The bounds hold in conditional expectation only (spec §3.3): the relative tolerance is a target,
-not a guarantee. As in the authors' experiments the switch steps ψ are computed from the current
-block (not F_s-measurable, spec §4 (b)) and every adjacent pair (j, j+1) is used (§4 (a)).
+The bounds hold in conditional expectation only (Sec. 3.4, Thm. 2): the relative tolerance is a
+target, not a guarantee. As in the authors' experiments the switch steps ψ are computed from the
+current block (not F_s-measurable, Remarks 6 and 11) and every adjacent pair (j, j+1) is used
+(Remark 5).
 """
 
 from __future__ import annotations
@@ -21,12 +27,12 @@ from torch import Tensor
 
 from ..core.linalg import LOG_2PI
 
-# The block statistics need at least one adjacent pair (spec §5: the check is skipped otherwise).
+# The block statistics need at least one adjacent pair (the check is skipped otherwise).
 MIN_BLOCK_FOR_BOUNDS = 2
 
 
 class BlockStatistics(NamedTuple):
-    """The six averages over one downdated block that the bounds read (spec §4).
+    """The six averages over one downdated block that the bounds read (Algorithm 2).
 
     Attributes:
         mu_D: mean_j log v_j.
@@ -68,7 +74,7 @@ class BlockBounds(NamedTuple):
 
     @property
     def midpoint(self) -> float:
-        """(𝓤 + 𝓛)/2, the estimator whose error Lemma 21 bounds by r·|log p| (spec §3.3)."""
+        """(𝓤 + 𝓛)/2, the estimator whose error Lemma 21 bounds by r·|log p| (Thm. 3)."""
         return 0.5 * (self.lower + self.upper)
 
     @property
@@ -79,7 +85,7 @@ class BlockBounds(NamedTuple):
 
 
 def block_statistics(v: Tensor, c: Tensor, e: Tensor, noise_variance: float) -> BlockStatistics:
-    """The averages of spec §4 from a downdated block, in one device-to-host transfer.
+    """The averages of Algorithm 2 from a downdated block, in one device-to-host transfer.
 
     The diagonal is floored at σ² first [ours]: ``v_j = k_s(x_j, x_j) + σ²`` with a posterior
     variance that cannot be negative, so ``v_j < σ²`` is round-off. Without the floor
@@ -114,7 +120,7 @@ def block_statistics(v: Tensor, c: Tensor, e: Tensor, noise_variance: float) -> 
 
 
 def _switch_step(numerator: float, rho: float, remaining: int) -> int:
-    """ψ − s = clamp(floor(numerator/ρ + ½), 0, N − s), or N − s when ρ ≤ 0 (spec §4).
+    """ψ − s = clamp(floor(numerator/ρ + ½), 0, N − s), or N − s when ρ ≤ 0 (Algorithm 2).
 
     The clamp at 0 is [ours]: round-off can make the numerator negative.
     """
@@ -135,7 +141,7 @@ def evaluate_bounds(
     noise_variance: float,
     n_total: int,
 ) -> BlockBounds:
-    """Corrected ``EvaluateBounds(s, t)`` of spec §4.
+    """Corrected ``EvaluateBounds(s, t)`` of Algorithm 2 (module docstring).
 
     Args:
         stats: the block averages (:func:`block_statistics`).
@@ -151,11 +157,11 @@ def evaluate_bounds(
     """
     log_s2 = math.log(noise_variance)
     remaining = n_total - s
-    # Log-determinant (Thm 10 with ψ = min(N, ...), the erratum of Eq. 8 fixed).
+    # Log-determinant (Thm 10 with ψ = min(N, ...), not Eq. 8's max).
     p_D = _switch_step(stats.mu_D - log_s2, stats.rho_D, remaining)
     U_D = logdet_s + remaining * stats.mu_D
     L_D = logdet_s + p_D * (stats.mu_D - 0.5 * (p_D - 1) * stats.rho_D) + (remaining - p_D) * log_s2
-    # Quadratic form: the lower bound is clamped at Q_s and its pair term at 0 (spec §4 (d)),
+    # Quadratic form: the lower bound is clamped at Q_s and its pair term at 0 (Algorithm 2),
     # without Alg. 2's misprinted factor 2 on μ_Q; the upper bound takes Thm 14's "+" sign.
     rho_QL = max(0.0, stats.rho_QL)
     L_Q = quad_s + max(0.0, remaining * (stats.mu_Q - (remaining - 1) * rho_QL))
@@ -179,7 +185,7 @@ def evaluate_bounds(
 
 
 def should_stop(bounds: BlockBounds, rel_tol: float, abs_tol: float) -> bool:
-    """The stopping rule of spec §3.3 / Alg. 1: absolute gap, or relative gap with one sign.
+    """The stopping rule of Sec. 3.2 eq. 4 / Alg. 1: absolute gap, or relative gap with one sign.
 
     Stops when ``𝓤 − 𝓛 < abs_tol``, or when 𝓤 and 𝓛 have the same non-zero sign and
     ``(𝓤 − 𝓛) / (2 min(|𝓤|, |𝓛|)) < rel_tol``. The sign condition is the paper's (Eqs. 30–31);

@@ -1,8 +1,9 @@
 """The blocked, row-wise Cholesky of K + σ²I that stops once the evidence is pinned down.
 
-Spec seed004 §5 (Algorithm 1, clean version). Rows of the kernel matrix are evaluated only when
-their block is reached, so unprocessed data are never touched; the factor grows geometrically
-instead of being preallocated at N_max² (spec §10.4 item 6). After each block's downdate, and
+Bartels et al. 2023 (ACGP), Algorithm 1 and Sec. 3.5. Rows of the kernel matrix are evaluated
+only when their block is reached, so unprocessed data are never touched; the factor grows
+geometrically instead of being preallocated at N_max² as in the paper (our choice: memory for the
+points actually kept). After each block's downdate, and
 before its factorisation (the least parallel step, skipped if the run stops there), the bounds of
 :mod:`.bounds` are evaluated. After a stop the last block is still factorised, so the retained
 exact subset is every point seen, M = t (the experiments' model code does the same).
@@ -113,9 +114,9 @@ def stopped_cholesky(
 ) -> StoppedCholesky:
     """Factorise K + σ²I block by block over randomly ordered data until the bounds meet.
 
-    The data must already be in random order (the bounds assume i.i.d. points); the caller keeps
-    the permutation fixed so that subsets are nested across calls (spec §6.3). No gradient flows
-    through this function: it is evaluated under ``torch.no_grad``.
+    The data must already be in random order (the bounds assume i.i.d. points); the caller keeps the
+    permutation fixed so that subsets are nested across calls (as the authors' code does). No
+    gradient flows through this function: it is evaluated under ``torch.no_grad``.
 
     Args:
         kernel: prior covariance k.
@@ -188,7 +189,7 @@ def _run(
         diag = torch.diagonal(K)
         return K + s2 * torch.eye(hi - lo, dtype=dtype, device=device), jitter_scale(diag + s2)
 
-    # The first block: factorised without a check (spec §5: there is nothing to condition on).
+    # The first block: factorised without a check (there is nothing to condition on).
     t = min(m0, n_max)
     B, scale = block_prior(0, t)
     L0, amount = _factor_block(B, scale, jitter)

@@ -1,15 +1,15 @@
 """The Adaptive Cholesky GP as a batch model: an exact GP on the subset its bounds say suffices.
 
-Spec seed004 §10.1 items 1 and 2. ``fit`` shuffles the log once (the permutation stays fixed,
-so the subsets of successive loss evaluations are nested, §6.3), optionally fits θ on the
-extrapolated evidence (N/M)·log p(y_{:M}) with the refinement schedule, then runs the stopped
-Cholesky at the final θ and keeps the exact posterior of the M points it factorised.
+Bartels et al. 2023 (ACGP): the stopped Cholesky of Sec. 3 as a map, and the hyperparameter
+fit of Sec. 4.3 and App. B.2. ``fit`` shuffles the log once (the permutation stays fixed, so
+the subsets of successive loss evaluations are nested, as in the authors' code), optionally
+fits θ on the extrapolated evidence (N/M)·log p(y_{:M}) with the refinement schedule, then runs the
+stopped Cholesky at the final θ and keeps the exact posterior of the M points it factorised.
 """
 
 from __future__ import annotations
 
 import copy
-import json
 import math
 import time
 from collections.abc import Callable, Mapping
@@ -20,28 +20,23 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..core.device import resolve_device
-from ..core.kernels import Kernel, kernel_from_spec
+from ..batch import CommittedFit, StateSetting, finite_tensor
+from ..core.kernels import Kernel
 from ..core.linalg import JITTER_LADDER, Jitter
 from ..core.noise import GaussianNoise
 from ..errors import NumericalError, StateError
 from ..exact.posterior import ExactPosterior
-from ..model import Hyperparameters, ModelKind, PlainInputs
+from ..model import ModelKind, PlainInputs
 from ..report import FitReport
 from ..settings import default as setting_default
 from ..state import (
-    describe_hyperparameters,
     freeze_parameters,
-    load_raw_parameters,
-    raw_parameters,
-    validate_data,
 )
 from .bounds import MIN_BLOCK_FOR_BOUNDS, BlockBounds
 from .cholesky import StoppedCholesky, stopped_cholesky
 from .objective import acgp_objective, extrapolated_log_evidence, subset_data_fit, subset_matrix
 from .refinement import RefinementResult, refine_hyperparameters
 
-STATE_FORMAT_VERSION = 1
 # The paper's synthetic setting and the node's default (acgp/settings.py): a magnetometer log of
 # 10⁴–10⁵ samples then stops after a few blocks; the authors use ~10⁴ on 40k-point UCI sets.
 DEFAULT_BLOCK_SIZE = setting_default("acgp_block_size")
@@ -77,8 +72,8 @@ class _State:
     num_updates: int
 
 
-class AdaptiveCholeskyGP(PlainInputs):
-    """ACGP (seed 004): exact GP regression on an adaptively sized random subset.
+class AdaptiveCholeskyGP(PlainInputs, CommittedFit):
+    """ACGP (Bartels et al. 2023): exact GP regression on an adaptively sized random subset.
 
     Args:
         kernel: prior covariance (copied; its values are the initial θ).
@@ -87,14 +82,14 @@ class AdaptiveCholeskyGP(PlainInputs):
         initial_block_size: m0, points factorised before the first check (default m); the
             smallest subset kept is m0 + m.
         rel_tol: r, stop when the relative gap of the evidence bounds is below it. A target, not
-            a guarantee: the paper measured 0.047 for r = 0.01, m = 1000 (spec §8.2).
+            a guarantee: the paper measured 0.047 for r = 0.01, m = 1000 (Sec. 4.1).
         abs_tol: also stop when 𝓤 − 𝓛 is below this [nats]; 0 turns it off.
         max_points: N_max, at most this many points are factorised (8 N_max² bytes at most);
             None: all. Without a stop before it, the report says the tolerance was not reached.
         fit_iterations: L-BFGS iteration budget over all restarts (0 keeps θ).
         refinements: at most this many restarts of the refinement schedule (0 keeps θ).
             Restart k runs L-BFGS with ftol = (2/3)^{k+1} and the stopped Cholesky at
-            r = max((2/3)^{k+1}, rel_tol): the paper's schedule (spec §6.1) until r reaches the
+            r = max((2/3)^{k+1}, rel_tol): the paper's schedule (App. B.2) until r reaches the
             map's tolerance, which it then keeps [ours]; the authors' own runs go on towards the
             exact GP. The schedule also ends at the iteration budget, after two failed restarts,
             or once converged (see ``refinement.py``).
@@ -106,6 +101,16 @@ class AdaptiveCholeskyGP(PlainInputs):
 
     name: ClassVar[str] = "acgp"
     kind: ClassVar[ModelKind] = "batch"
+    STATE_SETTINGS = (
+        StateSetting("block_size", int),
+        StateSetting("initial_block_size", int, none=-1),
+        StateSetting("rel_tol", float),
+        StateSetting("abs_tol", float),
+        StateSetting("max_points", int, none=-1),
+        StateSetting("fit_iterations", int),
+        StateSetting("refinements", int),
+        StateSetting("seed", int),
+    )
 
     def __init__(
         self,
@@ -142,8 +147,7 @@ class AdaptiveCholeskyGP(PlainInputs):
             raise ValueError(f"refinements must be non-negative, got {refinements}")
         if not (math.isfinite(noise_variance) and noise_variance > 0.0):
             raise ValueError(f"noise_variance must be positive and finite, got {noise_variance}")
-        self.device = resolve_device(device)
-        self.dtype = dtype
+        kernel, noise = self._init_parameters(kernel, noise_variance, device, dtype, jitter)
         self.block_size = int(block_size)
         self.initial_block_size = None if initial_block_size is None else int(initial_block_size)
         self.rel_tol = float(rel_tol)
@@ -152,36 +156,9 @@ class AdaptiveCholeskyGP(PlainInputs):
         self.fit_iterations = int(fit_iterations)
         self.refinements = int(refinements)
         self.seed = int(seed)
-        self.jitter = Jitter.coerce(jitter)
-        kernel = copy.deepcopy(kernel).to(device=self.device, dtype=dtype)
-        noise = GaussianNoise(noise_variance).to(device=self.device, dtype=dtype)
-        freeze_parameters(kernel, noise)
         self._state = _State(kernel, noise, None, None, None, None, 0, math.nan, False, (), 0)
-        self._report: FitReport | None = None
 
     # ------------------------------------------------------------------ read-only views
-    @property
-    def posterior(self) -> ExactPosterior | None:
-        """The exact posterior of the kept M points (None before the first fit)."""
-        return self._state.posterior
-
-    @property
-    def report(self) -> FitReport | None:
-        """The report of the last fit (None before the first)."""
-        return self._report
-
-    @property
-    def num_updates(self) -> int:
-        return self._state.num_updates
-
-    @property
-    def kernel(self) -> Kernel:
-        return self._state.kernel
-
-    @property
-    def noise_variance(self) -> float:
-        return float(self._state.noise.variance)
-
     @property
     def num_points(self) -> int:
         """M, the points the posterior keeps (0 before a fit)."""
@@ -192,10 +169,6 @@ class AdaptiveCholeskyGP(PlainInputs):
     def history(self) -> tuple[BlockBounds, ...]:
         """The bounds at each checked block of the last fit's final stopped Cholesky."""
         return self._state.history
-
-    def hyperparameters(self) -> Hyperparameters:
-        """θ in the node's parameter names (``kernel``, ``kernel_variance``, ...)."""
-        return describe_hyperparameters(self._state.kernel, self.noise_variance)
 
     # ------------------------------------------------------------------ public operations
     def predict(self, Xs: Tensor | np.ndarray) -> tuple[Tensor, Tensor]:
@@ -381,101 +354,29 @@ class AdaptiveCholeskyGP(PlainInputs):
         )
 
     # ------------------------------------------------------------------ persistence
-    def state_dict(self) -> dict[str, np.ndarray]:
-        """Settings, θ, the kept points and the bound summary, as numpy arrays (no pickle).
-
-        The posterior is not stored: :meth:`from_state` refactorises the kept points with the
-        same block boundaries, which reproduces the factor bit for bit.
-        """
+    def _fitted_arrays(self) -> dict[str, np.ndarray]:
+        """The kept points, the permutation and the bound summary. The factor is not stored:
+        the kept points refactorise with the same block boundaries, bit for bit."""
         s = self._state
-        out: dict[str, np.ndarray] = {
-            "model": np.array(self.name),
-            "format_version": np.array(STATE_FORMAT_VERSION),
-            "kernel_spec": np.array(json.dumps(s.kernel.to_spec())),
-            "dtype": np.array(str(self.dtype).removeprefix("torch.")),
-            "block_size": np.array(self.block_size),
-            "initial_block_size": np.array(
-                -1 if self.initial_block_size is None else self.initial_block_size
+        if s.X_M is None or s.y_M is None or s.permutation is None:
+            return {}
+        return {
+            "support.X": s.X_M.detach().cpu().numpy(),
+            "support.y": s.y_M.detach().cpu().numpy(),
+            "permutation": s.permutation,
+            "summary.n_total": np.array(s.n_total),
+            "summary.log_density_subset": np.array(s.log_density_subset),
+            "summary.stopped": np.array(s.stopped),
+            "summary.history": np.array([list(b) for b in s.history], dtype=np.float64).reshape(
+                -1, len(HISTORY_FIELDS)
             ),
-            "rel_tol": np.array(self.rel_tol),
-            "abs_tol": np.array(self.abs_tol),
-            "max_points": np.array(-1 if self.max_points is None else self.max_points),
-            "fit_iterations": np.array(self.fit_iterations),
-            "refinements": np.array(self.refinements),
-            "seed": np.array(self.seed),
-            "jitter": np.array(self.jitter.value),
-            "jitter_relative": np.array(self.jitter.relative),
-            "num_updates": np.array(s.num_updates),
         }
-        out.update({f"kernel.{k}": v for k, v in raw_parameters(s.kernel).items()})
-        out.update({f"noise.{k}": v for k, v in raw_parameters(s.noise).items()})
-        if s.X_M is not None and s.y_M is not None and s.permutation is not None:
-            out["support.X"] = s.X_M.detach().cpu().numpy()
-            out["support.y"] = s.y_M.detach().cpu().numpy()
-            out["permutation"] = s.permutation
-            out["summary.n_total"] = np.array(s.n_total)
-            out["summary.log_density_subset"] = np.array(s.log_density_subset)
-            out["summary.stopped"] = np.array(s.stopped)
-            out["summary.history"] = np.array(
-                [list(b) for b in s.history], dtype=np.float64
-            ).reshape(-1, len(HISTORY_FIELDS))
-        return out
 
-    @classmethod
-    def from_state(
-        cls, state: Mapping[str, Any], device: str | torch.device = "auto"
-    ) -> AdaptiveCholeskyGP:
-        """Rebuild from :meth:`state_dict` output (or ``np.load`` of it).
-
-        Raises:
-            StateError: another model's state, a missing, malformed or non-finite field, or kept
-                points that no longer factorise.
-        """
-        try:
-            found = str(np.asarray(state["model"]))
-            if found != cls.name:
-                raise StateError(f"the state holds a {found!r} model, not {cls.name!r}")
-            version = int(np.asarray(state["format_version"]))
-            if version != STATE_FORMAT_VERSION:
-                raise StateError(f"acgp state format {version}, expected {STATE_FORMAT_VERSION}")
-            initial = int(np.asarray(state["initial_block_size"]))
-            max_points = int(np.asarray(state["max_points"]))
-            model = cls(
-                kernel_from_spec(json.loads(str(np.asarray(state["kernel_spec"])))),
-                block_size=int(np.asarray(state["block_size"])),
-                initial_block_size=None if initial < 0 else initial,
-                rel_tol=float(np.asarray(state["rel_tol"])),
-                abs_tol=float(np.asarray(state["abs_tol"])),
-                max_points=None if max_points < 0 else max_points,
-                fit_iterations=int(np.asarray(state["fit_iterations"])),
-                refinements=int(np.asarray(state["refinements"])),
-                seed=int(np.asarray(state["seed"])),
-                device=device,
-                dtype=getattr(torch, str(np.asarray(state["dtype"]))),
-                jitter=Jitter(
-                    float(np.asarray(state["jitter"])), bool(np.asarray(state["jitter_relative"]))
-                ),
-            )
-            model._load(state)
-        except StateError:
-            raise
-        except NumericalError as err:
-            raise StateError(f"acgp state: the kept points do not factorise: {err}") from err
-        except (KeyError, ValueError, TypeError, AttributeError, RuntimeError) as err:
-            raise StateError(f"acgp state is malformed: {err}") from err
-        return model
-
-    def _load(self, state: Mapping[str, Any]) -> None:
+    def _load_fitted(self, state: Mapping[str, Any], num_updates: int) -> None:
         def tensor(name: str) -> Tensor:
-            value = torch.as_tensor(np.asarray(state[name]), dtype=self.dtype, device=self.device)
-            if not torch.isfinite(value).all():
-                raise StateError(f"acgp state field {name!r} has non-finite values")
-            return value
+            return finite_tensor(state, name, self.dtype, self.device, self.name)
 
         kernel, noise = self._state.kernel, self._state.noise
-        load_raw_parameters(kernel, state, "kernel.", self.dtype, self.device)
-        load_raw_parameters(noise, state, "noise.", self.dtype, self.device)
-        num_updates = int(np.asarray(state["num_updates"]))
         if "support.X" not in state:
             self._state = _State(kernel, noise, None, None, None, None, 0, math.nan, False, (), 0)
             return
@@ -524,10 +425,6 @@ class AdaptiveCholeskyGP(PlainInputs):
             history,
             num_updates,
         )
-
-    # ------------------------------------------------------------------ validation
-    def _validate(self, X: Tensor | np.ndarray, y: Tensor | np.ndarray) -> tuple[Tensor, Tensor]:
-        return validate_data(X, y, self.dtype, self.device)
 
 
 def _refinement_details(refinement: RefinementResult | None, seconds_fit: float) -> dict[str, Any]:

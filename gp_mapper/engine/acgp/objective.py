@@ -1,10 +1,11 @@
 """Estimators of log p(y) from a stopped Cholesky, and the differentiable fitting objective.
 
-Spec seed004 §5 "Estimators" and "Gradient". For hyperparameter fitting the evidence of all N
-points is estimated by the linear extrapolation (N/M)·log p(y_{:M}) (the authors' ``ALL_POINTS``;
-the paper prints (N − M), a typo that drops the processed part, §6.4). Its gradient at a fixed M
-comes from a custom backward, ∂φ/∂K_M = K_M⁻¹ − ββᵀ with β = K_M⁻¹ y_M, reusing the factor the
-stopped Cholesky already computed, instead of autograd through the blocked factorisation.
+Bartels et al. 2023 (ACGP), App. B.2 and Remark 4. For hyperparameter fitting the evidence of
+all N points is estimated by the linear extrapolation (N/M)·log p(y_{:M}) (the authors'
+``ALL_POINTS``; App. B.2 and Remark 4 print (N − M)·log p(y_{:M})/M, which drops the processed
+part). Its gradient at a fixed M comes from a custom backward, ∂φ/∂K_M = K_M⁻¹ − ββᵀ with
+β = K_M⁻¹ y_M, reusing the factor the stopped Cholesky already computed, instead of autograd
+through the blocked factorisation.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from .bounds import BlockBounds
 
 
 def extrapolated_log_evidence(log_density_subset: float, num_points: int, n_total: int) -> float:
-    """(N/M)·log p(y_{:M}): the "biased" estimator used for fitting (spec §5, estimator 2).
+    """(N/M)·log p(y_{:M}): the "biased" estimator used for fitting (App. B.2).
 
     Args:
         log_density_subset: log p(y_{:M}) of the first M (randomly ordered) points, nats.
@@ -31,7 +32,7 @@ def extrapolated_log_evidence(log_density_subset: float, num_points: int, n_tota
 
 
 def midpoint_log_evidence(bounds: BlockBounds) -> float:
-    """(𝓤 + 𝓛)/2: the estimator of the theory (spec §5, estimator 1; Lemma 21)."""
+    """(𝓤 + 𝓛)/2: the estimator of the theory (Thm. 3, Lemma 21)."""
     return bounds.midpoint
 
 
@@ -41,7 +42,7 @@ class SubsetDataFit(torch.autograd.Function):
     ``forward(K, y, L)``: K [M, M] the (differentiable) matrix, y [M] the targets, L [M, M] its
     lower Cholesky factor (not differentiated). The backward returns
     ``g·(K⁻¹ − ββᵀ)`` for K and ``2g·β`` for y (β = K⁻¹y); K⁻¹ is the maths here, formed by
-    ``cholesky_inverse`` from L. Cost ≈ one more factorisation (spec §5: about 2× the forward).
+    ``cholesky_inverse`` from L. Cost ≈ one more factorisation (App. B.2: about 2× the forward).
     """
 
     @staticmethod
@@ -95,5 +96,5 @@ def subset_matrix(
 
 
 def acgp_objective(phi: Tensor, num_points: int, n_total: int) -> Tensor:
-    """−(N/M)·φ/2 − (N/2) log 2π: the estimate of log p(y) that the fit maximises (spec §5)."""
+    """−(N/M)·φ/2 − (N/2) log 2π: the estimate of log p(y) that the fit maximises (App. B.2)."""
     return -(n_total / num_points) * 0.5 * phi - 0.5 * n_total * LOG_2PI

@@ -1,7 +1,8 @@
 """L-BFGS with ACGP's refinement schedule: coarse, cheap subsets first, tighter ones later.
 
-Spec seed004 §6.1 and §10.1 item 2. Restart k runs L-BFGS on a loss whose stopped Cholesky uses
-r = (2/3)^{k+1}, with the same value as the relative tolerance on the loss change (SciPy's ftol).
+Bartels et al. 2023 (ACGP), Sec. 4.3 and App. B.2. Restart k runs L-BFGS on a loss whose stopped
+Cholesky uses r = (2/3)^{k+1}, with the same value as the relative tolerance on the loss change
+(SciPy's ftol).
 Each restart warm-starts from the last accepted point; a failed restart (non-finite values, a
 failed factorisation, or a worse loss than its start) restores that point and counts as a
 failure without advancing k, as in the authors' code (k = attempts − failures). The schedule
@@ -31,12 +32,12 @@ from torch import Tensor, nn
 from ..core.fit import single_step_lbfgs
 from ..errors import NumericalError
 
-# r_k = ftol_k = REFINEMENT_BASE^(k+1) (spec §6.1, the authors' iterative refinement).
+# r_k = ftol_k = REFINEMENT_BASE^(k+1) (App. B.2, the authors' iterative refinement).
 REFINEMENT_BASE = 2.0 / 3.0
 # SciPy divides by max(|f_k|, |f_{k+1}|, 1) for an objective of size ~N; the loss here is per
 # datum, so the 1 would make the rule absolute. Only a loss at exactly 0 needs a floor.
 _FTOL_SCALE_FLOOR = 1e-300
-# The authors' code aborts after two failed attempts (the paper says three; spec §6.1).
+# The authors' code aborts after two failed attempts (the paper's App. B.2 says three).
 MAX_FAILED_ATTEMPTS = 2
 # SciPy's default ftol (factr 1e7 × machine epsilon): below it a restart cannot stop earlier than
 # L-BFGS-B's own convergence test, so the schedule has converged (k ≈ 48).

@@ -1,4 +1,4 @@
-"""Settings of the Adaptive Cholesky GP (seed 004): block sizes, tolerances, the point budget."""
+"""Settings of the Adaptive Cholesky GP (Bartels et al. 2023): block sizes, tolerances, budget."""
 
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ SETTINGS: tuple[Setting, ...] = (
             min=0, max=1000000, models=ACGP),
     Setting("acgp_rel_tol", 0.01, "float",
             "r: stop when the relative gap of the evidence bounds falls below this (a target, "
-            "not a guarantee: seed004 §3.3)",
+            "not a guarantee: the bounds hold in expectation only, Bartels et al. 2023 "
+            "Thm. 2)",
             min=0.0, max=1.0, models=ACGP),
     Setting("acgp_abs_tol", 0.0, "float",
             "also stop when the gap of the evidence bounds falls below this [nats]; 0 = off",

@@ -1,4 +1,7 @@
-"""Computation-aware GPs (seed 001): exact inference on I linear projections Sᵀy of the data.
+"""Computation-aware GPs: exact inference on I linear projections Sᵀy of the data.
+
+The method of Wenger et al. 2024 (Computation-Aware Gaussian Processes: Model Selection and
+Linear-Time Inference).
 
 Modules: ``kernel_actions`` (the chunked ``K S`` op with its recomputing backward),
 ``actions`` (learned block-sparse actions and CG actions), ``elbo`` (the loss of eq. 11 in

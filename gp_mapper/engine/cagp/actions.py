@@ -1,19 +1,20 @@
 """The actions S [N, I] of a computation-aware GP: learned block-sparse (CaGP-Opt) or CG (CaGP-CG).
 
 Whatever the policy, the model sees an :class:`Actions`: S with unit-norm, mutually orthogonal
-columns, so ``SᵀS = I`` and the ELBO's ``log det(SᵀS)`` term is 0 (the stable form of seed 001
-§3.2). The posterior depends only on the column space of S (Lemma S4, Cor. S1), so this
-normalisation changes nothing but the conditioning, and it makes the loss invariant to column
-scaling by construction: the July-2025 fix of the reference code (§8), not its earlier
-log-of-sum.
+columns, so ``SᵀS = I`` and the ELBO's ``log det(SᵀS)`` term is 0 (our stable form of Wenger et
+al. 2024, eq. 11). The posterior depends only on the column space of S (Lemma S4, Cor. S1), so
+this normalisation changes nothing but the conditioning, and it makes the loss invariant to
+column scaling by construction, as eq. 11 is: the reference code (the GPyTorch branch of the
+paper's S4.2) took the log of the sum of the squared column norms until its July-2025 fix.
 
-- :class:`BlockSparseActions` (eq. 14, §7 item 1): block b holds the data points
+- :class:`BlockSparseActions` (eq. 14, Sec. 4): block b holds the data points
   ``index[b]``; blocks are disjoint and together hold every point. With N = q·I + r, r blocks
   have q + 1 points and I − r have q (ragged blocks, padded with zero entries), so no point is
   dropped, unlike the reference code, which truncates to q·I points.
-- :func:`cg_actions` (§7 item 5): the residuals of conjugate gradients on ``K̂ v = y``,
-  orthonormalised by QR twice, computed without gradients (the ELBO bounds the evidence for any
-  S, so its θ-gradient at fixed S is that of a valid bound: §3.3).
+- :func:`cg_actions` (Sec. 4, CG residual actions): the residuals of conjugate gradients on
+  ``K̂ v = y``, orthonormalised by QR twice, computed without gradients (the ELBO bounds the
+  evidence for any S, so its θ-gradient at fixed S is that of a valid bound, as in the reference
+  code).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from .kernel_actions import DEFAULT_CHUNK, kernel_action_product
 _NORM_FLOOR = 1e-300
 BlockOrder = Literal["random", "data"]
 BLOCK_ORDERS: tuple[str, ...] = ("random", "data")
-# The reference code's CG tolerance (seed 001 Table S1): stop when ‖r‖ ≤ 1e-4 ‖y‖.
+# The CG tolerance of Wenger et al. 2024, Table S1: stop when ‖r‖ ≤ 1e-4 ‖y‖.
 DEFAULT_CG_TOLERANCE = setting_default("cagp_cg_tolerance")
 
 
@@ -113,7 +114,7 @@ def block_layout(n: int, num_actions: int, permutation: Tensor) -> tuple[Tensor,
 
 
 class BlockSparseActions(nn.Module):
-    """Learnable block-sparse actions (CaGP-Opt, seed 001 eq. 14 and §7 item 1).
+    """Learnable block-sparse actions (CaGP-Opt, Wenger et al. 2024 eq. 14).
 
     Args:
         index: [I, k] data index of each entry (see :func:`block_layout`).
@@ -145,8 +146,8 @@ class BlockSparseActions(nn.Module):
         device: torch.device | str = "cpu",
         order: BlockOrder = "random",
     ) -> BlockSparseActions:
-        """Blocks with entries N(0, 1)/√k (the reference code's ``initialization="random"``,
-        §4).
+        """Blocks with entries N(0, 1)/√k (the reference code's ``initialization="random"``;
+        the paper does not state its initialisation).
 
         Args:
             n: data points N.
@@ -155,7 +156,7 @@ class BlockSparseActions(nn.Module):
             order: "random": blocks over a random permutation (the reference code's blocks are
                 contiguous in shuffled data, so random subsets); "data": contiguous runs of the
                 data as given, e.g. time-ordered stretches of a log, which are spatially local
-                (seed 001 §9.3 leaves their effect open).
+                (the paper does not try them).
         """
         if order not in BLOCK_ORDERS:
             raise ValueError(f"order must be one of {BLOCK_ORDERS}, got {order!r}")
@@ -210,8 +211,9 @@ def cg_actions(
     """CG on ``(K + σ²I) v = y`` from v = 0; its residuals r₀ … r_{I'−1} as actions.
 
     The residuals span the Krylov space of the first I' steps, so the CaGP posterior mean on
-    them is CG's own iterate (Wenger et al. 2022; seed 001 §4). They are orthonormalised by two
-    QR passes (the reference code's practice, §5.1), which leaves their span unchanged.
+    them is CG's own iterate (Wenger et al. 2022; Wenger et al. 2024, Sec. 4). They are
+    orthonormalised by two QR passes (the reference code's practice), which leaves their span
+    unchanged.
 
     Args:
         kernel: prior kernel (matrix–vector products by the chunked op).

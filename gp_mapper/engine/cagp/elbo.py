@@ -1,4 +1,6 @@
-"""The CaGP training loss: the ELBO of seed 001 eq. 11 in the stable form of §3.2.
+"""The CaGP training loss: the ELBO of Wenger et al. 2024, eq. 11, in a stable form.
+
+The stable form is ours, the same value as eq. 11 when the actions have orthonormal columns.
 
 For actions with orthonormal columns (``SᵀS = I``, as every :class:`~.actions.Actions` has),
 with ``G = SᵀK̂S = SᵀKS + σ²I = LLᵀ``, ``z = Sᵀ(y − μ)``, ``ṽ = G⁻¹z`` and
@@ -10,12 +12,13 @@ with ``G = SᵀK̂S = SᵀKS + σ²I = LLᵀ``, ``z = Sᵀ(y − μ)``, ``ṽ = 
                  − I + σ² ‖L⁻¹‖_F²               (= −tr(G⁻¹SᵀKS))
                  + 2 Σ log L_jj ]                 (log det SᵀS = 0)
 
-ℓ_ELBO = −E_q log p(y | f) + KL(q ‖ p(f)) ≥ −log p(y | θ), with equality when S has rank N
-(§3.2). It has an explicit squared error on all of y, which is why it trains well; the
-projected-data NLL −log N(Sᵀy; ·) (§3.1) generalises badly and is deliberately not offered.
+ℓ_ELBO = −E_q log p(y | f) + KL(q ‖ p(f)) ≥ −log p(y | θ), with equality when S has rank N (Sec. 3,
+Lemma S3). It has an explicit squared error on all of y, which is why it trains well; the
+projected-data NLL −log N(Sᵀy; ·) (eq. 9; Figs. S1–S2) generalises badly and is deliberately not
+offered.
 
 The i × i Gram is factored in float64 whatever the working dtype (the reference code's
-practice, §2.4), with the engine's jitter ladder.
+practice), with the engine's jitter ladder.
 """
 
 from __future__ import annotations

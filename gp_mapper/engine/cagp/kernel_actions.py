@@ -1,6 +1,6 @@
 """The kernel–actions product ``K S`` [N, I] without ever forming K [N, N].
 
-Seed 001 §3.3 (spec ``seed001.md``): the only expensive object of the CaGP ELBO and posterior is
+Wenger et al. 2024 (CaGP), Sec. 4.1: the only expensive object of the CaGP ELBO and posterior is
 ``K S``. This module streams over row chunks of the inputs, evaluates one kernel block
 ``K(X_R, P)`` [R, P] at a time and contracts it with the actions at once, so memory is
 O(N·I + chunk·P) with P ≈ N. The backward recomputes each chunk (as ``torch.utils.checkpoint``

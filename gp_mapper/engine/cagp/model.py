@@ -1,14 +1,14 @@
 """Computation-aware GPs as batch models: CaGP-Opt (``cagp``) and CaGP-CG (``cagp_cg``).
 
-Seed 001 §7. ``fit`` trains θ (and, for CaGP-Opt, the block-sparse action entries) on the ELBO
-of eq. 11 divided by N, then forms the posterior at the kept θ and actions. Its variance counts
-the error of the approximation: at fixed θ it is never below the exact GP's (Prop. S1).
+Wenger et al. 2024 (CaGP). ``fit`` trains θ (and, for CaGP-Opt, the block-sparse action entries) on
+the ELBO of eq. 11 divided by N, then forms the posterior at the kept θ and actions. Its variance
+counts the error of the approximation: at fixed θ it is never below the exact GP's (Prop. S1).
 
 - ``cagp`` (CaGP-Opt): I disjoint ragged blocks over a seeded random permutation of the
   training points (the reference code's random blocks; no point dropped), entries learned
   jointly with θ.
-- ``cagp_cg`` (CaGP-CG): the actions are CG residuals on ``K̂ v = y``, recomputed without
-  gradients at each epoch's θ (§5.4) and once more at the final θ; only θ is learned.
+- ``cagp_cg`` (CaGP-CG): the actions are CG residuals on ``K̂ v = y``, recomputed without gradients
+  at each epoch's θ (as the reference code does) and once more at the final θ; only θ is learned.
 
 With a validation fraction, that share of the log is held out (seeded), its NLL picks the epoch
 kept and stops training early; the posterior then rests on the remaining points only, and the
@@ -18,7 +18,6 @@ report says how many were held out.
 from __future__ import annotations
 
 import copy
-import json
 import math
 import time
 from abc import ABC, abstractmethod
@@ -30,20 +29,16 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..core.device import resolve_device
-from ..core.kernels import Kernel, kernel_from_spec
+from ..batch import CommittedFit, StateSetting, finite_tensor
+from ..core.kernels import Kernel
 from ..core.linalg import JITTER_LADDER, LOG_2PI, Jitter
 from ..core.noise import GaussianNoise
 from ..errors import NumericalError, StateError
-from ..model import Hyperparameters, ModelKind, PlainInputs, ProgressCallback
+from ..model import ModelKind, PlainInputs, ProgressCallback
 from ..report import FitReport
 from ..settings import default as setting_default
 from ..state import (
-    describe_hyperparameters,
     freeze_parameters,
-    load_raw_parameters,
-    raw_parameters,
-    validate_data,
 )
 from .actions import (
     BLOCK_ORDERS,
@@ -66,7 +61,6 @@ from .trainer import (
     train,
 )
 
-STATE_FORMAT_VERSION = 1
 # The paper's rank for every UCI set (Table S1).
 DEFAULT_ACTIONS = setting_default("cagp_actions")
 # A few hundred full-batch epochs: the paper's 1000 (Adam) is a GPU budget; on 10⁴ samples an
@@ -90,7 +84,7 @@ class _State:
     num_updates: int
 
 
-class _ComputationAwareGP(PlainInputs, ABC):
+class _ComputationAwareGP(PlainInputs, CommittedFit, ABC):
     """What CaGP-Opt and CaGP-CG share: data checks, the split, training, state, prediction.
 
     Args:
@@ -113,6 +107,17 @@ class _ComputationAwareGP(PlainInputs, ABC):
 
     name: ClassVar[str]
     kind: ClassVar[ModelKind] = "batch"
+    STATE_SETTINGS = (
+        StateSetting("actions", int, attr="num_actions"),
+        StateSetting("epochs", int, attr="trainer.epochs"),
+        StateSetting("learning_rate", float, attr="trainer.learning_rate"),
+        StateSetting("optimizer", str, attr="trainer.optimizer"),
+        StateSetting("validation", float),
+        StateSetting("validate_every", int, attr="trainer.validate_every"),
+        StateSetting("patience", int, attr="trainer.patience"),
+        StateSetting("chunk", int),
+        StateSetting("seed", int),
+    )
 
     def __init__(
         self,
@@ -145,41 +150,10 @@ class _ComputationAwareGP(PlainInputs, ABC):
         self.validation = float(validation)
         self.chunk = int(chunk)
         self.seed = int(seed)
-        self.device = resolve_device(device)
-        self.dtype = dtype
-        self.jitter = Jitter.coerce(jitter)
-        kernel = copy.deepcopy(kernel).to(device=self.device, dtype=dtype)
-        noise = GaussianNoise(noise_variance).to(device=self.device, dtype=dtype)
-        freeze_parameters(kernel, noise)
+        kernel, noise = self._init_parameters(kernel, noise_variance, device, dtype, jitter)
         self._state = _State(kernel, noise, None, None, None, None, 0, 0)
-        self._report: FitReport | None = None
 
     # ------------------------------------------------------------------ read-only views
-    @property
-    def posterior(self) -> CaGPPosterior | None:
-        """The prediction cache of the last fit (None before the first)."""
-        return self._state.posterior
-
-    @property
-    def report(self) -> FitReport | None:
-        return self._report
-
-    @property
-    def num_updates(self) -> int:
-        return self._state.num_updates
-
-    @property
-    def kernel(self) -> Kernel:
-        return self._state.kernel
-
-    @property
-    def noise_variance(self) -> float:
-        return float(self._state.noise.variance)
-
-    def hyperparameters(self) -> Hyperparameters:
-        """θ in the node's parameter names (``kernel``, ``kernel_variance``, ...)."""
-        return describe_hyperparameters(self._state.kernel, self.noise_variance)
-
     # ------------------------------------------------------------------ prediction
     def predict(self, Xs: Tensor | np.ndarray) -> tuple[Tensor, Tensor]:
         """Latent mean and combined variance [S] at Xs [S, D] (add ``noise_variance`` for y)."""
@@ -394,109 +368,29 @@ class _ComputationAwareGP(PlainInputs, ABC):
         return {}
 
     # ------------------------------------------------------------------ persistence
-    def state_dict(self) -> dict[str, np.ndarray]:
-        """Settings, θ, the points the posterior rests on and the learned actions (no pickle).
-
-        The posterior is not stored: :meth:`from_state` forms it again from the same inputs by
-        the same code, which reproduces it bit for bit on the same device.
-        """
+    def _fitted_arrays(self) -> dict[str, np.ndarray]:
+        """The points the posterior rests on and the learned actions. The posterior is not
+        stored: the same inputs form it again by the same code, bit for bit on one device."""
         s = self._state
-        out: dict[str, np.ndarray] = {
-            "model": np.array(self.name),
-            "format_version": np.array(STATE_FORMAT_VERSION),
-            "kernel_spec": np.array(json.dumps(s.kernel.to_spec())),
-            "dtype": np.array(str(self.dtype).removeprefix("torch.")),
-            "actions": np.array(self.num_actions),
-            "epochs": np.array(self.trainer.epochs),
-            "learning_rate": np.array(self.trainer.learning_rate),
-            "optimizer": np.array(self.trainer.optimizer),
-            "validation": np.array(self.validation),
-            "validate_every": np.array(self.trainer.validate_every),
-            "patience": np.array(self.trainer.patience),
-            "chunk": np.array(self.chunk),
-            "seed": np.array(self.seed),
-            "jitter": np.array(self.jitter.value),
-            "jitter_relative": np.array(self.jitter.relative),
-            "num_updates": np.array(s.num_updates),
-            **self._settings_state(),
+        if s.X is None or s.y is None:
+            return {}
+        out = {
+            "support.X": s.X.detach().cpu().numpy(),
+            "support.y": s.y.detach().cpu().numpy(),
+            "summary.n_total": np.array(s.n_total),
         }
-        out.update({f"kernel.{k}": v for k, v in raw_parameters(s.kernel).items()})
-        out.update({f"noise.{k}": v for k, v in raw_parameters(s.noise).items()})
-        if s.X is not None and s.y is not None:
-            out["support.X"] = s.X.detach().cpu().numpy()
-            out["support.y"] = s.y.detach().cpu().numpy()
-            out["summary.n_total"] = np.array(s.n_total)
-            if s.blocks is not None:
-                out["blocks.index"] = s.blocks.index.cpu().numpy()
-                out["blocks.mask"] = s.blocks.mask.cpu().numpy()
-                out["blocks.raw"] = s.blocks.raw.detach().cpu().numpy()
+        if s.blocks is not None:
+            out["blocks.index"] = s.blocks.index.cpu().numpy()
+            out["blocks.mask"] = s.blocks.mask.cpu().numpy()
+            out["blocks.raw"] = s.blocks.raw.detach().cpu().numpy()
         return out
 
-    def _settings_state(self) -> dict[str, np.ndarray]:
-        return {}
-
-    @classmethod
-    def _settings_from_state(cls, state: Mapping[str, Any]) -> dict[str, Any]:
-        return {}
-
-    @classmethod
-    def from_state(
-        cls, state: Mapping[str, Any], device: str | torch.device = "auto"
-    ) -> _ComputationAwareGP:
-        """Rebuild from :meth:`state_dict` output (or ``np.load`` of it).
-
-        Raises:
-            StateError: another model's state, a missing, malformed or non-finite field, or a
-                posterior that no longer factorises.
-        """
-        try:
-            found = str(np.asarray(state["model"]))
-            if found != cls.name:
-                raise StateError(f"the state holds a {found!r} model, not {cls.name!r}")
-            version = int(np.asarray(state["format_version"]))
-            if version != STATE_FORMAT_VERSION:
-                raise StateError(
-                    f"{cls.name} state format {version}, expected {STATE_FORMAT_VERSION}"
-                )
-            model = cls(
-                kernel_from_spec(json.loads(str(np.asarray(state["kernel_spec"])))),
-                actions=int(np.asarray(state["actions"])),
-                epochs=int(np.asarray(state["epochs"])),
-                learning_rate=float(np.asarray(state["learning_rate"])),
-                optimizer=str(np.asarray(state["optimizer"])),  # type: ignore[arg-type]
-                validation=float(np.asarray(state["validation"])),
-                validate_every=int(np.asarray(state["validate_every"])),
-                patience=int(np.asarray(state["patience"])),
-                chunk=int(np.asarray(state["chunk"])),
-                seed=int(np.asarray(state["seed"])),
-                device=device,
-                dtype=getattr(torch, str(np.asarray(state["dtype"]))),
-                jitter=Jitter(
-                    float(np.asarray(state["jitter"])), bool(np.asarray(state["jitter_relative"]))
-                ),
-                **cls._settings_from_state(state),
-            )
-            model._load(state)
-        except StateError:
-            raise
-        except NumericalError as err:
-            raise StateError(f"{cls.name} state: the posterior does not factorise: {err}") from err
-        except (KeyError, ValueError, TypeError, AttributeError, RuntimeError) as err:
-            raise StateError(f"{cls.name} state is malformed: {err}") from err
-        return model
-
-    def _load(self, state: Mapping[str, Any]) -> None:
+    def _load_fitted(self, state: Mapping[str, Any], num_updates: int) -> None:
         def tensor(name: str, dtype: torch.dtype | None = None) -> Tensor:
-            value = torch.as_tensor(np.asarray(state[name]), device=self.device)
-            value = value.to(self.dtype if dtype is None else dtype)
-            if value.is_floating_point() and not torch.isfinite(value).all():
-                raise StateError(f"{self.name} state field {name!r} has non-finite values")
-            return value
+            dtype = self.dtype if dtype is None else dtype
+            return finite_tensor(state, name, dtype, self.device, self.name)
 
         kernel, noise = self._state.kernel, self._state.noise
-        load_raw_parameters(kernel, state, "kernel.", self.dtype, self.device)
-        load_raw_parameters(noise, state, "noise.", self.dtype, self.device)
-        num_updates = int(np.asarray(state["num_updates"]))
         if "support.X" not in state:
             self._state = _State(kernel, noise, None, None, None, None, 0, num_updates)
             return
@@ -520,13 +414,9 @@ class _ComputationAwareGP(PlainInputs, ABC):
         n_total = int(np.asarray(state["summary.n_total"]))
         self._state = _State(kernel, noise, posterior, X, y, blocks, n_total, num_updates)
 
-    # ------------------------------------------------------------------ validation
-    def _validate(self, X: Tensor | np.ndarray, y: Tensor | np.ndarray) -> tuple[Tensor, Tensor]:
-        return validate_data(X, y, self.dtype, self.device)
-
 
 class CaGP(_ComputationAwareGP):
-    """CaGP-Opt (seed 001): learned block-sparse actions, trained jointly with θ on the ELBO.
+    """CaGP-Opt (Wenger et al. 2024): learned block-sparse actions, trained with θ on the ELBO.
 
     Takes the arguments of :class:`_ComputationAwareGP` plus ``block_order`` ("random":
     blocks of a seeded random permutation, the paper's; "data": contiguous runs of the data in
@@ -535,6 +425,7 @@ class CaGP(_ComputationAwareGP):
     """
 
     name: ClassVar[str] = "cagp"
+    STATE_SETTINGS = (*_ComputationAwareGP.STATE_SETTINGS, StateSetting("block_order", str))
 
     def __init__(
         self,
@@ -575,16 +466,9 @@ class CaGP(_ComputationAwareGP):
             "block_order": self.block_order,
         }
 
-    def _settings_state(self) -> dict[str, np.ndarray]:
-        return {"block_order": np.array(self.block_order)}
-
-    @classmethod
-    def _settings_from_state(cls, state: Mapping[str, Any]) -> dict[str, Any]:
-        return {"block_order": str(np.asarray(state["block_order"]))}
-
 
 class CaGPCG(_ComputationAwareGP):
-    """CaGP-CG (seed 001): actions are CG residuals at the current θ; only θ is learned.
+    """CaGP-CG (Wenger et al. 2024): actions are CG residuals at the current θ; only θ is learned.
 
     Takes the arguments of :class:`_ComputationAwareGP` plus ``cg_tolerance`` (stop CG once
     ‖r‖ ≤ tolerance·‖y‖; fewer actions than I are then used). Costs per epoch: I CG steps of
@@ -592,6 +476,7 @@ class CaGPCG(_ComputationAwareGP):
     """
 
     name: ClassVar[str] = "cagp_cg"
+    STATE_SETTINGS = (*_ComputationAwareGP.STATE_SETTINGS, StateSetting("cg_tolerance", float))
 
     def __init__(
         self,
@@ -632,13 +517,6 @@ class CaGPCG(_ComputationAwareGP):
 
     def _policy_details(self, posterior: CaGPPosterior) -> dict[str, Any]:
         return {"cg_tolerance": self.cg_tolerance}
-
-    def _settings_state(self) -> dict[str, np.ndarray]:
-        return {"cg_tolerance": np.array(self.cg_tolerance)}
-
-    @classmethod
-    def _settings_from_state(cls, state: Mapping[str, Any]) -> dict[str, Any]:
-        return {"cg_tolerance": float(np.asarray(state["cg_tolerance"]))}
 
 
 def _mean_nll(posterior: CaGPPosterior, X: Tensor, y: Tensor) -> float:

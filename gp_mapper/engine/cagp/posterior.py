@@ -1,4 +1,6 @@
-"""The computation-aware posterior as a frozen prediction cache (seed 001 §2.1, §2.4).
+"""The computation-aware posterior as a frozen prediction cache.
+
+Wenger et al. 2024, Sec. 2 eq. 5, computed as their Algorithm S2.
 
 Given actions S [N, I], with ``G = SᵀK̂S = LLᵀ`` and ``ṽ = G⁻¹Sᵀy``::
 
@@ -29,11 +31,11 @@ from .actions import Actions
 from .elbo import GRAM_DTYPE, evaluate_elbo
 from .kernel_actions import DEFAULT_CHUNK, contract
 
-# Variances are differences of large terms; round-off below zero is clamped away (§2.4 [rec]).
+# Variances are differences of large terms; round-off below zero is clamped away.
 VARIANCE_CLAMP = 0.0
 # The split into mathematical and computational variance needs the exact GP's Cholesky
-# (O(N³) time, O(N²) memory, §2.3); past this many points (a 3.2 GB float64 matrix, as the
-# exact model's own limit) it is not offered.
+# (O(N³) time, O(N²) memory: the computational part is K(x, X)(K̂⁻¹ − C_I)K(X, x)); past this
+# many points (a 3.2 GB float64 matrix, as the exact model's own limit) it is not offered.
 MAX_EXACT_SPLIT = 20000
 
 

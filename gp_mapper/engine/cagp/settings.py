@@ -1,4 +1,4 @@
-"""Settings of the computation-aware GPs (seed 001): CaGP-Opt (``cagp``) and CaGP-CG."""
+"""Settings of the computation-aware GPs (Wenger et al. 2024): CaGP-Opt (``cagp``) and CaGP-CG."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ SETTINGS: tuple[Setting, ...] = (
             min=1, max=10000, models=CAGP),
     Setting("cagp_patience", 20, "int",
             "validation checks without improvement before stopping; 0 = never stop early "
-            "(CaGP-Opt ramps up slowly: seed001 §9.3)",
+            "(CaGP-Opt ramps up slowly: Wenger et al. 2024, Fig. 3)",
             min=0, max=10000, models=CAGP),
     Setting("cagp_chunk", 256, "int",
             "rows per kernel block of K·S and of prediction; memory ~ 8·chunk·N bytes [rows]",

@@ -1,15 +1,15 @@
 """Full-batch training of a CaGP loss: Adam with a linear learning-rate decay, or L-BFGS.
 
-Seed 001 §5.3 and §6.1: one epoch is one full-batch step; Adam (≤ 1000 epochs, LR in
-{1, 0.1, 0.01} on the per-datum loss) under torch's ``LinearLR(end_factor=0.1)``, or L-BFGS
-(100 epochs, float64, Wolfe line search). The paper does not give ``LinearLR``'s other
-arguments; torch's defaults (start 1/3, 5 steps) would pin the rate at a tenth after five
-steps, so the decay here runs from the full rate to a tenth over all epochs (§9.4).
+Wenger et al. 2024, Sec. 5 ("Experimental Details") and Table S1: one epoch is one full-batch step;
+Adam (≤ 1000 epochs, LR in {1, 0.1, 0.01} on the per-datum loss) under torch's
+``LinearLR(end_factor=0.1)``, or L-BFGS (100 epochs, float64, Wolfe line search). The paper does not
+give ``LinearLR``'s other arguments; torch's defaults (start 1/3, 5 steps) would pin the rate at a
+tenth after five steps, so the decay here runs from the full rate to a tenth over all epochs.
 
 The paper picks the epoch with the best *test* NLL; here the held-out set is a validation split
 of the training log (never test data): its NLL is checked every few epochs, the best θ and
 actions are kept, and training stops after ``patience`` checks without improvement. The
-patience is long by default because CaGP-Opt has a ramp-up phase (§9.3, Fig. 3).
+patience is long by default because CaGP-Opt has a ramp-up phase (Fig. 3).
 
 Like GPflow's ``Scipy().minimize``, the trainer knows nothing of models: it gets a loss
 closure, the tensors to optimise and an optional validation closure.
@@ -32,7 +32,7 @@ from ..settings import default as setting_default
 
 Optimizer = Literal["adam", "lbfgs"]
 OPTIMIZERS: tuple[str, ...] = ("adam", "lbfgs")
-# The paper's schedule: LinearLR(end_factor=0.1) (§6.1).
+# The paper's schedule: LinearLR(end_factor=0.1) (Sec. 5, "Experimental Details").
 LR_END_FACTOR = 0.1
 # The paper's Adam budget for CaGP-Opt (Table S1: 1000 epochs); a map of 10⁴–10⁵ samples on a
 # CPU is affordable at a few hundred, so the model's default is lower (cagp/settings.py).

@@ -1,4 +1,7 @@
-"""Incremental pivoted Cholesky: the greedy-variance order of inducing points (spec §5.4).
+"""Incremental pivoted Cholesky: the greedy-variance order of inducing points.
+
+The selection order of VIPS (Pescador-Barrios et al. 2024, App. B.1, after Burt et al. 2020),
+built incrementally here where the authors recompute the bound for every added point.
 
 Adding the point of largest conditional prior variance ``k(x, x) − k_bᵀ K_bb⁻¹ k_b`` is one step
 of a pivoted Cholesky of the kernel matrix over a column set. The rows it builds are exactly
@@ -89,7 +92,7 @@ class PivotedCholesky:
         """Rows ``L_b⁻¹ K(b, columns)`` for b = the prefix plus every candidate, jitter included.
 
         The bound at these rows is the most the greedy sequence can reach under this jitter: L*
-        as the authors compute it (the SGPR bound with Z = X, spec §3.1). Built from the Schur
+        as the authors compute it (the SGPR bound with Z = X, in their code). Built from the Schur
         complement of the prefix, so O(C³ + C² M_a) and independent of the pivots taken; None if
         that complement is not positive definite even with the jitter ladder.
         """

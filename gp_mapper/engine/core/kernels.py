@@ -257,7 +257,7 @@ class Stationary(Kernel):
         lengthscale: initial lengthscale (one, or one per input with ``ard_dims``).
         ard_dims: number of inputs for ARD lengthscales; 0 for one isotropic lengthscale.
         variance_max: optional upper limit of the variance. The variance is then read through a
-            sigmoid onto (floor, variance_max), as the seed paper's code does on its UCI runs
+            sigmoid onto (floor, variance_max), as the VIPS authors' code does on its UCI runs
             (limit 2000): with near-noiseless data maximum likelihood can otherwise drive it
             without bound. None (default): a softplus, no upper limit.
         active_dims: the input columns the distance is taken over (None: all); with ARD,

@@ -29,7 +29,7 @@ class Jitter:
 
     Relative (the default): ``value · mean(diag K)``. The conditioning is then the same whatever
     the kernel's units, so a model in µT² and one on standardised targets behave alike.
-    Absolute: ``value`` in the kernel's units. This is the seed paper's convention (ε = 1e-6 on
+    Absolute: ``value`` in the kernel's units. This is the VIPS authors' convention (ε = 1e-6 on
     standardised UCI targets); it penalises a small kernel variance, so maximum likelihood on
     near-noiseless data settles elsewhere than under a relative jitter. The authors pair it with
     an upper limit on the variance (``Stationary(variance_max=2000)``); without one the

@@ -3,40 +3,34 @@
 from __future__ import annotations
 
 import copy
-import json
 import time
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import numpy as np
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
+from ..batch import BatchModel, StateSetting
 from ..core.device import resolve_device
 from ..core.fit import FitResult, fit_hyperparameters
-from ..core.kernels import Kernel, kernel_from_spec
+from ..core.kernels import Kernel
 from ..core.linalg import gaussian_log_density
 from ..core.noise import GaussianNoise
-from ..errors import NumericalError, StateError
+from ..errors import NumericalError
 from ..model import Hyperparameters, ModelKind, PlainInputs, ProgressCallback
 from ..report import FitReport
 from ..settings import default as setting_default
-from ..state import (
-    describe_hyperparameters,
-    load_raw_parameters,
-    raw_parameters,
-    validate_data,
-)
+from ..state import describe_hyperparameters
 from .posterior import ExactPosterior
 
-STATE_FORMAT_VERSION = 1
 DEFAULT_FIT_ITERATIONS = setting_default("fit_iterations")
 # O(N²) memory and O(N³) time: 20 000 points is a 3.2 GB float64 matrix and minutes per
 # L-BFGS step on a CPU. Past it, subsample (gp-mapper fit --max-samples) or use acgp.
 MAX_EXACT_POINTS = 20000
 
 
-class ExactGP(PlainInputs):
+class ExactGP(PlainInputs, BatchModel):
     """``y ~ N(0, K + σ²I)`` on all data at once; O(N³). A batch model (``name = "exact"``).
 
     Two ways to use it: as the batch model of ``gp-mapper fit`` (``ExactGP(kernel, σ²)`` then
@@ -55,6 +49,8 @@ class ExactGP(PlainInputs):
 
     name: ClassVar[str] = "exact"
     kind: ClassVar[ModelKind] = "batch"
+    STATE_SETTINGS = (StateSetting("fit_iterations", int), StateSetting("max_points", int))
+    TAKES_JITTER = False
 
     def __init__(
         self,
@@ -87,10 +83,6 @@ class ExactGP(PlainInputs):
     @property
     def posterior(self) -> ExactPosterior | None:
         return self._posterior
-
-    @property
-    def report(self) -> FitReport | None:
-        return self._report
 
     @property
     def num_updates(self) -> int:
@@ -204,64 +196,21 @@ class ExactGP(PlainInputs):
         return posterior.predict(self._as(Xs))
 
     # ------------------------------------------------------------------ persistence
-    def state_dict(self) -> dict[str, np.ndarray]:
-        """The model, θ and its data (the posterior is rebuilt from them), as numpy arrays."""
-        out: dict[str, np.ndarray] = {
-            "model": np.array(self.name),
-            "format_version": np.array(STATE_FORMAT_VERSION),
-            "kernel_spec": np.array(json.dumps(self.kernel.to_spec())),
-            "dtype": np.array(str(self.dtype).removeprefix("torch.")),
-            "fit_iterations": np.array(self.fit_iterations),
-            "max_points": np.array(self.max_points),
-            "num_updates": np.array(self._fitted),
-            "noise.raw_variance": self.noise.raw_variance.detach().cpu().numpy(),
-        }
-        out.update({f"kernel.{k}": v for k, v in raw_parameters(self.kernel).items()})
-        if self.X is not None and self.y is not None:
-            out["data.X"] = self.X.detach().cpu().numpy()
-            out["data.y"] = self.y.detach().cpu().numpy()
-        return out
+    def _parameter_modules(self) -> dict[str, nn.Module]:
+        return {"kernel.": self.kernel, "noise.": self.noise}
 
-    @classmethod
-    def from_state(cls, state: Mapping[str, Any], device: str | torch.device = "auto") -> ExactGP:
-        """Rebuild from :meth:`state_dict` output; the posterior is refactored from the data.
+    def _fitted_arrays(self) -> dict[str, np.ndarray]:
+        """The data (the posterior is refactored from them)."""
+        if self.X is None or self.y is None:
+            return {}
+        return {"data.X": self.X.detach().cpu().numpy(), "data.y": self.y.detach().cpu().numpy()}
 
-        Raises:
-            StateError: a field is missing, malformed or not finite, or another model's state.
-        """
-        try:
-            if str(np.asarray(state["model"])) != cls.name:
-                raise StateError(f"the state holds a {np.asarray(state['model'])} model")
-            version = int(np.asarray(state["format_version"]))
-            if version != STATE_FORMAT_VERSION:
-                raise StateError(
-                    f"exact GP state format {version}, expected {STATE_FORMAT_VERSION}"
-                )
-            dtype = getattr(torch, str(np.asarray(state["dtype"])))
-            kernel = kernel_from_spec(json.loads(str(np.asarray(state["kernel_spec"]))))
-            model = cls(
-                kernel,
-                device=device,
-                dtype=dtype,
-                fit_iterations=int(np.asarray(state["fit_iterations"])),
-                max_points=int(np.asarray(state["max_points"])),
-            )
-            load_raw_parameters(model.kernel, state, "kernel.", model.dtype, model.device)
-            load_raw_parameters(model.noise, state, "noise.", model.dtype, model.device)
-            model._fitted = int(np.asarray(state["num_updates"]))
-            if "data.X" in state:
-                X, y = model._validate(state["data.X"], state["data.y"])
-                model.X, model.y = X, y
-                model._posterior = ExactPosterior.from_data(
-                    model.kernel, X, y, model.noise_variance
-                )
-        except StateError:
-            raise
-        except (KeyError, ValueError, TypeError, AttributeError, RuntimeError) as err:
-            raise StateError(f"exact GP state is malformed: {err}") from err
-        except NumericalError as err:
-            raise StateError(f"exact GP state does not factor: {err}") from err
-        return model
+    def _load_fitted(self, state: Mapping[str, Any], num_updates: int) -> None:
+        self._fitted = num_updates
+        if "data.X" in state:
+            X, y = self._validate(state["data.X"], state["data.y"])
+            self.X, self.y = X, y
+            self._posterior = ExactPosterior.from_data(self.kernel, X, y, self.noise_variance)
 
     # ------------------------------------------------------------------ validation
     def _as(self, a: Tensor | np.ndarray) -> Tensor:
@@ -271,9 +220,6 @@ class ExactGP(PlainInputs):
         if self.X is None or self.y is None:
             raise RuntimeError("the exact GP has no data: call fit(X, y) first")
         return self.X, self.y
-
-    def _validate(self, X: Any, y: Any) -> tuple[Tensor, Tensor]:
-        return validate_data(X, y, self.dtype, self.device)
 
 
 def _device_of(X: Tensor | None) -> str | torch.device:

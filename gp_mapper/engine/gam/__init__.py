@@ -1,4 +1,6 @@
-"""Additive sparse variational GPs (seed 003): declared components, coupled posteriors.
+"""Additive sparse variational GPs: declared components, coupled posteriors.
+
+The model of Adam, Durrande & John 2018 (Scalable GAM using sparse variational GPs).
 
 ``component.py`` (a component: name, kernel on its columns, inducing inputs), ``zero_mean.py``
 (SE and Matérn-3/2 kernels projected to zero mean over an interval), ``heading.py`` (the

@@ -1,7 +1,8 @@
 """The additive model as one kernel over tagged rows, so the streaming engine runs it unchanged.
 
-Spec seed003 §9 "Streaming integration" (1): every row is ``[p (d columns), ψ, run, t, tag]``,
-the position, the heading [rad], the run label, the time [s] and what the row stands for:
+Our streaming design (Adam, Durrande & John 2018 is batch only): every row is
+``[p (d columns), ψ, run, t, tag]``, the position, the heading [rad], the run label, the time [s]
+and what the row stands for:
 
 - tag 0 (:data:`OBSERVATION`): the predictor ρ(x) = Σ_c f_c(x^(c)) at a reading;
 - tag c > 0 (:data:`COMPONENT_TAGS`): one component's value f_c at the row's own input, an

@@ -1,9 +1,10 @@
 """Inducing variables of the streaming additive model: VIPS for the map, fixed rules for the rest.
 
-Spec seed003 §9 "Streaming integration" (3), each component in its own input space:
+Our streaming design for the additive model (Adam, Durrande & John 2018 is batch only), each
+component in its own input space:
 
-- ``map``: the seed paper's VIPS, unchanged (``vips.selectors.vips_search``): the greedy
-  sequence over map candidates, one at each reading's position, its L* and threshold. The set
+- ``map``: VIPS (Pescador-Barrios et al. 2024), unchanged (``vips.selectors.vips_search``): the
+  greedy sequence over map candidates, one at each reading's position, its L* and threshold. The set
   grows with the explored area; old map points are kept.
 - ``heading``: the four headings at which the rank-4 compass-deviation kernel is represented
   exactly (:data:`.heading.HEADING_INDUCING_RAD`), from the first window on.
@@ -55,7 +56,7 @@ class AdditiveVips:
     """VIPS over the map's candidates with the nuisance inducing rows forced (module docstring).
 
     Args:
-        delta: the seed paper's tolerance, as for the scalar model.
+        delta: VIPS's tolerance δ, as for the scalar model.
         drift_spacing: seconds between the drift's inducing times.
         drift_window: how far back [s] from the newest reading the drift keeps inducing times.
     """

@@ -9,12 +9,12 @@ B, C (variance v₁) and D, E (variance v₂) gives the kernel
 
     k(ψ, ψ') = v₁ cos(ψ − ψ') + v₂ cos 2(ψ − ψ'),
 
-which is stationary on the circle and zero-mean over it (every sample path integrates to 0 over
-a turn: spec seed003 §9's identifiability rule for an input with a natural measure). A, the
-constant, is left to the model's ``offset`` component, where it cannot be told from the field
-level anyway.
+which is stationary on the circle and zero-mean over it (every sample path integrates to 0 over a
+turn: our identifiability rule, a zero-mean kernel wherever an input has a natural measure). A, the
+constant, is left to the model's ``offset`` component, where it cannot be told from the field level
+anyway.
 
-Why this basis and not the periodic kernel minus its mean (spec §9's other option): the
+Why this basis and not the periodic kernel minus its mean (the other zero-mean option): the
 physics predicts these two harmonics and no others; the kernel has rank 4, so four inducing
 headings represent it exactly (no sparse-approximation error, weight-space inducing points),
 and its hyperparameters are the two harmonic powers, which read directly as hard- and

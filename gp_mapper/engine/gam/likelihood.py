@@ -10,7 +10,7 @@ from ..core.linalg import LOG_2PI
 def gaussian_expected_log_likelihood(
     y: Tensor, mean: Tensor, variance: Tensor, noise_variance: Tensor
 ) -> Tensor:
-    """``Σ_n E_{ρ_n ~ N(mean_n, variance_n)} log N(y_n; ρ_n, σ²)`` (spec seed003 §4).
+    """``Σ_n E_{ρ_n ~ N(mean_n, variance_n)} log N(y_n; ρ_n, σ²)`` (Adam et al. 2018, App. C).
 
     Args:
         y, mean, variance: [N] targets and the marginals of ρ(x_n) = Σ_c f_c(x_n).

@@ -1,4 +1,4 @@
-"""The magnetometer's nuisance components (spec seed003 §9): heading, run offsets, drift.
+"""The magnetometer's nuisance components (our design on Adam et al. 2018): heading, run, drift.
 
 Each reads one input column after the map inputs (x, y[, z]); the columns come in the order of
 :data:`AUXILIARY_ORDER`, one per nuisance component present:
@@ -12,7 +12,8 @@ Each reads one input column after the map inputs (x, y[, z]); the columns come i
 
 The zero-mean kernels leave the field level to ``offset``; the run offsets are independent
 a priori and share it with ``offset`` through the coupled posterior, which is why the map
-layer published is offset + map (P2) and a new run gets its offset's prior variance.
+layer published is offset + map (a subset's posterior, in which the shared level cancels)
+and a new run gets its offset's prior variance.
 """
 
 from __future__ import annotations

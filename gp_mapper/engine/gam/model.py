@@ -1,11 +1,13 @@
-"""The additive sparse variational GP (seed 003) as a batch model: ``gp-mapper fit --model gam``.
+"""The additive sparse variational GP as a batch model: ``gp-mapper fit --model gam``.
 
+The model of Adam, Durrande & John 2018 (Scalable GAM using sparse variational GPs):
 ``y_n = Σ_c f_c(x_n^(c)) + ε_n``, each f_c a GP on its own columns with its own inducing set,
-and q(U) over all inducing values in one of three forms (spec seed003 §8 "Selectable modes"):
+and q(U) over all inducing values in one of the three forms the paper compares (Sec. 3.2, Sec. 4):
 
-- ``coupled_precision`` (the paper): ``Σ_U⁻¹ = K_UU⁻¹ + BBᵀ``, B of rank R. With the Gaussian
-  likelihood α has a closed form (§6 "Caveat α"); B, θ and σ² are fitted by L-BFGS from a B
-  away from 0 (P3: B = 0 is a stationary point).
+- ``coupled_precision`` (the paper's, Sec. 4 eq. 7): ``Σ_U⁻¹ = K_UU⁻¹ + BBᵀ``, B of rank R.
+  With the Gaussian likelihood α has a closed form, independent of B (ours: fitted by gradient
+  steps it stalls, as the unwhitened mean K_UU α is badly conditioned); B, θ and σ² are fitted
+  by L-BFGS from a B away from 0 (B = 0 is a stationary point: the gradient in B vanishes).
 - ``full_coupled``: a full Gaussian over all M_tot values (whitened); its optimum is closed
   form and the ELBO there is Titsias' collapsed bound, so L-BFGS fits θ and σ² only.
 - ``mean_field``: independent Gaussians per component; also closed form at its optimum.
@@ -14,10 +16,11 @@ In every form the closed-form part is recomputed at each θ and held fixed while
 differentiating: it is the optimum, so the ELBO's gradient in it is zero and the partial
 derivative in θ is the total one.
 
-A model may declare a map layer (spec §9): the components published as the map (offset + map)
-at map inputs [S, 2 or 3], the other components being nuisance read from further input columns
-(``auxiliary_inputs``: yaw, run label, time). Its ``posterior`` and ``predict`` are then the
-map layer's; ``predict_subset`` and ``predict_components`` take the model's full inputs.
+A model may declare a map layer (our magnetometer design, not in the paper): the components
+published as the map (offset + map) at map inputs [S, 2 or 3], the other components being nuisance
+read from further input columns (``auxiliary_inputs``: yaw, run label, time). Its ``posterior`` and
+``predict`` are then the map layer's; ``predict_subset`` and ``predict_components`` take the model's
+full inputs.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from ..batch import BatchModel, StateSetting
 from ..core.device import resolve_device
 from ..core.fit import CHANGE_TOLERANCE, GRADIENT_TOLERANCE, single_step_lbfgs
 from ..core.hyperparameters import node_hyperparameters
@@ -43,7 +47,7 @@ from ..errors import NumericalError, StateError
 from ..model import Hyperparameters, ModelKind, PlainInputs, ProgressCallback
 from ..report import FitReport
 from ..settings import default as setting_default
-from ..state import freeze_parameters, load_raw_parameters, raw_parameters, validate_data
+from ..state import freeze_parameters, validate_data
 from .blocks import Blocks, kernel_blocks
 from .component import Component, check_components, component_kernel_from_spec
 from .posterior import (
@@ -58,10 +62,9 @@ from .whitened import optimal_whitened_q, whitened_elbo, whitened_features
 PosteriorForm = Literal["coupled_precision", "full_coupled", "mean_field"]
 POSTERIOR_FORMS: tuple[str, ...] = ("coupled_precision", "full_coupled", "mean_field")
 # 2: the map layer, its input width and the auxiliary inputs; format 1 states still load.
-STATE_FORMAT_VERSION = 2
-READABLE_FORMATS = (1, 2)
 DEFAULT_ITERATIONS = setting_default("gam_iterations")
-# B starts at this scale times N(0, 1) (spec §8): never 0, where the gradient in B vanishes (P3).
+# B starts at this scale times N(0, 1): never 0, where the gradient in B vanishes (B = 0 is a
+# stationary point of the ELBO).
 B_INIT_SCALE = 0.1
 # Stop on a small change only after this many in a row: the joint fit of B and θ has stretches
 # of tiny steps (one such step ended a Friedman fit of R = 113 45 nats short of R = 32's).
@@ -72,14 +75,15 @@ REPORT_HEADINGS = 36
 REPORT_TIMES = 64
 
 
-class AdditiveGP(PlainInputs):
+class AdditiveGP(PlainInputs, BatchModel):
     """Additive sparse variational GP with declared components; a batch model (``"gam"``).
 
     Args:
         components: the additive terms (copied), each with its kernel and inducing inputs.
         noise_variance: initial σ².
         posterior: "coupled_precision", "full_coupled" or "mean_field".
-        rank: R of the precision form; 0 = min(M_tot, 2 · max M_c) (spec §6 "Caveat R").
+        rank: R of the precision form; 0 = min(M_tot, 2 · max M_c) (the paper's R = M can
+            leave the ELBO far from its optimum; see ``precision.default_rank``).
         iterations: L-BFGS iterations of a fit (B of the precision form, and θ, σ² if learnt).
         learn_hyperparameters: fit the kernels' parameters (else only q is fitted).
         learn_noise: fit σ² (with the hyperparameters).
@@ -96,6 +100,17 @@ class AdditiveGP(PlainInputs):
 
     name: ClassVar[str] = "gam"
     kind: ClassVar[ModelKind] = "batch"
+    # 2: the map layer, its input width and the auxiliary inputs; format 1 states still load.
+    STATE_VERSION = 2
+    READABLE_VERSIONS = (1,)
+    STATE_SETTINGS = (
+        StateSetting("posterior", str, attr="posterior_form"),
+        StateSetting("rank", int),
+        StateSetting("iterations", int),
+        StateSetting("learn_hyperparameters", bool),
+        StateSetting("learn_noise", bool),
+        StateSetting("seed", int),
+    )
 
     def __init__(
         self,
@@ -160,10 +175,6 @@ class AdditiveGP(PlainInputs):
     def full_posterior(self) -> AdditivePosterior | None:
         """The posterior over every component (None before a fit)."""
         return self._posterior
-
-    @property
-    def report(self) -> FitReport | None:
-        return self._report
 
     @property
     def num_updates(self) -> int:
@@ -529,111 +540,62 @@ class AdditiveGP(PlainInputs):
         return torch.as_tensor(a, dtype=self.dtype, device=self.device)
 
     # ------------------------------------------------------------------ persistence
-    def state_dict(self) -> dict[str, np.ndarray]:
-        """Components, θ, σ² and q (α and B, or the whitened mean and precision factor)."""
-        out: dict[str, np.ndarray] = {
-            "model": np.array(self.name),
-            "format_version": np.array(STATE_FORMAT_VERSION),
-            "dtype": np.array(str(self.dtype).removeprefix("torch.")),
-            "posterior": np.array(self.posterior_form),
-            "rank": np.array(self.rank),
-            "iterations": np.array(self.iterations),
-            "learn_hyperparameters": np.array(self.learn_hyperparameters),
-            "learn_noise": np.array(self.learn_noise),
-            "seed": np.array(self.seed),
-            "jitter": np.array(self.jitter.value),
-            "jitter_relative": np.array(self.jitter.relative),
-            "num_updates": np.array(self._fitted),
+    def _parameter_modules(self) -> dict[str, nn.Module]:
+        modules: dict[str, nn.Module] = {f"component.{c.name}.": c.kernel for c in self.components}
+        return {**modules, "noise.": self.noise}
+
+    def _state_model_args(self) -> dict[str, np.ndarray]:
+        """The components (names, kernels, inducing inputs) the constructor takes, and the
+        map layer's declaration."""
+        out = {
             "components": np.array(json.dumps([c.to_spec() for c in self.components])),
             "map_layer": np.array(json.dumps(self.map_layer)),
             "map_input_dim": np.array(self.map_input_dim or 0),
             "auxiliary_inputs": np.array(json.dumps(list(self.auxiliary_inputs))),
-            "noise.raw_variance": self.noise.raw_variance.detach().cpu().numpy(),
         }
         for c in self.components:
             if c.inducing is not None:
                 out[f"component.{c.name}.inducing"] = c.inducing.detach().cpu().numpy()
-            out.update({f"component.{c.name}.{k}": v for k, v in raw_parameters(c.kernel).items()})
-        out.update({f"q.{k}": v.detach().cpu().numpy() for k, v in self._variational.items()})
         return out
 
     @classmethod
-    def from_state(
-        cls, state: Mapping[str, Any], device: str | torch.device = "auto"
-    ) -> AdditiveGP:
-        """Rebuild from :meth:`state_dict` output; the posterior's factors are recomputed.
+    def _constructor_args(cls, state: Mapping[str, Any], dtype: torch.dtype) -> tuple[Any, ...]:
+        components = []
+        for spec in json.loads(str(np.asarray(state["components"]))):
+            key = f"component.{spec['name']}.inducing"
+            inducing = None
+            if key in state:
+                inducing = torch.as_tensor(np.asarray(state[key]), dtype=dtype)
+            kernel = component_kernel_from_spec(spec["kernel"])
+            draw = spec.get("draw", "random")
+            components.append(Component(spec["name"], kernel, inducing, spec["from_data"], draw))
+        return (components,)
 
-        Raises:
-            StateError: a field is missing, malformed or not finite, or another model's state.
-        """
-        try:
-            if str(np.asarray(state["model"])) != cls.name:
-                raise StateError(f"the state holds a {np.asarray(state['model'])} model")
-            version = int(np.asarray(state["format_version"]))
-            if version not in READABLE_FORMATS:
-                raise StateError(f"gam state format {version}, expected one of {READABLE_FORMATS}")
-            dtype = getattr(torch, str(np.asarray(state["dtype"])))
-            components = []
-            for spec in json.loads(str(np.asarray(state["components"]))):
-                key = f"component.{spec['name']}.inducing"
-                inducing = (
-                    torch.as_tensor(np.asarray(state[key]), dtype=dtype) if key in state else None
-                )
-                kernel = component_kernel_from_spec(spec["kernel"])
-                components.append(
-                    Component(
-                        spec["name"],
-                        kernel,
-                        inducing,
-                        spec["from_data"],
-                        spec.get("draw", "random"),
-                    )
-                )
-            layer = json.loads(str(np.asarray(state["map_layer"]))) if version >= 2 else None
-            model = cls(
-                components,
-                posterior=str(np.asarray(state["posterior"])),
-                rank=int(np.asarray(state["rank"])),
-                iterations=int(np.asarray(state["iterations"])),
-                learn_hyperparameters=bool(np.asarray(state["learn_hyperparameters"])),
-                learn_noise=bool(np.asarray(state["learn_noise"])),
-                seed=int(np.asarray(state["seed"])),
-                device=device,
-                dtype=dtype,
-                jitter=Jitter(
-                    float(np.asarray(state["jitter"])), bool(np.asarray(state["jitter_relative"]))
-                ),
-                map_layer=layer,
-                map_input_dim=int(np.asarray(state["map_input_dim"])) or None
-                if version >= 2
-                else None,
-                auxiliary_inputs=json.loads(str(np.asarray(state["auxiliary_inputs"])))
-                if version >= 2
-                else (),
-            )
-            for c in model.components:
-                load_raw_parameters(
-                    c.kernel, state, f"component.{c.name}.", model.dtype, model.device
-                )
-            load_raw_parameters(model.noise, state, "noise.", model.dtype, model.device)
-            model._fitted = int(np.asarray(state["num_updates"]))
-            variational = {
-                k.removeprefix("q."): torch.as_tensor(np.asarray(v), dtype=dtype).to(model.device)
-                for k, v in state.items()
-                if k.startswith("q.")
-            }
-            if variational:
-                if not all(bool(torch.isfinite(v).all()) for v in variational.values()):
-                    raise StateError("the state's posterior has non-finite values")
-                model._variational = variational
-                with torch.no_grad():
-                    model._posterior = model._posterior_of(
-                        model.components, model.noise, variational
-                    )
-        except StateError:
-            raise
-        except (KeyError, ValueError, TypeError, AttributeError, RuntimeError) as err:
-            raise StateError(f"gam state is malformed: {err}") from err
-        except NumericalError as err:
-            raise StateError(f"gam state does not factor: {err}") from err
-        return model
+    @classmethod
+    def _versioned_settings(cls, state: Mapping[str, Any], version: int) -> dict[str, Any]:
+        if version < 2:  # format 1: no map layer, all inputs are map inputs
+            return {}
+        return {
+            "map_layer": json.loads(str(np.asarray(state["map_layer"]))),
+            "map_input_dim": int(np.asarray(state["map_input_dim"])) or None,
+            "auxiliary_inputs": json.loads(str(np.asarray(state["auxiliary_inputs"]))),
+        }
+
+    def _fitted_arrays(self) -> dict[str, np.ndarray]:
+        """q (α and B, or the whitened mean and precision factor); the posterior's factors
+        are recomputed from it."""
+        return {f"q.{k}": v.detach().cpu().numpy() for k, v in self._variational.items()}
+
+    def _load_fitted(self, state: Mapping[str, Any], num_updates: int) -> None:
+        self._fitted = num_updates
+        variational = {
+            k.removeprefix("q."): torch.as_tensor(np.asarray(v), dtype=self.dtype).to(self.device)
+            for k, v in state.items()
+            if k.startswith("q.")
+        }
+        if variational:
+            if not all(bool(torch.isfinite(v).all()) for v in variational.values()):
+                raise StateError("the state's posterior has non-finite values")
+            self._variational = variational
+            with torch.no_grad():
+                self._posterior = self._posterior_of(self.components, self.noise, variational)

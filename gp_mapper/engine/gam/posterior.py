@@ -1,6 +1,7 @@
 """Frozen prediction caches of a fitted additive model: per component, any subset, the total.
 
-For a subset S of components at x (spec seed003 §4, property P2):
+For a subset S of components at x (Adam, Durrande & John 2018, App. C gives it for all
+components; any subset is the same algebra):
 ``mean_S = Σ_{c∈S} mean_c`` and ``var_S = Σ_{c∈S} d_c − ‖Σ_{c∈S} V_c‖² + ‖Σ_{c∈S} G_c‖²``,
 where each posterior form supplies per component the mean, a diagonal d_c and the columns
 V_c (subtracted) and G_c (added). The cross-covariance of c and c' is ``−V_cᵀV_c' + G_cᵀG_c'``.
@@ -187,7 +188,8 @@ class MapLayerPosterior(ScalarOutputs):
     """The published map of an additive model: some of its components, at map inputs.
 
     The grid, ``predict`` and the saved products see only the named components (e.g. offset +
-    map) with the nuisance (heading, run offsets, drift) removed (spec seed003 §9, P2). The map
+    map) with the nuisance (heading, run offsets, drift) removed: the subset's own posterior,
+    in which the ambiguity between the level of the map and the nuisance cancels. The map
     inputs may be narrower than the model's, which also reads yaw, run and time columns after
     the position: those columns are filled with zeros, which the map layer never reads.
 

@@ -1,4 +1,7 @@
-"""Settings of the additive GP (seed 003): components, posterior form, rank, inducing points."""
+"""Settings of the additive GP: components, posterior form, rank, inducing points.
+
+The model of Adam, Durrande & John 2018.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +12,8 @@ GAM = ("gam",)
 GAM_BOTH = ("gam", "gam_stream")
 GAM_STREAM = ("gam_stream",)
 
-# The magnetometer's additive components (spec seed003 §9), in the order the model holds them:
-# the map layer (offset + map) first, then the nuisance the map is cleaned of.
+# The magnetometer's additive components (our design, not the paper's), in the order the
+# model holds them: the map layer (offset + map) first, then the nuisance the map is cleaned of.
 GAM_COMPONENT_NAMES = ("offset", "map", "heading", "run", "drift")
 # The components published as the map (grids, predict); the rest are nuisance, removed.
 GAM_MAP_LAYER = ("offset", "map")
@@ -32,8 +35,8 @@ SETTINGS: tuple[Setting, ...] = (
             "Gaussian per component)",
             choices=("coupled_precision", "full_coupled", "mean_field"), models=GAM),
     Setting("gam_rank", 0, "int",
-            "R: rank of B in the precision form; 0 = min(M_tot, 2 · max M_c) (seed003 §6 "
-            "'Caveat R': the paper's R = M can lose thousands of nats)",
+            "R: rank of B in the precision form; 0 = min(M_tot, 2 · max M_c) (Adam, "
+            "Durrande & John 2018 fix R = M, which can lose thousands of nats)",
             min=0, max=100000, models=GAM),
     Setting("gam_map_inducing", 256, "int",
             "inducing points of the map component, drawn from the log (seeded) [points]",

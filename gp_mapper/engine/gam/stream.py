@@ -1,4 +1,4 @@
-"""The additive map streamed window by window: the seed-000 engine over the block kernel.
+"""The additive map streamed window by window: the VIPS engine over the block kernel.
 
 A reading is one observation of ρ = map (with its offset) + heading + run + drift
 (``block_kernel.py``); the streaming engine (``vips.OnlineSparseGP``: the Bui bound, L*, the
@@ -11,7 +11,7 @@ heading-correction curve, the drift, the current run's offset, each with its sd)
 Inputs are ``[position (d), yaw [rad] if heading, time [s] if run or drift]``
 (:attr:`StreamingAdditiveGP.auxiliary_inputs`). Run labels come from the time: a gap of at
 least ``run_gap`` seconds between consecutive readings starts a new run, as
-``io.model_inputs.run_labels`` splits a log for the batch model; the clock (first time, last
+``engine.auxiliary.run_labels`` splits a log for the batch model; the clock (first time, last
 time, current run) is part of the state, so a resumed map continues the count.
 """
 
@@ -141,7 +141,7 @@ class StreamingAdditiveGP(EngineViews):
     @property
     def auxiliary_inputs(self) -> tuple[str, ...]:
         """The input columns after the position: ``yaw`` [rad] if heading, ``time`` [s] if run
-        or drift (the names of ``io.model_inputs``)."""
+        or drift (the names of ``engine.auxiliary``)."""
         names = self.components
         return (("yaw",) if "heading" in names else ()) + (
             ("time",) if "run" in names or "drift" in names else ()

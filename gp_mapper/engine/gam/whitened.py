@@ -4,7 +4,7 @@
 its precision P: full (``full_coupled``, Adam 2017) or block-diagonal by component
 (``mean_field``, Saul et al. 2016). For a Gaussian likelihood both optima are closed form:
 ``P = I + σ⁻² W Wᵀ`` (the full matrix, or its diagonal blocks) and ``m = σ⁻² P_full⁻¹ W y``,
-``W = L⁻¹ K_Uρ``; the full one gives Titsias' collapsed bound (spec seed003 §8).
+``W = L⁻¹ K_Uρ``; the full one gives Titsias' collapsed bound (Titsias 2009).
 """
 
 from __future__ import annotations

@@ -3,9 +3,10 @@
 ``s(x, x') = g(x, x') − h(x) h(x') / H`` with ``h(x) = ∫_a^b g(x, t) dt`` and
 ``H = ∬_[a,b]² g``: every sample path of s integrates to 0 over [a, b], so an additive model
 built from such terms (plus a constant) has identifiable components, its ANOVA decomposition
-(spec seed003 §7, eq 8, E8 applied). The integrals are in closed form for the SE kernel; the
+(Adam, Durrande & John 2018, Sec. 7 eq. 8, whose double integral prints g_i(s_i, t): it is
+g_i(s, t)). The integrals are in closed form for the SE kernel; the
 projection is the same for any positive multiple of the Lebesgue measure, so the interval
-alone fixes it. The Matérn-3/2 twin (the magnetometer's drift in time, spec §9) has closed
+alone fixes it. The Matérn-3/2 twin (the magnetometer's drift in time, our addition) has closed
 forms too.
 """
 
@@ -196,8 +197,8 @@ class ZeroMeanMatern32(_ZeroMeanStationary):
     """Matérn-3/2 on one column, minus its projection on the constants over [low, high].
 
     The drift component's kernel: a slow time-varying offset that integrates to zero over the
-    log, so the level of the field stays with the ``offset`` component (spec seed003 §9,
-    identifiability). The interval may be left unset (None) and given at the first fit, when the
+    log, so the level of the field stays with the ``offset`` component (our identifiability
+    rule). The interval may be left unset (None) and given at the first fit, when the
     log's time span is known; the kernel cannot be evaluated before.
 
     Args:

@@ -1,10 +1,10 @@
-"""Three-axis field maps from a curl-free scalar potential, streamed by VIPS (issue 15).
+"""Three-axis field maps from a curl-free scalar potential, streamed by VIPS.
 
 The field is B = −∇φ + E: φ a stationary GP (SE or Matérn-5/2), E the uniform Earth field. The
-kernel (``kernel.py``) gives every covariance of potential, field and uniform-field functionals
-in closed form; the streaming engine of seed 000 runs over a reading's three components as
-three scalar observations (``model.py``), with inducing variables on the potential chosen by
-VIPS (``selector.py``).
+kernel (``kernel.py``) gives every covariance of potential, field and uniform-field functionals in
+closed form (the potential model of Solin et al. 2018); the VIPS streaming engine (Pescador-Barrios
+et al. 2024) runs over a reading's three components as three scalar observations (``model.py``),
+with inducing variables on the potential chosen by VIPS (``selector.py``).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The three-axis field map: readings of B in, a curl-free posterior streamed by VIPS out.
 
 A reading's three components are three scalar observations of functionals of one potential
-(``kernel.py``); the streaming engine of seed 000 (``vips.OnlineSparseGP``: the Bui bound, L*,
+(``kernel.py``); the VIPS streaming engine (``vips.OnlineSparseGP``: the Bui bound, L*,
 the selection, the fit, atomic commits, the state) runs over them unchanged, with the curl-free
 kernel and the potential selector (``selector.py``). This class turns map inputs and field
 vectors into those functionals and the posterior back into field and ‖B‖ predictions.

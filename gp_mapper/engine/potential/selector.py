@@ -1,8 +1,8 @@
 """Choosing the inducing variables of the field: VIPS over potential points, or every reading.
 
-VIPS (``PotentialVips``) runs the seed paper's rule unchanged over the 3N scalar observations:
-the greedy sequence, L*, the threshold and the doubling/bisection search are the scalar
-model's (``vips.selectors.vips_search``). What differs is the candidate set and its order:
+VIPS (``PotentialVips``) runs the rule of Pescador-Barrios et al. 2024 unchanged over the 3N scalar
+observations: the greedy sequence, L*, the threshold and the doubling/bisection search are the
+scalar model's (``vips.selectors.vips_search``). What differs is the candidate set and its order:
 
 - candidates are four potential points around each reading, at the vertices of a regular
   tetrahedron of radius ``h = offset · ℓ``. φ at a reading's own position carries nothing
@@ -112,7 +112,7 @@ class PotentialVips:
     """VIPS over potential points on a stencil around each reading (module docstring).
 
     Args:
-        delta: the seed paper's tolerance, as for the scalar model.
+        delta: VIPS's tolerance δ, as for the scalar model.
         offset: the stencil's radius, in lengthscales.
     """
 

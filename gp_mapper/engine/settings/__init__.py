@@ -20,7 +20,8 @@ from .setting import Setting
 # The models the node runs (their kinds are the registry's; listing them imports no model).
 STREAMING_MODELS = model_names("streaming")
 
-# The shared settings. Defaults are the seed paper's magnetometer model (spec seed000 §8.5).
+# The shared settings. Defaults are the magnetometer model of Pescador-Barrios et al. 2024
+# (Sec. 5.4, App. D.4).
 COMMON_SETTINGS: tuple[Setting, ...] = (
     Setting("model", "vips", "str",
             "the model: vips = the streaming sparse GP (the node's); potential = the "
@@ -50,8 +51,8 @@ COMMON_SETTINGS: tuple[Setting, ...] = (
             "failure): times the mean kernel variance when jitter_relative, else in µT²",
             min=0.0, max=1.0, read_only=True),
     Setting("jitter_relative", True, "bool",
-            "scale the jitter by the mean kernel variance (false: absolute, the seed paper's "
-            "convention)",
+            "scale the jitter by the mean kernel variance (false: absolute, the convention "
+            "of the VIPS authors' code)",
             read_only=True),
     Setting("device", "auto", "str", "torch device: auto, cpu, cuda or cuda:N",
             pattern=r"auto|cpu|cuda(:[0-9]+)?", read_only=True),

@@ -1,4 +1,6 @@
-"""SOLVE-GP (seed 002): sparse variational GPs with orthogonal inducing points, fitted by SVI.
+"""SOLVE-GP: sparse variational GPs with orthogonal inducing points, fitted by SVI.
+
+The method of Shi, Titsias & Mnih 2020 (Sparse Orthogonal Variational Inference for GPs).
 
 Modules: ``svgp`` (the bound, one code path for the families full / solve / odvgp, whitened or
 not, and the closed-form optimal q), ``init`` (k-means or greedy placement of Z and O),

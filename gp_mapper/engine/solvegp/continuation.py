@@ -1,9 +1,10 @@
 """Fit offline, continue live: a fitted SVGP / SOLVE posterior as the stream's carried posterior.
 
-Spec seed002 §12.3. SOLVE's q(f) is p(f | u, v) q(u, v) (§3), so it is a valid "old posterior"
-over a = f(W), W = [Z; O], for the Bui online bound the streaming engine (VIPS) runs. The
-stream carries q(a) in whitened natural form (``vips.posterior.CarriedPosterior``):
-``q(a) = N(L D⁻¹ v, L D⁻¹ Lᵀ)`` with L = chol(K(W, W) + εI) and D = I + P.
+Our extension, not in either paper: SOLVE's q(f) is p(f | u, v) q(u, v) (Shi, Titsias & Mnih
+2020, Sec. 3.3), so it is a valid "old posterior" over a = f(W), W = [Z; O], for the Bui
+online bound the streaming engine (VIPS) runs. The stream carries q(a) in whitened natural
+form (``vips.posterior.CarriedPosterior``): ``q(a) = N(L D⁻¹ v, L D⁻¹ Lᵀ)`` with
+L = chol(K(W, W) + εI) and D = I + P.
 
 The SOLVE prior factor by blocks ``L_W = [[L_u, 0], [Aᵀ, L_v]]`` is exactly chol(K_WW + εI),
 and q in the orthogonal whitened coordinates is ``N(m̃, S̃)``, S̃ = blockdiag(S̃_u, S̃_v), with
@@ -13,9 +14,9 @@ For ``odvgp`` (S̃_v = I) the O block is D = I, P = 0, v = m̃_v. With target sc
 units have L = s·L_W and the same P, v, L_D (the whitened form is unit-free).
 
 P = S̃⁻¹ − I is positive semi-definite when q is at its optimum for the Gaussian likelihood
-(S̃⁻¹ = I + σ⁻² B Bᵀ); after SGD a direction may have S̃ above the prior, i.e. P indefinite
-(§12.4). Prediction would not mind (D = S̃⁻¹ is positive definite either way), but the stream
-does: P is the precision of the Bui pseudo-observations, and with a negative eigenvalue the
+(S̃⁻¹ = I + σ⁻² B Bᵀ); after SGD a direction may have S̃ above the prior, i.e. P indefinite.
+Prediction would not mind (D = S̃⁻¹ is positive definite either way), but the stream does: P
+is the precision of the Bui pseudo-observations, and with a negative eigenvalue the
 online bound's ``−½ tr(P (K_aa − Q_aa))`` grows without limit as θ moves, so the first
 L-BFGS fit after a resume runs θ away (a 32 + 32 fit of two epochs: eigenvalues of P down to
 −0.999, i.e. S̃ 2000 times the prior's variance, and a resumed map off by 10⁶ µT). The
@@ -33,7 +34,12 @@ from torch import Tensor
 
 from ..core.linalg import cholesky_with_jitter
 from ..core.noise import NOISE_FLOOR
-from ..vips.online_sgp import DEFAULT_FIT_ITERATIONS, DEFAULT_MAX_INDUCING, OnlineSparseGP
+from ..vips.online_sgp import (
+    DEFAULT_FIT_ITERATIONS,
+    DEFAULT_MAX_INDUCING,
+    DEFAULT_PASS_NOISE_VARIANCE,
+    OnlineSparseGP,
+)
 from ..vips.posterior import CarriedPosterior
 from ..vips.selectors import Selector
 from .model import SolveGP
@@ -154,7 +160,7 @@ def to_streaming_state(
     cap = max(carried.num_inducing, default)
     # The fit's noise is all of a reading's error over the whole log; a stream with a pass
     # noise fits only the rest (noise.py), so the two together keep the fit's total.
-    pass_noise = float(options.get("pass_noise_variance", 0.0))
+    pass_noise = float(options.get("pass_noise_variance", DEFAULT_PASS_NOISE_VARIANCE))
     engine = OnlineSparseGP(
         model.kernel,
         max(model.noise_variance - pass_noise, NOISE_FLOOR),

@@ -1,7 +1,8 @@
 """Initial inducing inputs Z [M, D] and O [M2, D]: k-means, or the greedy pivoted-Cholesky order.
 
-The authors' notebook runs k-means into M + M2 centres and gives the first M to Z, the rest to O
-(spec seed002 §11). The centres here come in k-means++ seeding order, whose first centres are
+The authors' notebook for Shi, Titsias & Mnih 2020 (github.com/thjashin/solvegp; the paper
+states no placement) runs k-means into M + M2 centres and gives the first M to Z, the rest to
+O. The centres here come in k-means++ seeding order, whose first centres are
 spread over the data, so Z is the coarse backbone and O fills in. The greedy alternative takes
 the pivots of a pivoted Cholesky of the kernel matrix (``core.greedy``, largest conditional prior
 variance first): the first M to Z, the next M2 to O, so O starts where Z explains least.

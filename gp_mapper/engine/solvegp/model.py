@@ -1,10 +1,12 @@
-"""SOLVE-GP (seed 002) as a batch model: minibatch SVI of SVGP / SOLVE / ODVGP with Adam.
+"""SOLVE-GP as a batch model: minibatch SVI of SVGP / SOLVE / ODVGP with Adam.
+
+The method of Shi, Titsias & Mnih 2020; sections below are that paper's.
 
 ``fit`` splits off a validation set (early stopping, never the test data), scales the targets,
 places Z and O (k-means or greedy), starts q at the prior and runs Adam on q, Z, O and θ over
-epochs of shuffled minibatches (the paper's recipe, spec seed002 §10.3: minibatch 1024, Adam
+epochs of shuffled minibatches (the paper's recipe, Sec. 6.3 and App. G.3: minibatch 1024, Adam
 0.01, 100 epochs). It optionally replaces q by its closed-form optimum at the final θ, Z, O
-(Gaussian likelihood, §5.1), then freezes a :class:`~.predict.SolvePosterior`.
+(Gaussian likelihood, Sec. 3.3 eq. 9 and App. C), then freezes a :class:`~.predict.SolvePosterior`.
 
 Target scaling: the targets are divided by their standard deviation s (``standardise="scale"``)
 and the kernel and noise variances by s². That is the same model in other units, so the
@@ -16,7 +18,6 @@ is then the data mean, which the stream cannot continue). ``"none"`` fits in the
 from __future__ import annotations
 
 import copy
-import json
 import math
 import time
 from collections.abc import Mapping
@@ -27,21 +28,17 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..core.device import resolve_device
+from ..batch import CommittedFit, StateSetting
 from ..core.kernels import Kernel, kernel_from_spec
 from ..core.linalg import JITTER_LADDER, LOG_2PI, Jitter
 from ..core.noise import GaussianNoise
 from ..errors import NumericalError, StateError
 from ..exact.gp import ExactGP
-from ..model import Hyperparameters, ModelKind, PlainInputs, ProgressCallback
+from ..model import ModelKind, PlainInputs, ProgressCallback
 from ..report import FitReport
 from ..settings import default as setting_default
 from ..state import (
     describe_hyperparameters,
-    freeze_parameters,
-    load_raw_parameters,
-    raw_parameters,
-    validate_data,
 )
 from .adam import Adam
 from .init import INIT_METHODS, InitMethod, initial_inducing
@@ -62,24 +59,24 @@ from .svgp import (
 
 # 2: unwhitened odvgp stores its mean as the dual weights a (svgp.VariationalParameters); the
 # other families read format 1 unchanged.
-STATE_FORMAT_VERSION = 2
 Standardise = Literal["none", "scale", "centre"]
 STANDARDISE: tuple[str, ...] = ("none", "scale", "centre")
-# Defaults: the paper's UCI recipe (spec seed002 §10.3) at half its M, which a CPU affords on a
-# map of 10⁵ samples: the settings table's (solvegp/settings.py), one default for API and node.
+# Defaults: the paper's UCI recipe (App. G.3) at half its M, which a CPU affords on a map of
+# 10⁵ samples: the settings table's (solvegp/settings.py), one default for API and node.
 DEFAULT_INDUCING = setting_default("solve_inducing")
 DEFAULT_ORTHOGONAL = setting_default("solve_orthogonal")
 DEFAULT_BATCH_SIZE = setting_default("solve_batch_size")
 DEFAULT_EPOCHS = setting_default("solve_epochs")
 DEFAULT_LEARNING_RATE = setting_default("solve_learning_rate")
-# The paper holds out 20 % of train as validation (§10.3); a map needs its data more, 10 %.
+# The paper holds out 20 % of train as validation (App. G.3); a map needs its data more, 10 %.
 DEFAULT_VALIDATION = setting_default("solve_validation")
 # Epochs without a better validation log-likelihood before the fit stops.
 DEFAULT_PATIENCE = setting_default("solve_patience")
 # A standard deviation below this (a constant log) is not divided by.
 MIN_SCALE = 1e-12
-# The θ pre-fit: off in the API (the paper's start, spec §10.3); the node's settings turn it on.
-DEFAULT_PREFIT_POINTS = 0
+# The θ pre-fit on an exact GP over a random subset (the table's reason); the paper trains θ
+# with q from the start (App. G): prefit_points=0.
+DEFAULT_PREFIT_POINTS = setting_default("solve_prefit_points")
 # L-BFGS iterations of the pre-fit's exact GP.
 PREFIT_ITERATIONS = 100
 # The pre-fit's subset is drawn from its own stream, so the split and the minibatch order are
@@ -142,8 +139,8 @@ def rescaled_kernel(kernel: Kernel, factor: float) -> Kernel:
     return out if ref is None else out.to(dtype=ref.dtype, device=ref.device)
 
 
-class SolveGP(PlainInputs):
-    """Sparse variational GP with orthogonal inducing points (SOLVE-GP, seed 002), fitted by SVI.
+class SolveGP(PlainInputs, CommittedFit):
+    """Sparse variational GP with orthogonal inducing points (SOLVE-GP), fitted by SVI.
 
     Args:
         kernel: prior covariance in the data's units (copied; its values are the initial θ).
@@ -152,7 +149,7 @@ class SolveGP(PlainInputs):
         num_orthogonal: M2, the orthogonal inducing inputs O (``full``: SVGP on M + M2 points).
         family: "solve" (q block-diagonal in (u, v⊥)), "full" (SVGP on Z ∪ O) or "odvgp"
             (S_v = C_vv).
-        whiten: parameterise q in the whitened coordinates (spec §6.1).
+        whiten: parameterise q in the whitened coordinates (the paper's App. F).
         batch_size: minibatch size.
         epochs: passes over the training split (0: q from ``optimal_q`` or the prior).
         learning_rate: Adam's step size.
@@ -161,7 +158,7 @@ class SolveGP(PlainInputs):
         patience: epochs without a better validation log-likelihood before stopping.
         optimal_q: after the epochs, set q to its closed-form optimum at the final θ, Z, O.
         warm_start: start q at its closed-form optimum at the initial θ, Z, O instead of the
-            prior (the paper's start, spec §8.4). Without it and without centring, Adam's
+            prior (the paper's start, App. G). Without it and without centring, Adam's
             bounded steps take many epochs to carry m from 0 to the field's offset.
         standardise: "scale", "centre" or "none" (module docstring).
         train_inducing: Adam moves Z and O.
@@ -178,6 +175,28 @@ class SolveGP(PlainInputs):
 
     name: ClassVar[str] = "solvegp"
     kind: ClassVar[ModelKind] = "batch"
+    STATE_VERSION = 2
+    READABLE_VERSIONS = (1,)
+    STATE_SETTINGS = (
+        StateSetting("num_inducing", int),
+        StateSetting("num_orthogonal", int),
+        StateSetting("family", str, attr="variational.family"),
+        StateSetting("whiten", bool, attr="variational.whiten"),
+        StateSetting("batch_size", int),
+        StateSetting("epochs", int),
+        StateSetting("learning_rate", float),
+        StateSetting("init", str),
+        StateSetting("validation", float),
+        StateSetting("patience", int),
+        StateSetting("optimal_q", bool),
+        StateSetting("warm_start", bool),
+        StateSetting("standardise", str),
+        StateSetting("train_inducing", bool),
+        StateSetting("train_hyperparameters", bool),
+        # States from before the pre-fit had none.
+        StateSetting("prefit_points", int, missing=0),
+        StateSetting("seed", int),
+    )
 
     def __init__(
         self,
@@ -229,8 +248,7 @@ class SolveGP(PlainInputs):
             raise ValueError(f"noise_variance must be positive and finite, got {noise_variance}")
         if prefit_points < 0:
             raise ValueError(f"prefit_points must be non-negative, got {prefit_points}")
-        self.device = resolve_device(device)
-        self.dtype = dtype
+        kernel, noise = self._init_parameters(kernel, noise_variance, device, dtype, jitter)
         self.num_inducing = int(num_inducing)
         self.num_orthogonal = int(num_orthogonal)
         self.variational = Variational(family, bool(whiten))
@@ -247,28 +265,9 @@ class SolveGP(PlainInputs):
         self.train_hyperparameters = bool(train_hyperparameters)
         self.prefit_points = int(prefit_points)
         self.seed = int(seed)
-        self.jitter = Jitter.coerce(jitter)
-        kernel = copy.deepcopy(kernel).to(device=self.device, dtype=dtype)
-        noise = GaussianNoise(noise_variance).to(device=self.device, dtype=dtype)
-        freeze_parameters(kernel, noise)
         self._state = _State(kernel, noise, 1.0, 0.0, None, None, (), (), 0)
-        self._report: FitReport | None = None
 
     # ------------------------------------------------------------------ read-only views
-    @property
-    def posterior(self) -> SolvePosterior | None:
-        """The prediction cache of the last fit (None before the first)."""
-        return self._state.posterior
-
-    @property
-    def report(self) -> FitReport | None:
-        """The report of the last fit (None before the first)."""
-        return self._report
-
-    @property
-    def num_updates(self) -> int:
-        return self._state.num_updates
-
     @property
     def kernel(self) -> Kernel:
         """The kernel in the data's units (a copy)."""
@@ -310,10 +309,6 @@ class SolveGP(PlainInputs):
     def validation_history(self) -> tuple[float, ...]:
         """The validation log-likelihood per point after each epoch [nats] (empty: none)."""
         return self._state.validation_history
-
-    def hyperparameters(self) -> Hyperparameters:
-        """θ in the node's parameter names, in the data's units."""
-        return describe_hyperparameters(self.kernel, self.noise_variance)
 
     # ------------------------------------------------------------------ public operations
     def predict(self, Xs: Tensor | np.ndarray) -> tuple[Tensor, Tensor]:
@@ -628,43 +623,12 @@ class SolveGP(PlainInputs):
         return total / X.shape[0] - math.log(scale)
 
     # ------------------------------------------------------------------ persistence
-    def state_dict(self) -> dict[str, np.ndarray]:
-        """Settings, θ (raw, fitted units), the scaling, Z, O and q, as numpy arrays (no pickle).
-
-        The posterior is not stored: :meth:`from_state` rebuilds it from these arrays with the
-        same computation, which reproduces it bit for bit.
+    def _fitted_arrays(self) -> dict[str, np.ndarray]:
+        """The scaling of the targets, Z, O and q, and the training summary (θ is raw, in the
+        fitted units). The posterior is rebuilt from them by the same computation, bit for bit.
         """
         s = self._state
-        out: dict[str, np.ndarray] = {
-            "model": np.array(self.name),
-            "format_version": np.array(STATE_FORMAT_VERSION),
-            "kernel_spec": np.array(json.dumps(s.kernel.to_spec())),
-            "dtype": np.array(str(self.dtype).removeprefix("torch.")),
-            "num_inducing": np.array(self.num_inducing),
-            "num_orthogonal": np.array(self.num_orthogonal),
-            "family": np.array(self.variational.family),
-            "whiten": np.array(self.variational.whiten),
-            "batch_size": np.array(self.batch_size),
-            "epochs": np.array(self.epochs),
-            "learning_rate": np.array(self.learning_rate),
-            "init": np.array(self.init),
-            "validation": np.array(self.validation),
-            "patience": np.array(self.patience),
-            "optimal_q": np.array(self.optimal_q),
-            "warm_start": np.array(self.warm_start),
-            "standardise": np.array(self.standardise),
-            "train_inducing": np.array(self.train_inducing),
-            "train_hyperparameters": np.array(self.train_hyperparameters),
-            "prefit_points": np.array(self.prefit_points),
-            "seed": np.array(self.seed),
-            "jitter": np.array(self.jitter.value),
-            "jitter_relative": np.array(self.jitter.relative),
-            "scale": np.array(s.scale),
-            "shift": np.array(s.shift),
-            "num_updates": np.array(s.num_updates),
-        }
-        out.update({f"kernel.{k}": v for k, v in raw_parameters(s.kernel).items()})
-        out.update({f"noise.{k}": v for k, v in raw_parameters(s.noise).items()})
+        out = {"scale": np.array(s.scale), "shift": np.array(s.shift)}
         if s.params is not None:
             for name, p in s.params.named_parameters():
                 out[f"q.{name}"] = p.detach().cpu().numpy()
@@ -674,71 +638,23 @@ class SolveGP(PlainInputs):
         return out
 
     @classmethod
-    def from_state(cls, state: Mapping[str, Any], device: str | torch.device = "auto") -> SolveGP:
-        """Rebuild from :meth:`state_dict` output (or ``np.load`` of it).
-
-        Raises:
-            StateError: another model's state, a missing, malformed or non-finite field, or a
-                prior that no longer factors.
-        """
-        try:
-            found = str(np.asarray(state["model"]))
-            if found != cls.name:
-                raise StateError(f"the state holds a {found!r} model, not {cls.name!r}")
-            version = int(np.asarray(state["format_version"]))
-            dual_mean = str(np.asarray(state["family"])) == "odvgp" and not bool(
-                np.asarray(state["whiten"])
+    def _check_version(cls, state: Mapping[str, Any], version: int) -> None:
+        # Format 1 stored an unwhitened ODVGP's q in the dual mean form, which this one
+        # cannot read; every other format-1 state reads as format 2.
+        dual_mean = str(np.asarray(state["family"])) == "odvgp" and not bool(
+            np.asarray(state["whiten"])
+        )
+        if version == 1 and dual_mean:
+            raise StateError(
+                f"solvegp state format 1, expected {cls.STATE_VERSION} (an unwhitened odvgp "
+                "fit: fit it again)"
             )
-            if version != STATE_FORMAT_VERSION and (version != 1 or dual_mean):
-                raise StateError(
-                    f"solvegp state format {version}, expected {STATE_FORMAT_VERSION}"
-                    + (" (an unwhitened odvgp fit: fit it again)" if version == 1 else "")
-                )
 
-            def get(name: str) -> Any:
-                return np.asarray(state[name]).item()
-
-            model = cls(
-                kernel_from_spec(json.loads(str(np.asarray(state["kernel_spec"])))),
-                num_inducing=int(get("num_inducing")),
-                num_orthogonal=int(get("num_orthogonal")),
-                family=str(get("family")),  # type: ignore[arg-type]
-                whiten=bool(get("whiten")),
-                batch_size=int(get("batch_size")),
-                epochs=int(get("epochs")),
-                learning_rate=float(get("learning_rate")),
-                init=str(get("init")),  # type: ignore[arg-type]
-                validation=float(get("validation")),
-                patience=int(get("patience")),
-                optimal_q=bool(get("optimal_q")),
-                warm_start=bool(get("warm_start")),
-                standardise=str(get("standardise")),  # type: ignore[arg-type]
-                train_inducing=bool(get("train_inducing")),
-                train_hyperparameters=bool(get("train_hyperparameters")),
-                # States from before the pre-fit: none.
-                prefit_points=int(state.get("prefit_points", DEFAULT_PREFIT_POINTS)),
-                seed=int(get("seed")),
-                device=device,
-                dtype=getattr(torch, str(np.asarray(state["dtype"]))),
-                jitter=Jitter(float(get("jitter")), bool(get("jitter_relative"))),
-            )
-            model._load(state)
-        except StateError:
-            raise
-        except NumericalError as err:
-            raise StateError(f"solvegp state: the prior does not factor: {err}") from err
-        except (KeyError, ValueError, TypeError, AttributeError, RuntimeError) as err:
-            raise StateError(f"solvegp state is malformed: {err}") from err
-        return model
-
-    def _load(self, state: Mapping[str, Any]) -> None:
+    def _load_fitted(self, state: Mapping[str, Any], num_updates: int) -> None:
         kernel, noise = self._state.kernel, self._state.noise
-        load_raw_parameters(kernel, state, "kernel.", self.dtype, self.device)
-        load_raw_parameters(noise, state, "noise.", self.dtype, self.device)
         scale, shift = float(np.asarray(state["scale"])), float(np.asarray(state["shift"]))
         if not (math.isfinite(scale) and scale > 0.0 and math.isfinite(shift)):
             raise StateError(f"solvegp state: scale {scale} and shift {shift} are not valid")
-        num_updates = int(np.asarray(state["num_updates"]))
         if "q.Z" not in state:
             self._state = _State(kernel, noise, scale, shift, None, None, (), (), num_updates)
             return
@@ -794,9 +710,6 @@ class SolveGP(PlainInputs):
             expected = "D" if input_dim is None else str(input_dim)
             raise ValueError(f"inputs must be [S, {expected}], got shape {tuple(X_t.shape)}")
         return X_t
-
-    def _validate(self, X: Tensor | np.ndarray, y: Tensor | np.ndarray) -> tuple[Tensor, Tensor]:
-        return validate_data(X, y, self.dtype, self.device)
 
 
 @torch.no_grad()

@@ -1,6 +1,7 @@
 """The prediction cache of a fitted SVGP / SOLVE-GP posterior, with its coarse and detail layers.
 
-Spec seed002 §4: for test inputs x*, with B* = L_u⁻¹ K_u* and D* = L_v⁻¹ (K_v* − Aᵀ B*),
+Shi, Titsias & Mnih 2020, App. D.2: for test inputs x*, with B* = L_u⁻¹ K_u* and
+D* = L_v⁻¹ (K_v* − Aᵀ B*),
 
     mean = B*ᵀ m̃_u            + D*ᵀ m̃_v
     var  = |L̃_uᵀ B*|²          + (k** − |B*|² − |D*|² + |L̃_vᵀ D*|²)

@@ -1,8 +1,9 @@
-"""Settings of SOLVE-GP (seed 002): inducing set sizes, the variational family, the SVI run.
+"""Settings of SOLVE-GP: inducing set sizes, the variational family, the SVI run.
 
-Defaults are the paper's UCI recipe (spec seed002 §10.3: minibatch 1024, Adam 0.01, 100
-epochs, k-means placement, no whitening) at M = M2 = 512, which a CPU affords on a map of 10⁵
-samples; ``solvegp/model.py`` holds the same values.
+Defaults are the UCI recipe of Shi, Titsias & Mnih 2020 (App. G.3: minibatch 1024, Adam 0.01,
+100 epochs; App. G: no whitening; k-means placement from the authors' notebook) at
+M = M2 = 512, which a CPU affords on a map of 10⁵ samples; ``solvegp/model.py`` holds the same
+values.
 """
 
 from __future__ import annotations
@@ -21,11 +22,11 @@ SETTINGS: tuple[Setting, ...] = (
             "on M + M2 points) [points]",
             min=0, max=100000, models=SOLVEGP),
     Setting("solve_family", "solve", "str",
-            "variational family: solve (q block-diagonal over Z and O, seed002 §3), full "
-            "(SVGP on Z ∪ O), odvgp (S_v frozen to C_vv)",
+            "variational family: solve (q block-diagonal over Z and O, Shi et al. 2020 "
+            "Sec. 3.3), full (SVGP on Z ∪ O), odvgp (S_v frozen to C_vv)",
             choices=("solve", "full", "odvgp"), models=SOLVEGP),
     Setting("solve_whiten", False, "bool",
-            "parameterise q in the whitened coordinates (seed002 §6.1; the paper: off)",
+            "parameterise q in the whitened coordinates (Shi et al. 2020 App. F; the paper: off)",
             models=SOLVEGP),
     Setting("solve_batch_size", 1024, "int", "minibatch size of the SVI steps [samples]",
             min=1, max=10000000, models=SOLVEGP),

@@ -1,7 +1,8 @@
 """The sparse variational core: SVGP and SOLVE-GP as one bound with a choice of variational family.
 
-Spec seed002 §3 (the bound), §6 (Algorithm 1), §6.1 (whitening), §7.3 (the prior side is the
-block Cholesky of K over [Z; O]). The inducing inputs are Z [M, D] and O [M2, D]; the prior is
+Shi, Titsias & Mnih 2020 (SOLVE-GP): Sec. 3.3 eq. 8 (the bound), App. D.1 Algorithm 1, App. F
+(whitening). The prior side of Algorithm 1 is the block Cholesky of K over [Z; O] (our
+observation, not the paper's). The inducing inputs are Z [M, D] and O [M2, D]; the prior is
 factored in blocks::
 
     L_u = chol(K_uu + εI)           [M, M]
@@ -18,8 +19,9 @@ parameterisation (the paper's default, q(u) = N(m_u, L_u L_uᵀ)) maps onto it b
 L̃ = L_0⁻¹ L, which is exactly Algorithm 1 (its E, F, G, H and KL(m, L, L_0)). The families:
 
 - ``full``: one block, W = [Z; O] with a full covariance (standard SVGP on W); O is empty.
-- ``solve``: two blocks, q block-diagonal in (ũ, ṽ) (§3, Algorithm 1).
-- ``odvgp``: as ``solve`` with S_v frozen to C_vv, i.e. L̃_v = I (§3 "ODVGP as a special case").
+- ``solve``: two blocks, q block-diagonal in (ũ, ṽ) (Sec. 3.3, Algorithm 1).
+- ``odvgp``: as ``solve`` with S_v frozen to C_vv, i.e. L̃_v = I (Sec. 5, "Connection with Decoupled
+  Inducing Points").
 """
 
 from __future__ import annotations
@@ -44,10 +46,10 @@ from ..errors import NumericalError
 
 Family = Literal["full", "solve", "odvgp"]
 FAMILIES: tuple[str, ...] = ("full", "solve", "odvgp")
-# σ²(x) is a difference of squared column sums; round-off can take it just below zero (spec §8.3).
+# σ²(x) is a difference of squared column sums; round-off can take it just below zero.
 MARGINAL_VARIANCE_FLOOR = 1e-12
 # The prior side (K_uu, C_vv, their Cholesky factors and the solves against them) runs in float64
-# whatever the model's dtype: C_vv is a Schur complement that loses rank in float32 (spec §8.2).
+# whatever the model's dtype: C_vv is a Schur complement that loses rank in float32.
 PRIOR_DTYPE = torch.float64
 # Rows of data per chunk of the full-data passes (final ELBO, optimal q, validation): bounds
 # the [M, chunk] projections at 8·M·chunk bytes.
@@ -81,12 +83,13 @@ class Variational:
 
 
 class PriorFactors(NamedTuple):
-    """The block Cholesky of the prior over [Z; O] (spec §6 steps 1–2, §7.3).
+    """The block Cholesky of the prior over [Z; O] (Algorithm 1 steps 1–2).
 
     Attributes:
         L_u: chol(K_uu + εI) [M, M].
         A: L_u⁻¹ K_uv [M, M2].
-        L_v: chol(C_vv + ε_v I) [M2, M2] (ε_v ≥ ε: the ladder climbs on rank loss, §8.2).
+        L_v: chol(C_vv + ε_v I) [M2, M2] (ε_v ≥ ε: the ladder climbs when the
+            Schur complement C_vv loses rank).
         jitter_u, jitter_v: the rungs used.
     """
 
@@ -112,7 +115,7 @@ class WhitenedQ(NamedTuple):
 
 
 class Marginals(NamedTuple):
-    """Univariate q(f(x)) split into the span-Z part and the orthogonal part (spec §4).
+    """Univariate q(f(x)) split into the span-Z part and the orthogonal part (App. D.2).
 
     Attributes:
         mean_u, var_u: [N] K_xu K_uu⁻¹ m_u and K_xu K_uu⁻¹ S_u K_uu⁻¹ K_ux (the coarse layer).
@@ -135,7 +138,7 @@ class Marginals(NamedTuple):
 
 
 class ElboTerms(NamedTuple):
-    """One evaluation of the bound (spec §3 eq. 8), in the units of the targets it was given.
+    """One evaluation of the bound (Sec. 3.3 eq. 8), in the units of the targets it was given.
 
     Attributes:
         value: (N/|B|) Σ_B E_q log p(y|f) − KL_u − KL_v [nats].
@@ -190,7 +193,7 @@ def project(
 
 
 def marginals_from_projections(kss: Tensor, B: Tensor, D: Tensor, q: WhitenedQ) -> Marginals:
-    """q(f(x)) from the projections (spec §6.1): the whitened form of Algorithm 1 steps 6–7.
+    """q(f(x)) from the projections (App. F): the whitened form of Algorithm 1 steps 6–7.
 
     Args:
         kss: prior variances k(x, x) [N].
@@ -222,7 +225,7 @@ def kl_standard(m: Tensor, L: Tensor | None) -> Tensor:
 
 
 def gaussian_expected_log_lik(y: Tensor, mean: Tensor, var: Tensor, noise_var: Tensor) -> Tensor:
-    """E_{N(f; mean, var)} log N(y | f, σ²) [N] in closed form (spec §3)."""
+    """E_{N(f; mean, var)} log N(y | f, σ²) [N] in closed form (App. D.1)."""
     return -0.5 * (LOG_2PI + torch.log(noise_var)) - 0.5 * ((y - mean) ** 2 + var) / noise_var
 
 
@@ -261,7 +264,7 @@ class VariationalParameters(nn.Module):
         variational: Variational,
         jitter: Jitter,
     ) -> VariationalParameters:
-        """q initialised to the prior (spec §8.4): m = 0; L = I whitened, L = L_0 unwhitened.
+        """q initialised to the prior (App. G): m = 0; L = I whitened, L = L_0 unwhitened.
 
         For ``full`` the inputs are joined into one block W = [Z; O].
 
@@ -344,7 +347,7 @@ def evaluate(
 def marginals(
     kernel: Kernel, params: VariationalParameters, ev: Evaluation, X: Tensor
 ) -> Marginals:
-    """q(f) at X [N, D] (spec §4 with the diagonal only)."""
+    """q(f) at X [N, D] (App. D.2 with the diagonal only)."""
     B, D = project(kernel, params.Z, params.Zo, ev.factors, X)
     return marginals_from_projections(kernel.K_diag(X).to(PRIOR_DTYPE), B, D, ev.q)
 
@@ -359,7 +362,7 @@ def elbo(
     n_total: int,
     jitter: Jitter,
 ) -> ElboTerms:
-    """The minibatch estimate of the uncollapsed bound (spec §3 eq. 8, Algorithm 1).
+    """The minibatch estimate of the uncollapsed bound (Sec. 3.3 eq. 8, Algorithm 1).
 
     Args:
         kernel, noise_var: θ.
@@ -411,7 +414,7 @@ def lower_factor_of_inverse(
     the QR decomposition ``[Lᵀ J; √ε I] = Q T`` (T upper), ``J (L Lᵀ + εI) J = Tᵀ T``, so
     ``L Lᵀ + εI = Uᵀ U`` with ``U = J T J`` lower and ``G = U⁻¹``. The product L Lᵀ is never
     formed: T is as well conditioned as L, where a Cholesky of L Lᵀ would square its condition
-    number (a q after SGD, spec §12.4, can have cond(L̃) ~ 1e9). The triangular inverse is the
+    number (a q after SGD can have cond(L̃) ~ 1e9). The triangular inverse is the
     covariance factor the caller needs explicitly; no general inverse is formed.
 
     Args:
@@ -460,7 +463,10 @@ def optimal_q(
     y: Tensor,
     chunk: int = DATA_CHUNK,
 ) -> WhitenedQ:
-    """The q that maximises the bound for a Gaussian likelihood at fixed θ, Z, O (spec §5.1).
+    """The q that maximises the bound for a Gaussian likelihood at fixed θ, Z, O.
+
+    The optimal q(v⊥) is the paper's App. C; the optimal q(u) given it is our derivation (the
+    paper only says to plug it in).
 
     In the whitened coordinates, with sums over all data (accumulated in chunks):
     S̃_v* = (I + σ⁻² D Dᵀ)⁻¹, m̃_v* = (I + D A⁻¹ Dᵀ)⁻¹ D A⁻¹ y with A = BᵀB + σ²I (Woodbury

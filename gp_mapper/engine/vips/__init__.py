@@ -1,4 +1,6 @@
-"""Seed 000: the continual sparse GP on the Bui et al. online bound with adaptive inducing points.
+"""The continual sparse GP on the Bui et al. online bound with adaptive inducing points.
+
+VIPS, Pescador-Barrios et al. 2024 (Adjusting Model Size in Continual Gaussian Processes).
 
 Selectors (VIPS, conditional variance, OIPS, fixed size) choose the inducing set of each batch;
 the bound, its carried posterior and the prediction cache are this model's own.

@@ -1,8 +1,8 @@
 """The collapsed online variational bound (Bui et al. 2017) and its reference values.
 
-Pure functions of tensors. Notation as spec seed000 §1: batch X [N, D], y [N]; old inducing
-inputs Z_a [M_a, D] carried as :class:`CarriedPosterior`; new inducing inputs Z_b [M_b, D].
-All kernel matrices use the new θ except the carried factor ``old.L`` (the old θ).
+Pure functions of tensors. Notation as Pescador-Barrios et al. 2024, Sec. 3.3: batch X [N, D],
+y [N]; old inducing inputs Z_a [M_a, D] carried as :class:`CarriedPosterior`; new inducing inputs
+Z_b [M_b, D]. All kernel matrices use the new θ except the carried factor ``old.L`` (the old θ).
 """
 
 from __future__ import annotations
@@ -42,7 +42,10 @@ def whitened_bound(
     old: CarriedPosterior | None,
     Kaa: Tensor | None = None,
 ) -> BoundTerms:
-    """L̂ from the whitened cross-covariances (spec seed000 §2.6; §2.7 when ``old`` is None).
+    """L̂ from the whitened cross-covariances.
+
+    Pescador-Barrios et al. 2024, eq. 8 (App. E eq. 26) in our whitened carried form; Titsias'
+    (2009) collapsed SGPR bound when ``old`` is None.
 
     Args:
         V: L_b⁻¹ K_bf [M_b, N].
@@ -247,7 +250,7 @@ def reference_bound(
     old: CarriedPosterior | None,
     A_X: Tensor | None = None,
 ) -> Tensor:
-    """L*: the bound with every new datum an inducing point, when θ_n = θ_o (spec §3.1).
+    """L*: the bound with every new datum an inducing point, when θ_n = θ_o (eq. 9, App. E.1).
 
     It equals the log predictive density of the whole batch under the old posterior,
     ``log N(y; μ_o(X), Σ_o(X, X) + σ²I)``; for the first batch it is the exact log marginal
@@ -269,7 +272,10 @@ def upper_bound(
     old: CarriedPosterior | None,
     jitter: float | Jitter,
 ) -> Tensor:
-    """Û(M) ≥ L*: Titsias' upper bound with the heteroscedastic augmented noise (spec §3.2).
+    """Û(M) ≥ L*: Titsias' upper bound with the heteroscedastic augmented noise.
+
+    Pescador-Barrios et al. 2024, Sec. 4.1 and App. F (eqs. 30–37); the paper's Sec. 4.1
+    leaves out the normaliser Δ_a, which eq. 37 has.
 
     The D_a-free form of the authors, rewritten in the whitened carried quantities:
     with ``H = L'ᵀL' + tP_a``, ``(D_a + tI)⁻¹`` terms become ``P_a H⁻¹ P_a`` products.

@@ -1,6 +1,7 @@
 """What one batch hands to the next, and the immutable cache that prediction reads.
 
-The carried posterior is the "whitened natural" form of q(a) (spec seed000 §2.6): with
+The carried posterior is the "whitened natural" form of q(a) (our form, not in
+Pescador-Barrios et al. 2024 or Bui et al. 2017): with
 ``L = chol(K_θ(Z, Z) + εI)`` at the θ of the batch that produced it, ``q(a) = N(L D⁻¹ v, L D⁻¹ Lᵀ)``
 where ``D = I + P``. ``P`` is PSD by construction, so no difference of two large precisions is
 ever formed (the fragility of the paper's ``S_a⁻¹ − K'_aa⁻¹``).

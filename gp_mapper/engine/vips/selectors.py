@@ -1,7 +1,8 @@
 """Inducing-point selectors: one small strategy interface, four strategies.
 
 Every selector sees the batch and the old model (θ_o, σ²_o, q_o) and returns the new inducing
-inputs; the rest of the engine (bound, fit, commit) is shared. Spec seed000 §4-§7.
+inputs; the rest of the engine (bound, fit, commit) is shared. Pescador-Barrios et al. 2024,
+Sec. 4 and App. B (Algorithms 4, 5 and 6).
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ from .bound import whitened_bound_prefixes
 from .posterior import CarriedPosterior
 
 # Above this many new points L* is no longer the value with every datum inducing but the bound
-# with this many greedy pivots, a lower proxy of it (the authors use 5000 random points; spec
-# §3.1, E7).
+# with this many greedy pivots, a lower proxy of it (the authors' code uses 5000 random points;
+# App. B.1 computes L* once per batch).
 REFERENCE_PIVOTS = 3000
 # L* runs the greedy sequence to the floor for up to max(MIN, N / FRACTION) pivots, the point
 # where its O(N k²) matrix-vector work meets the O(N³/3) Cholesky of the whole batch.
@@ -92,7 +93,12 @@ def _decoupled(problem: SelectionProblem, max_new: int) -> PivotedCholesky:
 
 @dataclass(frozen=True)
 class Vips:
-    """VIPS: add greedy-variance points until ``L̂ ≥ L* − δ|L* − L_noise|`` (spec §4-§5).
+    """VIPS: add greedy-variance points until ``L̂ ≥ L* − δ|L* − L_noise|``.
+
+    Sec. 4.3 and Algorithm 1 (App. B.1, Algorithm 4). The paper's text writes the tolerance
+    δ(L* − L_noise) and its algorithms print the loop condition with ≤; as its authors' code,
+    we keep adding while the gap exceeds δ|L* − L_noise|, which stays positive when the old
+    model predicts the batch worse than the noise model.
 
     L̂ is non-decreasing along the nested greedy sequence (θ fixed), so the first prefix that
     passes is found by doubling then bisection: O(log M) bound evaluations, each
@@ -250,7 +256,10 @@ def _reachable_reference(
 
 @dataclass(frozen=True)
 class ConditionalVariance:
-    """CV: greedy variance over old and new points until tr(K_ff − Q_ff) < η (spec §7.1).
+    """CV: greedy variance over old and new points until tr(K_ff − Q_ff) < η.
+
+    App. B.2, Algorithm 5 (whose loop condition is printed with ≤: it adds while the trace
+    exceeds η).
 
     η is absolute (not relative to N or the kernel variance), so it needs tuning per dataset;
     old inducing points can be dropped.
@@ -309,7 +318,7 @@ def _restart_greedy(problem: SelectionProblem, cap: int, eta: float) -> Selectio
 
 @dataclass(frozen=True)
 class Oips:
-    """OIPS: one pass over the batch; add x if max_z k(x, z) < ρ σ_f² (spec §7.2).
+    """OIPS: one pass over the batch; add x if max_z k(x, z) < ρ σ_f² (App. B.3, Algorithm 6).
 
     The constant part of the kernel is left out of both k(x, z) and σ_f², as the authors do for
     the magnetometer's Constant + Matérn kernel.

@@ -35,8 +35,9 @@ SETTINGS: tuple[Setting, ...] = (
             "0 = maximum likelihood as in the paper",
             min=0.0, max=10.0, models=VIPS_ENGINE),
     # 7: a Gaussian residual passes it with odds of 10¹¹ to one, and a map whose intervals are
-    # too narrow by half (issue 10 §6 measured 0.80-0.90 coverage of the 95 % interval) still
-    # lets through everything within 4.7 true standard deviations.
+    # too narrow by half (our calibration benchmark, ``benchmarks/calibration.py``, once measured
+    # 0.80-0.90 coverage of the 95 % interval) still lets through everything within 4.7 true
+    # standard deviations.
     Setting("outlier_z", 7.0, "float",
             "a reading whose residual lies more than this many robust standard deviations "
             "outside the map's predictive distribution (the batch's own spread before the "
@@ -49,7 +50,7 @@ SETTINGS: tuple[Setting, ...] = (
             "each window by its own bound alone, as the paper does; recommended for the "
             "potential model, whose single-window fits inflate the field variance",
             models=STREAMING_THETA),
-    # 1000: the seed paper's runs stay below it (their fits are the paper's), and a fit over
+    # 1000: the VIPS paper's runs stay below it (their fits are the paper's), and a fit over
     # the whole map past it takes minutes on a CPU while a 200 Hz stream piles up.
     Setting("local_fit_inducing", 1000, "int",
             "from this many inducing points on, the hyperparameters are fitted on the bound of "

@@ -2,14 +2,14 @@
 
 The online bound carries the old data's evidence about the function (the carried posterior),
 not about θ: a window's fit weighs θ by that window alone, and one window of a field with
-between-pass error can pull the field variance an order of magnitude from what every window
-before it supported (issue 15's potential stream: 114 → 1167 µT²). So after each fit the
-curvature of the window's bound at the fitted raw θ is added to a running precision (a Laplace
-approximation of each window's evidence, summed as for independent windows), and the next fit
-maximises its bound plus ``−½ (φ − φ̂)ᵀ H (φ − φ̂)`` around the last fitted φ̂: the sequential
+between-pass error can pull the field variance an order of magnitude from what every window before
+it supported (the potential stream of ``benchmarks/vector_field.py``: 114 → 1167 µT²). So after each
+fit the curvature of the window's bound at the fitted raw θ is added to a running precision (a
+Laplace approximation of each window's evidence, summed as for independent windows), and the next
+fit maximises its bound plus ``−½ (φ − φ̂)ᵀ H (φ − φ̂)`` around the last fitted φ̂: the sequential
 Bayesian update of θ in its Laplace form (elastic weight consolidation in the deep-learning
-literature). Negative curvature (a saddle or a flat direction at a stopped fit) carries no
-evidence and is clipped to zero.
+literature). Negative curvature (a saddle or a flat direction at a stopped fit) carries no evidence
+and is clipped to zero.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from gp_mapper.engine import SquaredExponential
 
 DTYPE = torch.float64
 NOISE = 0.1
-# The paper's synthetic kernel (spec seed004 §8.2): SE, log ℓ = −2, variance 1 on x ~ U[0, 1].
+# The synthetic kernel of Bartels et al. 2023, Sec. 4.1: SE, log ℓ = −2, variance 1 on x ~ U[0, 1].
 LENGTHSCALE = math.exp(-2.0)
 
 

@@ -1,4 +1,7 @@
-"""EvaluateBounds (spec seed004 §4) on hand-made block statistics, and the stopping rule."""
+"""EvaluateBounds on hand-made block statistics, and the stopping rule.
+
+EvaluateBounds is Algorithm 2 of Bartels et al. 2023 (ACGP), corrected as ``acgp/bounds.py`` says.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""The stopped Cholesky against dense references: exactness (T1), collapse and order (T2),
-bounds in expectation (T3), the stop itself and the virtual N (spec seed004 §10.5)."""
+"""The stopped Cholesky against dense references: exactness with r = 0, collapse of the bounds
+to the exact values at s = N and their order, the bounds in expectation (Bartels et al. 2023,
+Thm. 2), the stop itself and the virtual N."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from gp_mapper.engine.acgp import stopped_cholesky
 
 from .conftest import DTYPE, NOISE, GpSample, gp_sample
 
-EXACT_RTOL = 1e-10  # spec §10.5 T1, float64
+EXACT_RTOL = 1e-10  # with r = 0 the factor is exact: float64 round-off only
 
 
 @pytest.mark.parametrize(("m0", "m"), [(1, 2), (7, 50), (100, 100), (300, 128), (600, 10)])
@@ -56,7 +57,7 @@ def test_bounds_are_ordered_where_data_are_dense() -> None:
 
 
 def test_bounds_in_expectation_bracket_the_exact_values() -> None:
-    """T3: the mean over random permutations of each bound at a fixed s brackets the truth."""
+    """Thm. 2: the mean over random permutations of each bound at a fixed s brackets the truth."""
     data = gp_sample(1000, seed=7)
     s, m, permutations = 200, 100, 150
     rng = np.random.default_rng(11)

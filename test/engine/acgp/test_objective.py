@@ -1,5 +1,5 @@
 """The fitting objective: its closed-form backward against autograd of the dense expression,
-the estimators, and the refinement schedule (spec seed004 §5, §6.1)."""
+the estimators, and the refinement schedule (Bartels et al. 2023, App. B.2)."""
 
 from __future__ import annotations
 

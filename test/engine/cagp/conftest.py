@@ -1,7 +1,7 @@
 """A seeded 2-D regression problem for the CaGP tests, and the dense quantities to compare with.
 
-The problem is shaped as seed 001 §10's check (N = 240, D = 2, Matérn-3/2, I = 24 blocks of
-10); its data are ours, so the exact NLL is computed here rather than quoted.
+The problem is shaped as our first NumPy check of the CaGP ELBO (N = 240, D = 2, Matérn-3/2, I = 24
+blocks of 10); its data are ours, so the exact NLL is computed here rather than quoted.
 """
 
 from __future__ import annotations

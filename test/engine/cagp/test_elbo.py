@@ -1,4 +1,8 @@
-"""The CaGP ELBO (eq. 11, stable form of §3.2) against dense references: seed 001 §7 (a)–(d)."""
+"""The CaGP ELBO (Wenger et al. 2024, eq. 11, in our stable form) against dense references.
+
+It is the exact NLL at full rank, a bound for any actions, invariant to their column scaling,
+and eq. 11 is −E_q log p(y | f) + KL(q ‖ p) computed by brute force.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +15,7 @@ from gp_mapper.engine.cagp import Actions, BlockSparseActions, evaluate_elbo
 
 from .conftest import DTYPE, N, Problem, brute_force_elbo, eq11, exact_nll
 
-# §10's block layout: I = 24 blocks of k = 10 on N = 240 points.
+# A small block layout: I = 24 blocks of k = 10 on N = 240 points.
 NUM_ACTIONS = 24
 # Float64 sums of a few hundred terms of size ~N; the bound and the NLL are O(100) nats.
 REL = 1e-9
@@ -97,8 +101,8 @@ def test_gradients_reach_theta_noise_and_action_entries(problem: Problem) -> Non
 
 
 def test_top_eigenvector_actions_give_a_tighter_bound_than_random_ones(problem: Problem) -> None:
-    # Lemma S5: the top-I eigenvectors of K̂ are the information-optimal actions (§10: 767.8 vs
-    # 1410.4 on the spec's own problem).
+    # Lemma S5: the top-I eigenvectors of K̂ are the information-optimal actions (767.8 vs
+    # 1410.4 in our first NumPy check of a problem of this shape).
     with torch.no_grad():
         K_hat = problem.kernel.K(problem.X) + problem.noise * torch.eye(N, dtype=DTYPE)
         eigenvectors = torch.linalg.eigh(K_hat).eigenvectors[:, -NUM_ACTIONS:]

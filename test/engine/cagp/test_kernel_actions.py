@@ -1,4 +1,4 @@
-"""The chunked ``K S`` op against dense ``K @ S``: values and gradients (seed 001 §7 (g))."""
+"""The chunked ``K S`` op against dense ``K @ S``: values and gradients."""
 
 from __future__ import annotations
 

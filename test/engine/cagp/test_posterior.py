@@ -1,5 +1,6 @@
 """The CaGP posterior: exact at I = N, never below the exact variance, monotone in nested actions
-(seed 001 §7 (e)), CaGP-CG's mean is CG's iterate (§7 (f)), and the variance split."""
+(Wenger et al. 2024, Prop. S1), CaGP-CG's mean is CG's iterate (Sec. 4), and the variance
+split."""
 
 from __future__ import annotations
 

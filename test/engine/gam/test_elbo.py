@@ -1,4 +1,7 @@
-"""Each posterior form's ELBO against the dense textbook ELBO of its q(U) (spec §4)."""
+"""Each posterior form's ELBO against the dense textbook ELBO of its q(U).
+
+The forms of Adam, Durrande & John 2018 (Sec. 3.2, Sec. 4 and App. C).
+"""
 
 from __future__ import annotations
 
@@ -74,7 +77,7 @@ def test_whitened_elbo_equals_the_dense_elbo(problem: Problem, mean_field: bool)
 
 
 def test_gradient_in_B_vanishes_at_zero(problem: Problem) -> None:
-    """B = 0 is a stationary point (P3): never start there."""
+    """B = 0 is a stationary point: never start there."""
     alpha, _ = random_precision_q(problem, 4)
     B = [torch.zeros(m, RANK, dtype=DTYPE, requires_grad=True) for m in problem.sizes]
     with torch.no_grad():

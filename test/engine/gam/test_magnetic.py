@@ -1,4 +1,4 @@
-"""The magnetometer's nuisance components (spec seed003 §9): kernels, component lists, the map
+"""The magnetometer's nuisance components (our design): kernels, component lists, the map
 layer, the heading bias recovered on a synthetic robot, and the state round trip."""
 
 from __future__ import annotations

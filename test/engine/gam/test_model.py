@@ -48,7 +48,7 @@ def test_state_round_trips_bit_for_bit(problem: Problem, posterior: str) -> None
 
 def test_a_state_of_another_model_or_version_is_refused(problem: Problem) -> None:
     state = fitted(problem, "full_coupled").state_dict()
-    with pytest.raises(StateError, match="holds a exact model"):
+    with pytest.raises(StateError, match="holds a 'exact' model"):
         AdditiveGP.from_state({**state, "model": np.array("exact")})
     with pytest.raises(StateError, match="format 99"):
         AdditiveGP.from_state({**state, "format_version": np.array(99)})

@@ -81,7 +81,7 @@ def test_with_the_map_alone_the_stream_is_the_vips_engine_bit_for_bit() -> None:
 
 
 def test_on_the_path_3_stream_the_map_alone_is_the_vips_engine(magnetic_dir) -> None:
-    """The seed paper's stream: all of path 3 in its 20 batches, at the node's settings."""
+    """The VIPS paper's stream (App. D.4): all of path 3 in 20 batches, at the node's settings."""
     torch.set_num_threads(1)
     seq = load_aalto_sequence(magnetic_dir, seq=3)
     X, y = seq.loc_m, np.linalg.norm(seq.mag_ut, axis=1)

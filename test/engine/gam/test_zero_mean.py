@@ -1,4 +1,7 @@
-"""The zero-mean SE kernel: its closed-form integrals, and that it integrates to zero (spec §7)."""
+"""The zero-mean SE kernel: its closed-form integrals, and that it integrates to zero.
+
+The kernel of Adam, Durrande & John 2018, Sec. 7 eq. 8 (after Durrande et al. 2013).
+"""
 
 from __future__ import annotations
 

@@ -53,7 +53,7 @@ def gauss_logpdf(y: np.ndarray, mean: np.ndarray, cov: np.ndarray) -> float:
 
 
 class DensePrior(NamedTuple):
-    """Every kernel block of the toy, with the residual covariances of spec §1."""
+    """Every kernel block of the toy, with the residual covariances of Shi et al. 2020, Sec. 3.2."""
 
     Kuu: np.ndarray
     Kvv: np.ndarray

@@ -1,4 +1,4 @@
-"""A fitted SOLVE / SVGP posterior continues as the streaming model (spec seed002 §12.3)."""
+"""A fitted SOLVE / SVGP posterior continues as the streaming model (our extension)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from gp_mapper.engine.solvegp.svgp import lower_factor_of_inverse
 
 from .test_model import QUICK, TEST_POINTS, data, kernel
 
-# The issue's tolerance: the continuation predicts as the fit did, to 1e-6 of the prior variance.
+# The required tolerance: the continuation predicts as the fit did, to 1e-6 of the prior variance.
 REL_TOL = 1e-6
 
 
@@ -46,7 +46,10 @@ def test_the_stream_predicts_as_the_fit_before_new_data(family: str, whiten: boo
 
 
 def test_carried_blocks_match_the_joint_q_of_z_and_o() -> None:
-    """q(a) over [Z; O] from the carried form equals SOLVE's structured q(u, v) (spec §3)."""
+    """q(a) over [Z; O] from the carried form equals SOLVE's structured q(u, v).
+
+    The structured q of Shi, Titsias & Mnih 2020, Sec. 3.3.
+    """
     model = fitted(family="solve", standardise="none")
     carried = to_carried(model.posterior)
     m_a, S_a = carried.mean_and_cov()
@@ -122,7 +125,7 @@ def near_collinear_fit() -> SolveGP:
     model = SolveGP(
         SquaredExponential(1.0, 3.0), 0.01, num_inducing=24, num_orthogonal=24, epochs=1,
         batch_size=32, device="cpu", train_hyperparameters=False, train_inducing=False,
-        validation=0.0, standardise="none",
+        validation=0.0, standardise="none", prefit_points=0,
     )  # fmt: skip
     assert model.fit(X, y).accepted
     return model
@@ -154,7 +157,7 @@ def test_a_near_collinear_fit_converts_exactly() -> None:
         w = torch.linalg.solve_triangular(carried.L_D, carried.v[:, None], upper=False)[:, 0]
         mean_c = B.mT @ w
         var_c = kernel.K_diag(Xs) - (A * A).sum(0) + (B * B).sum(0)
-        # Dense reference: spec §4 in the whitened coordinates with the clipped S̃.
+        # Dense reference: Shi et al. 2020, App. D.2 in the whitened coordinates with the clipped S̃.
         Bu, Dv = project(kernel, posterior.Z, posterior.Zo, posterior.factors, Xs)
         var_ref = kernel.K_diag(Xs) - (Bu * Bu).sum(0) - (Dv * Dv).sum(0)
         var_ref += (Bu * (clipped(q.L_u) @ Bu)).sum(0) + (Dv * (clipped(q.L_v) @ Dv)).sum(0)

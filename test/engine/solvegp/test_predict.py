@@ -1,4 +1,7 @@
-"""SOLVE-GP's predictive (spec seed002 §4) against a dense computation of the same equations."""
+"""SOLVE-GP's predictive against a dense computation of the same equations.
+
+The predictive of Shi, Titsias & Mnih 2020, App. D.2.
+"""
 
 from __future__ import annotations
 
@@ -16,7 +19,7 @@ TINY_JITTER = Jitter(1e-13)
 
 
 def dense_predictive(model: SolveGP, Xs: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
-    """μ* and diag Σ* of spec §4 with K_uu⁻¹ and C_vv⁻¹ by dense solves, in the data's units.
+    """μ* and diag Σ* of App. D.2 with K_uu⁻¹ and C_vv⁻¹ by dense solves, in the data's units.
 
     μ* = K_*u K_uu⁻¹ m_u + C_*v C_vv⁻¹ m_v,
     Σ* = K_*u K_uu⁻¹ S_u K_uu⁻¹ K_u* + C_** − C_*v C_vv⁻¹ (C_vv − S_v) C_vv⁻¹ C_v*.

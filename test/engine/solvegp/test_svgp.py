@@ -1,4 +1,7 @@
-"""The SVGP / SOLVE / ODVGP bound: the reduction tests of spec seed002 §8.6 and dense references."""
+"""The SVGP / SOLVE / ODVGP bound: its reductions and dense references.
+
+Sections and equations are those of Shi, Titsias & Mnih 2020 (SOLVE-GP).
+"""
 
 from __future__ import annotations
 
@@ -73,7 +76,7 @@ def block_diag(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 @pytest.mark.parametrize("whiten", WHITEN)
 def test_solve_with_q_v_at_the_prior_is_svgp_on_z(toy: Toy, whiten: bool) -> None:
-    """§8.6 (a): m_v = 0, S_v = C_vv gives SVGP(Z) exactly, and O empty is SVGP(Z) itself."""
+    """Sec. 3.3: m_v = 0, S_v = C_vv gives SVGP(Z) exactly, and O empty is SVGP(Z) itself."""
     q = random_q(5, 4)
     at_prior = WhitenedQ(q.m_u, q.L_u, torch.zeros(4, dtype=DTYPE), torch.eye(4, dtype=DTYPE))
     u_only = WhitenedQ(q.m_u, q.L_u, q.m_v[:0], q.L_v[:0, :0])
@@ -87,7 +90,9 @@ def test_solve_with_q_v_at_the_prior_is_svgp_on_z(toy: Toy, whiten: bool) -> Non
 
 @pytest.mark.parametrize("whiten", WHITEN)
 def test_solve_is_svgp_on_the_union_with_block_diagonal_whitened_q(toy: Toy, whiten: bool) -> None:
-    """§8.6 (c), §7.3: SOLVE ≡ SVGP on [Z; O] with q(w̃) = N(m̃, blockdiag(S̃_u, S̃_v))."""
+    """Sec. 3.3 (structured covariance), whitened: SOLVE ≡ SVGP on [Z; O] with
+    q(w̃) = N(m̃, blockdiag(S̃_u, S̃_v)).
+    """
     q = random_q(5, 4)
     solve, var_solve = with_q(toy, "solve", whiten, q, toy.Z, toy.Zo)
     union_q = WhitenedQ(
@@ -105,7 +110,7 @@ def test_solve_is_svgp_on_the_union_with_block_diagonal_whitened_q(toy: Toy, whi
 
 @pytest.mark.parametrize("whiten", WHITEN)
 def test_odvgp_is_solve_with_s_v_frozen_to_c_vv(toy: Toy, whiten: bool) -> None:
-    """§3: ODVGP is SOLVE with S_v = C_vv (whitened S̃_v = I), whatever m_v."""
+    """Sec. 5: ODVGP is SOLVE with S_v = C_vv (whitened S̃_v = I), whatever m_v."""
     q = random_q(5, 4)
     frozen = WhitenedQ(q.m_u, q.L_u, q.m_v, torch.eye(4, dtype=DTYPE))
     solve, var_solve = with_q(toy, "solve", whiten, frozen, toy.Z, toy.Zo)
@@ -115,7 +120,7 @@ def test_odvgp_is_solve_with_s_v_frozen_to_c_vv(toy: Toy, whiten: bool) -> None:
 
 
 def test_unwhitened_bound_is_the_papers_eq_8(toy: Toy) -> None:
-    """The bound against spec §3 eq. 8 written densely (μ(x), σ²(x), KL_u, KL_v)."""
+    """The bound against Sec. 3.3 eq. 8 written densely (μ(x), σ²(x), KL_u, KL_v)."""
     q = random_q(5, 4)
     params, variational = with_q(toy, "solve", False, q, toy.Z, toy.Zo)
     P = dense_prior(toy)
@@ -148,7 +153,7 @@ def test_unwhitened_bound_is_the_papers_eq_8(toy: Toy) -> None:
 
 
 def test_bound_equals_a_monte_carlo_estimate() -> None:
-    """Sample u, v⊥, then f⊥ | v⊥ (spec §3's generative form); average log p(y|f) and log q/p."""
+    """Sample u, v⊥, then f⊥ | v⊥ (Sec. 3.3's generative form); average log p(y|f) and log q/p."""
     toy = make_toy(seed=11, n=8, m=3, m2=2)
     q = random_q(3, 2, seed=5)
     params, variational = with_q(toy, "solve", False, q, toy.Z, toy.Zo)
@@ -193,7 +198,7 @@ def test_full_with_z_equal_x_and_optimal_q_is_the_exact_evidence() -> None:
 
 
 def collapsed_solve(toy: Toy) -> float:
-    """L_c* of spec §5.1 (the optimal collapsed SOLVE bound), densely."""
+    """L_c* of App. C (the optimal collapsed SOLVE bound), densely."""
     P = dense_prior(toy)
     s2, y = float(toy.noise), dense(toy.y)
     A = P.Qff + s2 * np.eye(len(y))
@@ -215,7 +220,7 @@ def collapsed_solve(toy: Toy) -> float:
 
 @pytest.mark.parametrize("whiten", WHITEN)
 def test_optimal_q_gives_the_collapsed_bound_and_the_sandwich(toy: Toy, whiten: bool) -> None:
-    """§8.6 (b) and (f): uncollapsed at q* = L_c*, and SGPR(Z) ≤ SOLVE* ≤ SGPR(Z∪O) ≤ log p(y)."""
+    """App. C: uncollapsed at q* = L_c*, and SGPR(Z) ≤ SOLVE* ≤ SGPR(Z∪O) ≤ log p(y)."""
     variational = Variational("solve", whiten)
     params = VariationalParameters.at_prior(toy.kernel, toy.Z, toy.Zo, variational, TINY_JITTER)
     factors = prior_factors(toy.kernel, params.Z, params.Zo, TINY_JITTER)
@@ -228,7 +233,7 @@ def test_optimal_q_gives_the_collapsed_bound_and_the_sandwich(toy: Toy, whiten: 
 
 
 def test_odvgp_at_its_optimum_is_eq_10(toy: Toy) -> None:
-    """§8.6 (d): S_v = C_vv and q(u) optimal give log N(y | C_fv C_vv⁻¹ m_v, A) − tr/2σ² − KL."""
+    """Eq. 10: S_v = C_vv and q(u) optimal give log N(y | C_fv C_vv⁻¹ m_v, A) − tr/2σ² − KL."""
     variational = Variational("odvgp", False)
     params = VariationalParameters.at_prior(toy.kernel, toy.Z, toy.Zo, variational, TINY_JITTER)
     factors = prior_factors(toy.kernel, params.Z, params.Zo, TINY_JITTER)
@@ -294,7 +299,7 @@ def optimal_bound(toy: Toy, Zo: torch.Tensor, jitter: Jitter) -> float:
 
 
 def test_o_on_top_of_z_factors_with_the_relative_jitter(toy: Toy) -> None:
-    """§8.2: a point of O on a point of Z makes C_vv singular; the jitter relative to the kernel
+    """A point of O on a point of Z makes C_vv singular; the jitter relative to the kernel
     variance (not to C_vv's vanishing diagonal) keeps it factorable, and the copy adds nothing."""
     jitter = Jitter()  # the engine's default first rung
     Zo = torch.cat([toy.Z[:2], toy.Zo])
@@ -321,7 +326,7 @@ def test_unwhitened_odvgp_with_many_orthogonal_points_fits() -> None:
         model = SolveGP(
             SquaredExponential(1.0, 1.0), 0.1, num_inducing=5, num_orthogonal=95,
             family="odvgp", whiten=whiten, batch_size=20, epochs=20, validation=0.0,
-            warm_start=False, standardise="none", device="cpu",
+            warm_start=False, standardise="none", prefit_points=0, device="cpu",
         )  # fmt: skip
         assert model.fit(X, y).accepted
         final[whiten] = model.report.details["elbo_per_point"]
