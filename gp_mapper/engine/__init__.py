@@ -32,7 +32,7 @@ from .exact.posterior import ExactPosterior
 from .model import BatchModel, Model, ModelPosterior, Report, StreamingModel
 from .registry import model_entry, model_from_state, model_names, saved_model_name
 from .report import FitReport
-from .spec import EngineSpec, build_engine, build_kernel, build_model, build_selector
+from .spec import EngineSpec, build_kernel, build_model, build_selector
 from .vips import (
     CarriedPosterior,
     OnlineSparseGP,
@@ -92,7 +92,6 @@ __all__ = [
     "Sum",
     "UpdateReport",
     "Vips",
-    "build_engine",
     "build_kernel",
     "build_model",
     "build_selector",

@@ -104,7 +104,7 @@ def finite_tensor(
     return value
 
 
-class BatchModel:
+class BatchModelBase:
     """Base of the batch models: one ``fit`` on all data, then a frozen posterior.
 
     A subclass sets ``name``, ``STATE_VERSION`` (and ``READABLE_VERSIONS`` for older formats
@@ -233,7 +233,7 @@ class BatchModel:
         return {}
 
 
-class CommittedFit(BatchModel):
+class CommittedFit(BatchModelBase):
     """A batch model whose fit commits one frozen record ``_state`` (holding ``kernel``,
     ``noise``, ``posterior`` and ``num_updates``), replaced whole, so a failed fit leaves the
     last one as it was."""

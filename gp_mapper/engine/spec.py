@@ -176,8 +176,8 @@ def build_selector(spec: EngineSpec) -> Selector:
     }[spec.selector]()
 
 
-def engine_options(spec: EngineSpec) -> dict[str, Any]:
-    """The streaming engine's options, shared by every model that runs it."""
+def stream_options(spec: EngineSpec) -> dict[str, Any]:
+    """The options of the stream (``OnlineSparseGP``) every streaming model runs."""
     return {
         "device": spec.device,
         "dtype": DTYPES[spec.dtype],
@@ -205,7 +205,3 @@ def build_model(spec: EngineSpec, input_dim: int) -> Model:
 
     return model_entry(spec.model).build(spec, input_dim)
 
-
-def build_engine(spec: EngineSpec, input_dim: int) -> Model:
-    """A fresh model as the spec describes it; the name predates the other models."""
-    return build_model(spec, input_dim)

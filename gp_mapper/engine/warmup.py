@@ -16,7 +16,7 @@ import torch
 from .auxiliary import NS_PER_S, auxiliary_columns
 from .model import Model
 from .registry import model_entry
-from .spec import EngineSpec, build_engine
+from .spec import EngineSpec, build_model
 
 WARMUP_POINTS = 32
 # Seconds between the throwaway readings of a model that reads time (gam_stream).
@@ -30,7 +30,7 @@ def warm_up(spec: EngineSpec, input_dim: int) -> float:
         Seconds taken.
     """
     start = time.perf_counter()
-    engine = build_engine(spec, input_dim)
+    engine = build_model(spec, input_dim)
     vector = model_entry(spec.model).target == "vector"
     generator = torch.Generator().manual_seed(0)
     for _ in range(2):  # the first batch, then an online one (carried posterior)

@@ -9,11 +9,11 @@ their own modules: `inputs` (pairing, windowing, drops), `worker` (the single-fl
 maps a window gives two snapshots: one under the previous hyperparameters as soon as its
 inducing points are chosen, then the fitted one.
 
-Locks: `_input_lock` guards the pairing/windowing side and the drop counts; `_engine_lock`
-guards the engine and the map's counters; `_snapshot_lock` guards the latest snapshot and the
-statistics that `diagnostics()` reads, so diagnostics never wait on an engine update. The one
-nesting is `_engine_lock` -> `_snapshot_lock` (a provisional snapshot is published during an
-update); nothing takes `_engine_lock` while holding another lock.
+Locks: `_input_lock` guards the pairing/windowing side and the drop counts; `_model_lock`
+guards the model and the map's counters; `_snapshot_lock` guards the latest snapshot and the
+statistics that `diagnostics()` reads, so diagnostics never wait on a model update. The one
+nesting is `_model_lock` -> `_snapshot_lock` (a provisional snapshot is published during an
+update); nothing takes `_model_lock` while holding another lock.
 """
 
 from __future__ import annotations
@@ -58,12 +58,12 @@ class MappingPipeline:
 
     Args:
         config: Every parameter (the node's).
-        engine: An engine to start from; default a fresh one built from `config.engine`.
-        background: Run engine updates in a worker thread (the node); False runs them inline
+        model: A model to start from; default a fresh one built from `config.engine`.
+        background: Run model updates in a worker thread (the node); False runs them inline
             in the caller's thread (offline replay, tests).
         on_snapshot: Called with each new snapshot (in the worker thread when `background`);
             exceptions it raises are logged. A provisional snapshot is handed over during the
-            engine update, with the engine lock held: the callback must not call `save`,
+            model update, with the model lock held: the callback must not call `save`,
             `load` or `reset`.
     """
 
@@ -71,7 +71,7 @@ class MappingPipeline:
         self,
         config: MapperConfig,
         *,
-        engine: StreamingModel | None = None,
+        model: StreamingModel | None = None,
         background: bool = True,
         on_snapshot: Callable[[MapSnapshot], None] | None = None,
     ) -> None:
@@ -80,11 +80,11 @@ class MappingPipeline:
         # Input side (under self._inputs.lock, which is `_input_lock` below).
         self._inputs = InputStage(config)
         self._input_lock = self._inputs.lock
-        self._engine_lock = threading.Lock()
+        self._model_lock = threading.Lock()
         self._snapshot_lock = threading.Lock()
-        # The map (under _engine_lock).
-        self._engine = engine if engine is not None else self._new_engine()
-        self._inputs.await_first_fit(self._engine.awaits_first_fit)
+        # The map (under _model_lock).
+        self._model = model if model is not None else self._new_model()
+        self._inputs.await_first_fit(self._model.awaits_first_fit)
         self._schedule = self._new_schedule()
         self._explored_box: Box | None = None
         self._num_samples = 0
@@ -93,10 +93,10 @@ class MappingPipeline:
         self._latest: MapSnapshot | None = None
         self._committed: MapSnapshot | None = None  # the newest one that is not provisional
         self._seq = 0
-        self._stats: dict[str, Any] = self._fresh_stats(self._engine)
+        self._stats: dict[str, Any] = self._fresh_stats(self._model)
         self._resolution_logged = config.resolution
         self._worker = (
-            # Windows closing while the engine is busy merge into waiting windows of at most
+            # Windows closing while the model is busy merge into waiting windows of at most
             # merge_limit, so none is dropped; only past backlog_limit are they thinned
             # (counted).
             SingleFlightWorker(
@@ -118,7 +118,7 @@ class MappingPipeline:
         return self._inputs.generation
 
     def add_pose(self, pose: Pose) -> None:
-        """Add a pose (map frame). Cheap; never waits for the engine in background mode."""
+        """Add a pose (map frame). Cheap; never waits for the model in background mode."""
         with self._input_lock:
             if self._inputs.closed:
                 return
@@ -165,7 +165,7 @@ class MappingPipeline:
             if dropped:
                 self._inputs.drops.window_overflow += dropped
                 logger.warning(
-                    "engine busy: thinned %d samples out of the waiting window (%d so far)",
+                    "model busy: thinned %d samples out of the waiting window (%d so far)",
                     dropped,
                     self._inputs.drops.window_overflow,
                 )
@@ -190,7 +190,7 @@ class MappingPipeline:
             config.fit_first_windows, config.fit_every_windows, config.refit_bound_drop
         )
 
-    def _new_engine(self) -> StreamingModel:
+    def _new_model(self) -> StreamingModel:
         from gp_mapper.engine import build_model, model_names  # deferred: torch
         from gp_mapper.engine.registry import model_kind
 
@@ -204,7 +204,7 @@ class MappingPipeline:
         return build_model(self._config.engine, input_dim=self._config.input_dims)
 
     def _process(self, job: WindowJob) -> None:
-        """Update the engine with one window and publish the new snapshot.
+        """Update the model with one window and publish the new snapshot.
 
         With ``provisional_map`` (background only), a first snapshot shows the window under the
         previous hyperparameters as soon as its inducing points are chosen; the fitted one
@@ -218,44 +218,44 @@ class MappingPipeline:
         first_map_s: list[float] = []
         with self._input_lock:
             trajectory = self._inputs.trajectory()
-        with self._engine_lock:
+        with self._model_lock:
             if job.generation != self._generation:
                 return  # reset or load happened since this window closed
-            engine = self._engine
+            model = self._model
             box = extend_box(self._explored_box, window.X[:, :2])
             # The map's counters if this window is accepted: shown by both snapshots.
             samples, stamp_ns = self._num_samples + n, max(self._stamp_ns, window.end_ns)
             # Re-fit θ on this window or only join it to the map under the current θ.
-            decision = self._schedule.decide(int(engine.num_updates))
+            decision = self._schedule.decide(int(model.num_updates))
             skip_fit = not decision.fit
             on_selected = None
             # Without a fit the committed map is the provisional one: no need to draw it twice.
             if self._worker is not None and self._config.provisional_map and not skip_fit:
 
                 def on_selected(posterior: ModelPosterior) -> None:
-                    # Runs inside engine.update: a failure here must not reject the window.
+                    # Runs inside model.update: a failure here must not reject the window.
                     try:
                         shown = self._predict(posterior, box)
                         report = {"reason": "provisional", "provisional": 1}
                         if shown is not None and self._publish(
-                            shown, trajectory, report, samples, stamp_ns, job, engine, True
+                            shown, trajectory, report, samples, stamp_ns, job, model, True
                         ):
                             first_map_s.append(time.perf_counter() - job.closed_s)
                     except Exception:
                         logger.exception("the provisional map failed; the fitted one follows")
 
             try:
-                X = window_model_inputs(window, engine.auxiliary_inputs)
-                report = engine.update(X, window.y, on_selected, fit=not skip_fit)
+                X = window_model_inputs(window, model.auxiliary_inputs)
+                report = model.update(X, window.y, on_selected, fit=not skip_fit)
                 reason = report.reason
                 accepted = report.accepted
             except Exception as err:  # counted and logged below; the previous map stands
-                logger.exception("engine update on %d samples raised", n)
+                logger.exception("model update on %d samples raised", n)
                 reason, accepted = f"{type(err).__name__}: {err}", False
             if accepted:
                 self._num_samples, self._stamp_ns, self._explored_box = samples, stamp_ns, box
                 bound = report.bound_after_fit
-                at_cap = report.m_after >= engine.max_inducing
+                at_cap = report.m_after >= model.max_inducing
                 self._schedule.record(not skip_fit, bound, int(report.n), at_cap)
                 fit_stats = {
                     "fits": self._schedule.fits,
@@ -265,8 +265,8 @@ class MappingPipeline:
                     # An additive model's nuisance estimates (heading curve, drift, run offset).
                     **report.nuisance,
                 }
-                products = self._predict(engine.posterior, box)
-            awaiting_fit = engine.awaits_first_fit
+                products = self._predict(model.posterior, box)
+            awaiting_fit = model.awaits_first_fit
         with self._input_lock:  # later windows of this map wait until θ has been fitted once
             if job.generation == self._generation:
                 self._inputs.await_first_fit(awaiting_fit)
@@ -282,10 +282,10 @@ class MappingPipeline:
                 self._notify(restored)
             logger.warning("update on %d samples rejected (%s); the previous map stands", n, reason)
             return
-        if report.num_outliers:  # readings the engine refused to fit
+        if report.num_outliers:  # readings the model refused to fit
             with self._input_lock:
                 self._inputs.drops.outlier += report.num_outliers
-        if products is None:  # the engine took the data but has no posterior to draw
+        if products is None:  # the model took the data but has no posterior to draw
             logger.error("update on %d samples accepted without a posterior; no snapshot", n)
             return
         with self._snapshot_lock:
@@ -302,7 +302,7 @@ class MappingPipeline:
             samples,
             stamp_ns,
             job,
-            engine,
+            model,
             first_map_s=first_map_s[0] if first_map_s else None,
         )
 
@@ -333,7 +333,7 @@ class MappingPipeline:
         num_samples: int,
         stamp_ns: int,
         job: WindowJob | None,
-        engine: StreamingModel,
+        model: StreamingModel,
         provisional: bool = False,
         first_map_s: float | None = None,
     ) -> bool:
@@ -355,7 +355,7 @@ class MappingPipeline:
                 prior_variance=products.prior_variance,
                 support_m=products.support_m,
                 layers=products.layers,
-                model=engine.name,
+                model=model.name,
                 field_mean=products.field_mean,
                 field_variance=products.field_variance,
                 trajectory_m=trajectory,
@@ -366,7 +366,7 @@ class MappingPipeline:
             stats = self._stats
             if not provisional:
                 self._committed = snapshot
-                stats["updates"] = int(engine.num_updates)
+                stats["updates"] = int(model.num_updates)
                 stats["inducing_points"] = snapshot.num_support
                 stats["samples"] = num_samples
                 stats["last_reason"] = str(report.get("reason", ""))
@@ -415,12 +415,12 @@ class MappingPipeline:
 
     # ----------------------------------------------------------------- whole-map operations
 
-    def _fresh_stats(self, engine: StreamingModel) -> dict[str, Any]:
+    def _fresh_stats(self, model: StreamingModel) -> dict[str, Any]:
         return {
-            "updates": int(engine.num_updates),
+            "updates": int(model.num_updates),
             "failed_updates": 0,
-            "inducing_points": 0 if engine.posterior is None else len(engine.posterior.support),
-            "model": engine.name,
+            "inducing_points": 0 if model.posterior is None else len(model.posterior.support),
+            "model": model.name,
             "samples": 0,
             "last_batch_latency_s": math.nan,
             "last_fitted_latency_s": math.nan,
@@ -431,7 +431,7 @@ class MappingPipeline:
             "last_update_fitted": 0,
             "last_fit_reason": "",
             "bound_per_sample": math.nan,
-            "device": str(engine.device),
+            "device": str(model.device),
             "health": HEALTH_OK,
             "health_message": "",
             "unhealthy_in_a_row": 0,
@@ -455,18 +455,18 @@ class MappingPipeline:
                     logger.info("discarded a waiting window of %d samples", discarded)
 
     def reset(self) -> None:
-        """Empty the map: a fresh engine from the config; pose history and drop counts stay."""
-        engine = self._new_engine()
-        self._start_generation(None, engine.awaits_first_fit)
-        with self._engine_lock:
-            self._engine = engine
+        """Empty the map: a fresh model from the config; pose history and drop counts stay."""
+        model = self._new_model()
+        self._start_generation(None, model.awaits_first_fit)
+        with self._model_lock:
+            self._model = model
             self._schedule = self._new_schedule()
             self._explored_box = None
             self._num_samples = 0
             self._stamp_ns = 0
         with self._snapshot_lock:
             self._latest = self._committed = None
-            self._stats = self._fresh_stats(engine)
+            self._stats = self._fresh_stats(model)
         logger.info("map reset")
 
     def save(self, path: PathLike) -> None:
@@ -475,8 +475,8 @@ class MappingPipeline:
         Raises:
             MapFileError: naming the path and the fault; an existing file is left as it was.
         """
-        with self._engine_lock:
-            state = {k: np.array(v, copy=True) for k, v in self._engine.state_dict().items()}
+        with self._model_lock:
+            state = {k: np.array(v, copy=True) for k, v in self._model.state_dict().items()}
             box, num_samples, stamp_ns = self._explored_box, self._num_samples, self._stamp_ns
         with self._input_lock:
             trajectory = self._inputs.trajectory()
@@ -496,45 +496,45 @@ class MappingPipeline:
     def load(self, path: PathLike) -> None:
         """Replace the map with the one in `path`; mapping then continues on it.
 
-        Windows not yet in the engine are discarded. On any failure the current map stands.
+        Windows not yet in the model are discarded. On any failure the current map stands.
 
         Raises:
             MapFileError: missing, corrupt, truncated, other-version or incompatible file
-                (other input_dims or target), or an engine state the engine refuses.
+                (other input_dims or target), or a model state the model refuses.
         """
-        engine, data = load_model_map(path, self._config)
+        model, data = load_model_map(path, self._config)
         try:
-            products = self._predict(engine.posterior, data.explored_box)
-        except Exception as err:  # a state the engine accepted but cannot predict from
+            products = self._predict(model.posterior, data.explored_box)
+        except Exception as err:  # a state the model accepted but cannot predict from
             raise MapFileError(f"{path}: cannot predict from the saved map: {err}") from err
-        self._start_generation(data.trajectory_m, engine.awaits_first_fit)
-        with self._engine_lock:
-            self._engine = engine
+        self._start_generation(data.trajectory_m, model.awaits_first_fit)
+        with self._model_lock:
+            self._model = model
             self._schedule = self._new_schedule()
             self._explored_box = data.explored_box
             self._num_samples = data.num_samples
             self._stamp_ns = data.stamp_ns
         with self._snapshot_lock:
             self._latest = self._committed = None
-            self._stats = self._fresh_stats(engine)
+            self._stats = self._fresh_stats(model)
             self._stats["samples"] = data.num_samples
         if products is not None:
             with self._input_lock:
                 trajectory = self._inputs.trajectory()
             report = {"loaded_from": str(path)}
             self._publish(
-                products, trajectory, report, data.num_samples, data.stamp_ns, None, engine
+                products, trajectory, report, data.num_samples, data.stamp_ns, None, model
             )
         logger.info("map loaded from %s (%d samples)", path, data.num_samples)
 
     # ----------------------------------------------------------------- status
 
     def diagnostics(self) -> dict[str, str | int | float]:
-        """Flat key -> value status for `/diagnostics` (never waits on an engine update).
+        """Flat key -> value status for `/diagnostics` (never waits on a model update).
 
         Keys: inducing_points, updates, failed_updates, samples, last_batch_latency_s (window
         closed to the first snapshot showing it), last_fitted_latency_s (to the fitted one),
-        last_batch_samples, last_update_s (engine time),
+        last_batch_samples, last_update_s (model time),
         last_reason, device, health (OK; WARN after an update rejected or whose fitted
         hyperparameters were refused, ERROR after `UNHEALTHY_FOR_ERROR` in a row),
         health_message (why), unhealthy_in_a_row, seq,

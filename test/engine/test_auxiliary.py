@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from gp_mapper.engine import EngineSpec, build_engine
+from gp_mapper.engine import EngineSpec, build_model
 from gp_mapper.engine.auxiliary import auxiliary_columns, run_labels
 from gp_mapper.engine.warmup import _with_auxiliary
 from gp_mapper.io.bag_convert import SEQUENCE_GAP_S
@@ -84,7 +84,7 @@ def test_a_window_gets_the_same_yaw_rule_and_the_stamp_as_time() -> None:
 
 
 def test_the_warm_up_builds_its_columns_the_same_way() -> None:
-    engine = build_engine(EngineSpec(model="gam_stream"), 2)
+    engine = build_model(EngineSpec(model="gam_stream"), 2)
     X = torch.rand(32, 2, dtype=torch.float64)
     widened = _with_auxiliary(engine, X)
     assert widened.shape == (32, 2 + len(engine.auxiliary_inputs))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gp_mapper.engine import EngineSpec, GaussianNoise, OnlineSparseGP, build_engine
+from gp_mapper.engine import EngineSpec, GaussianNoise, OnlineSparseGP, build_model
 
 PASS_STD = 1.5  # µT: the error shared by every reading of one pass
 WHITE_STD = 0.1  # µT: the error of each reading alone
@@ -49,7 +49,7 @@ def passes(rng: np.random.Generator) -> list[tuple[np.ndarray, np.ndarray]]:
 def stream(pass_noise: float) -> tuple[OnlineSparseGP, float]:
     """The engine after the passes, and the coverage of its 95 % intervals on new passes."""
     rng = np.random.default_rng(1058390)
-    engine = build_engine(SPEC.replace(pass_noise_variance=pass_noise), input_dim=2)
+    engine = build_model(SPEC.replace(pass_noise_variance=pass_noise), input_dim=2)
     for X, y in passes(rng):
         assert engine.update(X, y).accepted
     # Another pass along a mapped line: the map there averages two passes' errors.

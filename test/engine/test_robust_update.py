@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from gp_mapper.engine import EngineSpec, Matern52, OnlineSparseGP, build_engine
+from gp_mapper.engine import EngineSpec, Matern52, OnlineSparseGP, build_model
 from gp_mapper.engine.core.kernels import LENGTHSCALE_FLOOR, VARIANCE_FLOOR, Constant
 from gp_mapper.engine.vips.health import fit_problem
 from gp_mapper.engine.vips.robust import screen_outliers
@@ -32,7 +32,7 @@ def walk(n: int = NUM_TARGETS) -> np.ndarray:
 
 def stream(y: np.ndarray, spec: EngineSpec = SPEC) -> tuple[OnlineSparseGP, list]:
     X = walk(len(y))
-    engine = build_engine(spec, input_dim=2)
+    engine = build_model(spec, input_dim=2)
     reports = [
         engine.update(Xb, yb)
         for Xb, yb in zip(
@@ -96,7 +96,7 @@ def test_a_burst_of_glitches_is_refused_however_long(
 def test_the_first_batch_is_screened_against_its_own_spread(targets: np.ndarray) -> None:
     y = targets[:100].copy()
     y[[3, 50, 97]] = [GLITCH, -GLITCH, 500.0]
-    engine = build_engine(SPEC, input_dim=2)
+    engine = build_model(SPEC, input_dim=2)
     report = engine.update(walk()[:100], y)
     assert report.accepted and report.num_outliers == 3
     assert engine.stats.count == 97  # outliers never reach the running statistics
@@ -105,7 +105,7 @@ def test_the_first_batch_is_screened_against_its_own_spread(targets: np.ndarray)
 def test_a_constant_batch_flags_nothing() -> None:
     # A MAD of zero (a quantised sensor at rest) must not make every reading an outlier.
     X = walk(50)
-    engine = build_engine(SPEC.replace(fit_iterations=0), input_dim=2)
+    engine = build_model(SPEC.replace(fit_iterations=0), input_dim=2)
     assert engine.update(X, np.full(50, 48.0)).num_outliers == 0
 
 
@@ -137,7 +137,7 @@ def test_screen_off_keeps_every_reading_and_the_health_check_refuses_the_collaps
 ) -> None:
     spec = SPEC.replace(outlier_z=0.0)
     X = walk()
-    engine = build_engine(spec, input_dim=2)
+    engine = build_model(spec, input_dim=2)
     assert engine.update(X[:100], targets[:100]).accepted
     theta = engine.hyperparameters()
     raw = {k: v for k, v in engine.state_dict().items() if k.startswith(("kernel.", "noise."))}
@@ -182,7 +182,7 @@ def test_a_noisier_sensor_is_fitted_not_refused() -> None:
     rng = np.random.default_rng(5)
     X = walk()
     y = field(X) + 5.0 * rng.standard_normal(NUM_TARGETS)
-    engine = build_engine(SPEC, input_dim=2)
+    engine = build_model(SPEC, input_dim=2)
     report = engine.update(X, y)
     assert report.accepted, report.reason
     assert engine.noise_variance > 100 * SPEC.noise_variance
@@ -301,7 +301,7 @@ def test_screen_against_the_map_uses_the_predictive_variance(clean: OnlineSparse
 def test_outlier_z_is_checked_and_survives_a_state_round_trip(clean: OnlineSparseGP) -> None:
     with pytest.raises(ValueError, match="outlier_z"):
         EngineSpec(outlier_z=-1.0)
-    engine = build_engine(SPEC.replace(outlier_z=5.5), input_dim=2)
+    engine = build_model(SPEC.replace(outlier_z=5.5), input_dim=2)
     assert OnlineSparseGP.from_state(engine.state_dict()).outlier_z == 5.5
     older = {k: v for k, v in clean.state_dict().items() if k != "outlier_z"}
     assert OnlineSparseGP.from_state(older).outlier_z == SPEC.outlier_z
@@ -335,7 +335,7 @@ def test_a_first_window_over_several_passes_fits_their_discrepancy_as_noise() ->
     y = 48.0 + 30.0 * np.sin(X2[:, 0]) * np.cos(X2[:, 1]) + 0.1 * rng.standard_normal(300)
     y[:150] += 5.0
     y[150:] -= 5.0
-    engine = build_engine(SPEC, input_dim=2)
+    engine = build_model(SPEC, input_dim=2)
     report = engine.update(X2, y)
     assert report.accepted and not report.fit_refused, report.fit_refused
     assert engine.noise_variance > 100 * SPEC.noise_variance
@@ -345,5 +345,5 @@ def test_a_first_window_over_several_passes_fits_their_discrepancy_as_noise() ->
     # A map saved before the flag existed, with updates: taken as fitted (the strict check).
     older = {k: v for k, v in state.items() if k != "theta_fitted"}
     assert OnlineSparseGP.from_state(older).state_dict()["theta_fitted"]
-    fresh = build_engine(SPEC, input_dim=2).state_dict()
+    fresh = build_model(SPEC, input_dim=2).state_dict()
     assert not OnlineSparseGP.from_state(fresh).state_dict()["theta_fitted"]

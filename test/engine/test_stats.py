@@ -12,7 +12,7 @@ from gp_mapper.engine import (
     EngineSpec,
     Jitter,
     RunningStats,
-    build_engine,
+    build_model,
     noise_model_log_likelihood,
 )
 from gp_mapper.engine.core.hyperprior import LogNormalHyperprior
@@ -52,14 +52,14 @@ def test_hyperprior_peaks_at_its_centre() -> None:
 
 
 def test_engine_spec_validates_and_builds() -> None:
-    engine = build_engine(EngineSpec(selector="oips", device="cpu"), input_dim=2)
+    engine = build_model(EngineSpec(selector="oips", device="cpu"), input_dim=2)
     assert engine.selector.name == "oips" and engine.hyperprior_scale == 0.5
     with pytest.raises(ValueError, match="selector must be one of"):
         EngineSpec(selector="random")
     with pytest.raises(ValueError, match="lengthscale must be in"):
         EngineSpec(lengthscale=0.0)
     assert engine.jitter == Jitter()  # relative 1e-8 by default
-    authors = build_engine(EngineSpec(jitter=1e-6, jitter_relative=False, device="cpu"), 2)
+    authors = build_model(EngineSpec(jitter=1e-6, jitter_relative=False, device="cpu"), 2)
     assert authors.jitter == Jitter(1e-6, relative=False)
     with pytest.raises(ValueError, match="absolute jitter must be positive"):
         EngineSpec(jitter=0.0, jitter_relative=False)

@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch import nn
 
-from gp_mapper.engine import EngineSpec, OnlineSparseGP, build_engine
+from gp_mapper.engine import EngineSpec, OnlineSparseGP, build_model
 from gp_mapper.engine.core.kernels import Constant, SquaredExponential
 from gp_mapper.engine.vips.theta_memory import ThetaMemory, curvature
 
@@ -98,5 +98,5 @@ def test_the_memory_survives_the_state_and_old_states_have_none() -> None:
 
 
 def test_the_setting_reaches_the_engine() -> None:
-    assert build_engine(EngineSpec(theta_memory=True, device="cpu"), 2).theta_memory
-    assert not build_engine(EngineSpec(device="cpu"), 2).theta_memory
+    assert build_model(EngineSpec(theta_memory=True, device="cpu"), 2).theta_memory
+    assert not build_model(EngineSpec(device="cpu"), 2).theta_memory

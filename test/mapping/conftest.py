@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gp_mapper.engine import EngineSpec, OnlineSparseGP, build_engine
+from gp_mapper.engine import EngineSpec, OnlineSparseGP, build_model
 from gp_mapper.mapping import MapperConfig
 
 from .synthetic import true_field
@@ -33,7 +33,7 @@ def trained_engine(input_dim: int, seed: int = 3) -> OnlineSparseGP:
     if input_dim == 3:
         X[:, 2] *= 0.1  # a ground robot's sensor height varies by centimetres, not metres
     y = true_field(X[:, :2]) + 0.1 * rng.normal(size=150)
-    engine = build_engine(FAST_ENGINE, input_dim=input_dim)
+    engine = build_model(FAST_ENGINE, input_dim=input_dim)
     report = engine.update(X, y)
     assert report.accepted, report.reason
     return engine

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gp_mapper.engine import EngineSpec, OnlineSparseGP, build_engine
+from gp_mapper.engine import EngineSpec, OnlineSparseGP, build_model
 from gp_mapper.mapping import MapData, MapperConfig, save_map
 
 from .synthetic import true_field
@@ -30,7 +30,7 @@ def small_engine(seed: int = 3) -> OnlineSparseGP:
     rng = np.random.default_rng(seed)
     X = rng.uniform(0.0, 4.0, size=(150, 2))
     y = true_field(X) + 0.1 * rng.normal(size=150)
-    engine = build_engine(STATE_ENGINE, input_dim=2)
+    engine = build_model(STATE_ENGINE, input_dim=2)
     report = engine.update(X, y)
     assert report.accepted, report.reason
     return engine

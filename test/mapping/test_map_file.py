@@ -231,7 +231,7 @@ def test_a_saved_pipeline_map_reads_back_as_a_model(
 ) -> None:
     engine_2d = small_engine()
     path = tmp_path / "map_state.npz"
-    MappingPipeline(fast_config, engine=engine_2d, background=False).save(path)
+    MappingPipeline(fast_config, model=engine_2d, background=False).save(path)
     with np.load(path, allow_pickle=False) as archive:
         assert "engine.carried.L" in archive.files  # the layout README readers meet
     model = read_model(path, device="cpu")

@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gp_mapper.engine import EngineSpec, build_engine
+from gp_mapper.engine import EngineSpec, build_model
 from gp_mapper.mapping import (
     FieldReading,
     MapFileError,
@@ -229,7 +229,7 @@ def test_windows_wait_for_first_batch_min_until_theta_is_fitted() -> None:
 
 def test_a_failed_update_keeps_the_previous_map(caplog: pytest.LogCaptureFixture) -> None:
     config = MapperConfig(batch_size=60, resolution=0.5, engine=FAST_ENGINE)
-    engine = build_engine(config.engine, input_dim=2)
+    engine = build_model(config.engine, input_dim=2)
     real_update = engine.update
     calls = {"n": 0}
 
@@ -240,7 +240,7 @@ def test_a_failed_update_keeps_the_previous_map(caplog: pytest.LogCaptureFixture
         return real_update(X, y, on_selected, fit=fit)
 
     engine.update = update_failing_second_time  # type: ignore[method-assign]
-    with MappingPipeline(config, engine=engine, background=True) as pipeline:
+    with MappingPipeline(config, model=engine, background=True) as pipeline:
         with caplog.at_level(logging.WARNING, logger="gp_mapper.mapping.pipeline"):
             feed(pipeline, EVENTS[:122])  # one window of 60
             assert pipeline.wait_idle(WAIT_S)
@@ -384,7 +384,7 @@ def test_input_after_close_is_ignored() -> None:
 def test_a_rejected_window_withdraws_its_provisional_map() -> None:
     """Shown under the old θ, then rejected: the committed map comes back, as it was."""
     config = MapperConfig(batch_size=60, resolution=0.5, engine=FAST_ENGINE)
-    engine = build_engine(config.engine, input_dim=2)
+    engine = build_model(config.engine, input_dim=2)
     real_update = engine.update
     calls = {"n": 0}
     shown: list[MapSnapshot] = []
@@ -398,7 +398,7 @@ def test_a_rejected_window_withdraws_its_provisional_map() -> None:
 
     engine.update = update_failing_after_selection  # type: ignore[method-assign]
     with MappingPipeline(
-        config, engine=engine, background=True, on_snapshot=shown.append
+        config, model=engine, background=True, on_snapshot=shown.append
     ) as pipeline:
         feed(pipeline, EVENTS[:122])
         assert pipeline.wait_idle(WAIT_S)

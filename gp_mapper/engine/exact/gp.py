@@ -11,7 +11,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from ..batch import BatchModel, StateSetting
+from ..batch import BatchModelBase, StateSetting
 from ..core.device import resolve_device
 from ..core.fit import FitResult, fit_hyperparameters
 from ..core.kernels import Kernel
@@ -30,7 +30,7 @@ DEFAULT_FIT_ITERATIONS = setting_default("fit_iterations")
 MAX_EXACT_POINTS = 20000
 
 
-class ExactGP(PlainInputs, BatchModel):
+class ExactGP(PlainInputs, BatchModelBase):
     """``y ~ N(0, K + σ²I)`` on all data at once; O(N³). A batch model (``name = "exact"``).
 
     Two ways to use it: as the batch model of ``gp-mapper fit`` (``ExactGP(kernel, σ²)`` then

@@ -7,8 +7,8 @@ import torch
 from ..core.kernels import Constant, Kernel, kernel_from_spec
 from ..core.linalg import Jitter
 from ..registry import ModelEntry, model_kind
-from ..spec import DTYPES, EngineSpec, build_kernel, build_selector, engine_options
-from ..vips.options import EngineOptions
+from ..spec import DTYPES, EngineSpec, build_kernel, build_selector, stream_options
+from ..vips.options import StreamOptions
 from ..vips.selectors import Selector
 from .block_kernel import AnchoredMatern32, BlockKernel, LaterRunOffset
 from .block_selector import AdditiveVips
@@ -106,7 +106,7 @@ def build_gam_stream(spec: EngineSpec, input_dim: int) -> StreamingAdditiveGP:
         spec.noise_variance,
         selector,
         run_gap=spec.gam_run_gap,
-        options=EngineOptions(**engine_options(spec)),
+        options=StreamOptions(**stream_options(spec)),
     )
 
 

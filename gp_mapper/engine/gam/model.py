@@ -36,7 +36,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from ..batch import BatchModel, StateSetting
+from ..batch import BatchModelBase, StateSetting
 from ..core.device import resolve_device
 from ..core.fit import CHANGE_TOLERANCE, GRADIENT_TOLERANCE, single_step_lbfgs
 from ..core.hyperparameters import node_hyperparameters
@@ -75,7 +75,7 @@ REPORT_HEADINGS = 36
 REPORT_TIMES = 64
 
 
-class AdditiveGP(PlainInputs, BatchModel):
+class AdditiveGP(PlainInputs, BatchModelBase):
     """Additive sparse variational GP with declared components; a batch model (``"gam"``).
 
     Args:

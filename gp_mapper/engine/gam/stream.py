@@ -1,7 +1,7 @@
-"""The additive map streamed window by window: the VIPS engine over the block kernel.
+"""The additive map streamed window by window: the VIPS stream over the block kernel.
 
 A reading is one observation of ρ = map (with its offset) + heading + run + drift
-(``block_kernel.py``); the streaming engine (``vips.OnlineSparseGP``: the Bui bound, L*, the
+(``block_kernel.py``); the stream (``vips.OnlineSparseGP``: the Bui bound, L*, the
 selection, the fit, atomic commits, the state) runs over the tagged rows unchanged, with
 :class:`~.block_selector.AdditiveVips` choosing each component's inducing variables. This class
 turns the model's inputs into tagged rows and the coupled posterior back into the map layer
@@ -32,7 +32,7 @@ from ..errors import StateError
 from ..model import Hyperparameters, ModelKind
 from ..settings import check, default
 from ..vips import OnlineSparseGP, Posterior, UpdateReport
-from ..vips.options import EngineOptions
+from ..vips.options import StreamOptions
 from ..vips.posterior import BLOCK_CUTOFF
 from ..vips.selectors import Selector
 from ..vips.wrapped import EngineViews
@@ -60,7 +60,7 @@ class Clock(NamedTuple):
 
 @dataclass(frozen=True)
 class AdditiveUpdateReport(UpdateReport):
-    """The engine's report plus what the update learnt of the nuisance.
+    """The stream's report plus what the update learnt of the nuisance.
 
     Attributes:
         nuisance: flat scalars [µT]: ``heading_B`` .. ``heading_E`` (the compass-deviation
@@ -92,16 +92,16 @@ class StreamingAdditiveGP(EngineViews):
         selector: Selector | None = None,
         *,
         run_gap: float = default("gam_run_gap"),
-        options: EngineOptions | None = None,
+        options: StreamOptions | None = None,
     ) -> None:
         if not isinstance(kernel, BlockKernel):
             raise TypeError(f"the streaming additive model needs a BlockKernel; got {type(kernel)}")
         self.run_gap = float(check("gam_run_gap", run_gap))
-        self._engine = OnlineSparseGP(
+        self._stream = OnlineSparseGP(
             kernel,
             noise_variance,
             selector if selector is not None else AdditiveVips(),
-            **(options if options is not None else EngineOptions()).as_kwargs(),
+            **(options if options is not None else StreamOptions()).as_kwargs(),
         )
         self._clock: Clock | None = None
         self._posterior: Posterior | None = None
@@ -110,11 +110,11 @@ class StreamingAdditiveGP(EngineViews):
 
     @classmethod
     def _wrap(
-        cls, engine: OnlineSparseGP, run_gap: float, clock: Clock | None
+        cls, stream: OnlineSparseGP, run_gap: float, clock: Clock | None
     ) -> StreamingAdditiveGP:
         model = cls.__new__(cls)
         model.run_gap = run_gap
-        model._engine = engine
+        model._stream = stream
         model._clock = clock
         model._posterior = None
         model._inner = None
@@ -124,7 +124,7 @@ class StreamingAdditiveGP(EngineViews):
     # ------------------------------------------------------------------ read-only views
     @property
     def kernel(self) -> BlockKernel:
-        kernel = self._engine.kernel
+        kernel = self._stream.kernel
         assert isinstance(kernel, BlockKernel)
         return kernel
 
@@ -154,7 +154,7 @@ class StreamingAdditiveGP(EngineViews):
     @property
     def posterior(self) -> Posterior | None:
         """The map layer's posterior (offset + map) at positions [S, d]."""
-        inner = self._engine.posterior
+        inner = self._stream.posterior
         if inner is None:
             return None
         if self._posterior is None or self._inner is not inner:
@@ -165,15 +165,15 @@ class StreamingAdditiveGP(EngineViews):
     @property
     def full_posterior(self) -> Posterior | None:
         """The posterior over the tagged rows (any component at its own inputs)."""
-        return self._engine.posterior
+        return self._stream.posterior
 
     @property
     def num_inducing(self) -> int:
-        return self._engine.num_inducing
+        return self._stream.num_inducing
 
     def num_inducing_of(self, name: str) -> int:
         """Inducing variables of one component."""
-        carried = self._engine.carried
+        carried = self._stream.carried
         if carried is None:
             return 0
         return int((tags_of(carried.Z) == COMPONENT_TAGS[name]).sum())
@@ -213,7 +213,7 @@ class StreamingAdditiveGP(EngineViews):
             def hook(inner: Posterior) -> None:
                 on_selected(_map_layer(inner))
 
-        report = self._engine.update(rows, y_t, hook, fit=fit)
+        report = self._stream.update(rows, y_t, hook, fit=fit)
         if report.accepted:
             self._clock = clock
         nuisance = self.nuisance_summary() if report.accepted else {}
@@ -242,7 +242,7 @@ class StreamingAdditiveGP(EngineViews):
         what a reading there would be, nuisance included (the coupled posterior, cross-terms
         and all; add ``noise_variance`` for y). Times continue the stream's clock: a gap of
         ``run_gap`` after the newest reading is a new run, whose offset is unknown."""
-        inner = self._engine.posterior
+        inner = self._stream.posterior
         if inner is None:
             raise RuntimeError("the model has no data yet: call update() first")
         X_t, _ = self._validate(X, torch.zeros(len(X), dtype=self.dtype, device=self.device))
@@ -257,7 +257,7 @@ class StreamingAdditiveGP(EngineViews):
             inputs: positions [S, d] for map, yaw [S] rad for heading, run labels [S] for run,
                 times [S] s (the model's own time, as given to ``update``) for drift.
         """
-        inner = self._engine.posterior
+        inner = self._stream.posterior
         if inner is None:
             raise RuntimeError("the model has no data yet: call update() first")
         if name not in self.components:
@@ -280,7 +280,7 @@ class StreamingAdditiveGP(EngineViews):
         """What the model holds of the nuisance now [µT] (``AdditiveUpdateReport.nuisance``,
         plus ``heading_curve_yaw``/``_mean``/``_sd`` every 10° and ``drift_time_s``/``_mean``/
         ``_sd`` at the drift's inducing times)."""
-        if self._engine.posterior is None:
+        if self._stream.posterior is None:
             return {}
         out: dict[str, float | list[float]] = {}
         names = self.components
@@ -301,7 +301,7 @@ class StreamingAdditiveGP(EngineViews):
         if clock is not None and "drift" in names:
             mean, var = self.predict_component("drift", [clock.last_s])
             out["drift"], out["drift_sd"] = float(mean[0]), float(var[0].sqrt())
-            Z = self._engine.carried.Z
+            Z = self._stream.carried.Z
             times = Z[tags_of(Z) == COMPONENT_TAGS["drift"], self.input_dim + 2] + clock.origin_s
             times = torch.sort(times).values
             mean, var = self.predict_component("drift", times)
@@ -356,9 +356,9 @@ class StreamingAdditiveGP(EngineViews):
 
     # ------------------------------------------------------------------ persistence
     def state_dict(self) -> dict[str, np.ndarray]:
-        """The engine's state over the tagged rows, under this model's name, and the clock."""
+        """The stream's state over the tagged rows, under this model's name, and the clock."""
         out = {
-            **self._engine.state_dict(),
+            **self._stream.state_dict(),
             "model": np.array(self.name),
             "gam_stream.run_gap": np.array(self.run_gap),
         }
@@ -392,10 +392,10 @@ class StreamingAdditiveGP(EngineViews):
             raise StateError(f"gam_stream state is malformed: {err}") from err
         inner = {k: v for k, v in state.items() if not str(k).startswith("gam_stream.")}
         inner["model"] = np.array(OnlineSparseGP.name)
-        engine = OnlineSparseGP.from_state(inner, device)
-        if not isinstance(engine.kernel, BlockKernel):
+        stream = OnlineSparseGP.from_state(inner, device)
+        if not isinstance(stream.kernel, BlockKernel):
             raise StateError("gam_stream state does not hold an additive block kernel")
-        return cls._wrap(engine, run_gap, clock)
+        return cls._wrap(stream, run_gap, clock)
 
 
 def _map_layer(inner: Posterior) -> Posterior:
@@ -411,7 +411,7 @@ def _map_layer(inner: Posterior) -> Posterior:
     d = kernel.input_dim
     local = map_kernel.without_constant()
     radius = None if local is None else local.negligible_distance(BLOCK_CUTOFF)
-    if kernel.single:  # every inducing variable is the map's: the engine's cache as it is
+    if kernel.single:  # every inducing variable is the map's: the stream's cache as it is
         Z = inner.Z[:, :d].contiguous()
         return dataclasses.replace(inner, kernel=map_kernel, Z=Z, block_radius=radius)
     idx = torch.nonzero(tags_of(inner.Z) == COMPONENT_TAGS["map"]).squeeze(-1)

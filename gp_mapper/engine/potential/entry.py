@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from ..core.kernels import kernel_from_spec
 from ..registry import ModelEntry, model_kind
-from ..spec import EngineSpec, engine_options
-from ..vips.options import EngineOptions
+from ..spec import EngineSpec, stream_options
+from ..vips.options import StreamOptions
 from .kernel import CurlFreeKernel
 from .model import VectorFieldGP
 from .selector import FieldReadings, PotentialVips
@@ -38,7 +38,7 @@ def build_potential(spec: EngineSpec, input_dim: int) -> VectorFieldGP:
         spec.noise_variance,
         selector,
         input_dim=input_dim,
-        options=EngineOptions(**engine_options(spec), theta_memory=spec.theta_memory),
+        options=StreamOptions(**stream_options(spec), theta_memory=spec.theta_memory),
     )
 
 

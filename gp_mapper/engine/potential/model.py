@@ -1,7 +1,7 @@
 """The three-axis field map: readings of B in, a curl-free posterior streamed by VIPS out.
 
 A reading's three components are three scalar observations of functionals of one potential
-(``kernel.py``); the VIPS streaming engine (``vips.OnlineSparseGP``: the Bui bound, L*,
+(``kernel.py``); the VIPS stream (``vips.OnlineSparseGP``: the Bui bound, L*,
 the selection, the fit, atomic commits, the state) runs over them unchanged, with the curl-free
 kernel and the potential selector (``selector.py``). This class turns map inputs and field
 vectors into those functionals and the posterior back into field and ‖B‖ predictions.
@@ -20,7 +20,7 @@ from torch import Tensor
 from ..errors import StateError
 from ..model import Hyperparameters, ModelKind
 from ..vips import OnlineSparseGP, Posterior, UpdateReport
-from ..vips.options import EngineOptions
+from ..vips.options import StreamOptions
 from ..vips.selectors import Selector
 from ..vips.wrapped import EngineViews
 from .functionals import field_rows, field_targets, spatial
@@ -55,27 +55,27 @@ class VectorFieldGP(EngineViews):
         selector: Selector | None = None,
         *,
         input_dim: int = 2,
-        options: EngineOptions | None = None,
+        options: StreamOptions | None = None,
     ) -> None:
         if not isinstance(kernel, CurlFreeKernel):
             raise TypeError(f"the potential model needs a CurlFreeKernel; got {type(kernel)}")
         if input_dim not in INPUT_DIMS:
             raise ValueError(f"input_dim must be 2 or 3; got {input_dim}")
         self.input_dim = input_dim
-        self._engine = OnlineSparseGP(
+        self._stream = OnlineSparseGP(
             kernel,
             noise_variance,
             selector if selector is not None else PotentialVips(),
-            **(options if options is not None else EngineOptions()).as_kwargs(),
+            **(options if options is not None else StreamOptions()).as_kwargs(),
         )
         self._posterior: FieldPosterior | None = None
         self._report: UpdateReport | None = None
 
     @classmethod
-    def _wrap(cls, engine: OnlineSparseGP, input_dim: int) -> VectorFieldGP:
+    def _wrap(cls, stream: OnlineSparseGP, input_dim: int) -> VectorFieldGP:
         model = cls.__new__(cls)
         model.input_dim = input_dim
-        model._engine = engine
+        model._stream = stream
         model._posterior = None
         model._report = None
         return model
@@ -83,13 +83,13 @@ class VectorFieldGP(EngineViews):
     # ------------------------------------------------------------------ read-only views
     @property
     def kernel(self) -> CurlFreeKernel:
-        kernel = self._engine.kernel
+        kernel = self._stream.kernel
         assert isinstance(kernel, CurlFreeKernel)
         return kernel
 
     @property
     def posterior(self) -> FieldPosterior | None:
-        inner = self._engine.posterior
+        inner = self._stream.posterior
         if inner is None:
             return None
         if self._posterior is None or self._posterior.inner is not inner:
@@ -99,7 +99,7 @@ class VectorFieldGP(EngineViews):
     @property
     def num_inducing(self) -> int:
         """Potential (or field) inducing variables, the uniform field's three left out."""
-        carried = self._engine.carried
+        carried = self._stream.carried
         return 0 if carried is None else num_potential(carried.Z)
 
     @property
@@ -109,7 +109,7 @@ class VectorFieldGP(EngineViews):
     def hyperparameters(self) -> Hyperparameters:
         """θ in the node's names: kernel_variance = one component's local variance [µT²],
         constant_variance = the uniform field's variance per component [µT²]."""
-        return self._engine.hyperparameters()
+        return self._stream.hyperparameters()
 
     # ------------------------------------------------------------------ operations
     def update(
@@ -123,7 +123,7 @@ class VectorFieldGP(EngineViews):
         """Absorb a window: positions X [N, D] and field readings y [N, 3] in map_frame [µT].
 
         Returns:
-            The engine's report with ``n`` in readings and ``m_before``/``m_after`` in
+            The stream's report with ``n`` in readings and ``m_before``/``m_after`` in
             potential inducing variables; if not accepted the state is unchanged.
 
         Raises:
@@ -137,7 +137,7 @@ class VectorFieldGP(EngineViews):
             def hook(inner: Posterior) -> None:
                 on_selected(FieldPosterior(inner, self.input_dim))
 
-        report = self._engine.update(field_rows(spatial(X_t)), field_targets(y_t), hook, fit=fit)
+        report = self._stream.update(field_rows(spatial(X_t)), field_targets(y_t), hook, fit=fit)
         self._report = dataclasses.replace(
             report, n=X_t.shape[0], m_before=m_before, m_after=self.num_inducing
         )
@@ -153,9 +153,9 @@ class VectorFieldGP(EngineViews):
 
     # ------------------------------------------------------------------ persistence
     def state_dict(self) -> dict[str, np.ndarray]:
-        """The engine's state over the functionals, under this model's name."""
+        """The stream's state over the functionals, under this model's name."""
         return {
-            **self._engine.state_dict(),
+            **self._stream.state_dict(),
             "model": np.array(self.name),
             "potential.input_dim": np.array(self.input_dim),
         }
@@ -180,10 +180,10 @@ class VectorFieldGP(EngineViews):
             raise StateError(f"potential state's input_dim must be 2 or 3; got {input_dim}")
         inner = {k: v for k, v in state.items() if k != "potential.input_dim"}
         inner["model"] = np.array(OnlineSparseGP.name)
-        engine = OnlineSparseGP.from_state(inner, device)
-        if not isinstance(engine.kernel, CurlFreeKernel):
+        stream = OnlineSparseGP.from_state(inner, device)
+        if not isinstance(stream.kernel, CurlFreeKernel):
             raise StateError("potential state does not hold a curl-free kernel")
-        return cls._wrap(engine, input_dim)
+        return cls._wrap(stream, input_dim)
 
     # ------------------------------------------------------------------ validation
     def _require_posterior(self) -> FieldPosterior:

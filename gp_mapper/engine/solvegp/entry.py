@@ -6,7 +6,7 @@ import numpy as np
 
 from ..core.linalg import Jitter
 from ..registry import ModelEntry, model_kind
-from ..spec import DTYPES, EngineSpec, build_kernel, build_selector, engine_options, vips_options
+from ..spec import DTYPES, EngineSpec, build_kernel, build_selector, stream_options, vips_options
 from .continuation import to_streaming_state
 from .model import SolveGP
 
@@ -49,7 +49,7 @@ def solvegp_streaming_state(model: SolveGP, spec: EngineSpec) -> dict[str, np.nd
     after runs 1-5: the lengthscale 0.52 m onto its floor or to 0.02-0.04 m, the kernel
     variance to 2·10⁸ µT², the map hundreds of µT off).
     """
-    options = {**engine_options(spec), **vips_options(spec), "fit_iterations": 0}
+    options = {**stream_options(spec), **vips_options(spec), "fit_iterations": 0}
     for own in ("device", "dtype", "jitter"):  # the fit's
         del options[own]
     return to_streaming_state(model, build_selector(spec), **options)

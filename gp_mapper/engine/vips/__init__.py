@@ -12,7 +12,7 @@ from ..exports import lazy_exports
 
 # Exported name -> the module of this package that defines it (imported on first use).
 _EXPORTS = {
-    "EngineOptions": ".options",
+    "StreamOptions": ".options",
     "CarriedPosterior": ".posterior",
     "ConditionalVariance": ".selectors",
     "FixedSize": ".selectors",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..registry import ModelEntry, model_kind
-from ..spec import EngineSpec, build_kernel, build_selector, engine_options, vips_options
+from ..spec import EngineSpec, build_kernel, build_selector, stream_options, vips_options
 from .online_sgp import OnlineSparseGP
 
 
@@ -13,7 +13,7 @@ def build_online_sgp(spec: EngineSpec, input_dim: int) -> OnlineSparseGP:
         build_kernel(spec, input_dim),
         spec.noise_variance,
         build_selector(spec),
-        **engine_options(spec),
+        **stream_options(spec),
         **vips_options(spec),
     )
 

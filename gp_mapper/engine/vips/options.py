@@ -23,7 +23,7 @@ from .online_sgp import (
 
 
 @dataclass(frozen=True)
-class EngineOptions:
+class StreamOptions:
     """Keyword arguments of :class:`~.online_sgp.OnlineSparseGP` beyond kernel, noise and
     selector (see there for each)."""
 

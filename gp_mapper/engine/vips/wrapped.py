@@ -14,35 +14,35 @@ from .online_sgp import OnlineSparseGP
 
 
 class EngineViews(PlainInputs):
-    """Read-only views of the wrapped engine ``self._engine``."""
+    """Read-only views of the wrapped stream ``self._stream``."""
 
     _engine: OnlineSparseGP
 
     @property
     def device(self) -> torch.device:
-        return self._engine.device
+        return self._stream.device
 
     @property
     def dtype(self) -> torch.dtype:
-        return self._engine.dtype
+        return self._stream.dtype
 
     @property
     def engine(self) -> OnlineSparseGP:
         """The engine over the model's tagged rows (do not update it directly)."""
-        return self._engine
+        return self._stream
 
     @property
     def noise_variance(self) -> float:
-        return self._engine.noise_variance
+        return self._stream.noise_variance
 
     @property
     def num_updates(self) -> int:
-        return self._engine.num_updates
+        return self._stream.num_updates
 
     @property
     def max_inducing(self) -> int:
-        return self._engine.max_inducing
+        return self._stream.max_inducing
 
     @property
     def awaits_first_fit(self) -> bool:
-        return self._engine.awaits_first_fit
+        return self._stream.awaits_first_fit

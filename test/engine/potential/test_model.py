@@ -18,7 +18,7 @@ from gp_mapper.engine.potential import (
     potential_rows,
 )
 from gp_mapper.engine.potential.functionals import earth_rows
-from gp_mapper.engine.vips.options import EngineOptions
+from gp_mapper.engine.vips.options import StreamOptions
 from gp_mapper.engine.vips.selectors import FixedSize
 
 from .conftest import DTYPE, dipole_field, lawnmower
@@ -43,7 +43,7 @@ def kernel() -> CurlFreeKernel:
 def test_with_every_reading_inducing_the_stream_is_the_exact_vector_gp() -> None:
     P, B = readings(60)
     # A tiny jitter: the equality is exact up to what is added to K_ZZ.
-    options = EngineOptions(fit_iterations=0, device="cpu", jitter=1e-12)
+    options = StreamOptions(fit_iterations=0, device="cpu", jitter=1e-12)
     model = VectorFieldGP(kernel(), NOISE, FieldReadings(), options=options)
     for part in torch.split(torch.arange(60), 20):  # three batches through the online bound
         assert model.update(P[part], B[part]).accepted
@@ -140,7 +140,7 @@ def test_greedy_score_sums_the_three_components_of_each_reading() -> None:
 
 
 def test_bad_batches_are_refused_with_clear_errors() -> None:
-    model = VectorFieldGP(kernel(), options=EngineOptions(device="cpu"))
+    model = VectorFieldGP(kernel(), options=StreamOptions(device="cpu"))
     P, B = readings(10)
     with pytest.raises(ValueError, match=r"y \[N, 3\]"):
         model.update(P, B[:, 0])
@@ -150,12 +150,12 @@ def test_bad_batches_are_refused_with_clear_errors() -> None:
     with pytest.raises(RuntimeError, match="no data"):
         model.predict_field(P)
     with pytest.raises(TypeError, match="CurlFreeKernel"):
-        VectorFieldGP(SquaredExponential(), options=EngineOptions(device="cpu"))
+        VectorFieldGP(SquaredExponential(), options=StreamOptions(device="cpu"))
 
 
 def test_statistics_keep_each_components_level_and_survive_the_state() -> None:
     P, B = readings(90)
-    model = VectorFieldGP(kernel(), NOISE, options=EngineOptions(fit_iterations=0, device="cpu"))
+    model = VectorFieldGP(kernel(), NOISE, options=StreamOptions(fit_iterations=0, device="cpu"))
     assert model.update(P, B).accepted
     stats = model.engine.stats
     assert [g.count for g in stats.groups] == [90, 90, 90]
