@@ -172,6 +172,11 @@ class StreamingModel(Model, Protocol):
         ``fit=False`` commits under the current θ (a caller that fits on a schedule)."""
         ...
 
+    def empty_copy(self) -> StreamingModel:
+        """A model of the same settings at this θ (fitted or not) holding no data: where a
+        tiled map starts a new tile, so the building's θ carries over."""
+        ...
+
 
 @runtime_checkable
 class BatchModel(Model, Protocol):

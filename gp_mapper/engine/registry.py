@@ -137,6 +137,8 @@ def model_from_state(
         StateError: the state names another model than ``expected``, an unknown model, or is
             malformed (the model's own ``from_state`` says how).
     """
+    from .tiled import TiledModel, is_tiled_state  # deferred: tiled reads the registry
+
     name = saved_model_name(state)
     if expected is not None and name != expected:
         raise StateError(f"the state holds a {name!r} model; expected a {expected!r} model")
@@ -144,4 +146,6 @@ def model_from_state(
         entry = model_entry(name)
     except ValueError as err:
         raise StateError(str(err)) from err
+    if is_tiled_state(state):  # a tiled map of that model
+        return TiledModel.from_state(state, device)
     return entry.from_state(state, device)

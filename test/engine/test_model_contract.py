@@ -190,6 +190,21 @@ def test_a_streaming_model_awaits_its_first_fit_and_commits_without_one(name: st
     assert model.awaits_first_fit
 
 
+@pytest.mark.parametrize("name", model_names("streaming"))
+def test_an_empty_copy_keeps_theta_and_holds_no_data(name: str) -> None:
+    model, _ = trained(name)
+    copy = model.empty_copy()
+    assert copy.posterior is None and copy.num_updates == 0 and copy.report is None
+    assert copy.hyperparameters() == model.hyperparameters()
+    assert copy.awaits_first_fit == model.awaits_first_fit
+    before = model.predict(TEST_POINTS)
+    X, y = data(seed=1, name=name)
+    assert copy.update(X[:30], y[:30], fit=False).accepted
+    assert copy.hyperparameters() == model.hyperparameters()  # θ kept without a fit
+    for a, b in zip(before, model.predict(TEST_POINTS), strict=True):  # the original unchanged
+        torch.testing.assert_close(a, b, rtol=0.0, atol=0.0)
+
+
 @pytest.mark.parametrize("name", model_names())
 def test_its_entry_says_what_the_cli_and_the_png_need(name: str) -> None:
     from gp_mapper.engine.settings import SETTING_BY_NAME

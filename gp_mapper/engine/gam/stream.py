@@ -121,6 +121,10 @@ class StreamingAdditiveGP(EngineViews):
         model._report = None
         return model
 
+    def empty_copy(self) -> StreamingAdditiveGP:
+        """The same model at this θ and clock holding no inducing points (a new map tile)."""
+        return self._wrap(self._stream.empty_copy(), self.run_gap, self._clock)
+
     # ------------------------------------------------------------------ read-only views
     @property
     def kernel(self) -> BlockKernel:

@@ -80,6 +80,10 @@ class VectorFieldGP(EngineViews):
         model._report = None
         return model
 
+    def empty_copy(self) -> VectorFieldGP:
+        """The same model at this θ holding no inducing points (a new map tile)."""
+        return self._wrap(self._stream.empty_copy(), self.input_dim)
+
     # ------------------------------------------------------------------ read-only views
     @property
     def kernel(self) -> CurlFreeKernel:

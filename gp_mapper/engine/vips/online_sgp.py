@@ -261,6 +261,19 @@ class OnlineSparseGP(PlainInputs):
             raise RuntimeError("the engine has no data yet: call update() first")
         return post.predict(self._as_inputs(Xs, "Xs"))
 
+    def empty_copy(self) -> OnlineSparseGP:
+        """A stream of the same settings at this θ (fitted or not, with its θ memory and the
+        readings' running statistics) holding no inducing points: a new tile of a map."""
+        new = copy.copy(self)
+        s = self._state
+        new.selector = copy.deepcopy(self.selector)
+        new._state = _State(
+            copy.deepcopy(s.kernel), copy.deepcopy(s.noise), None, s.stats, 0, None,
+            s.theta_fitted,
+        )  # fmt: skip
+        new._report = None
+        return new
+
     def update(
         self,
         X: Tensor | np.ndarray,

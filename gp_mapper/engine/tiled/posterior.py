@@ -1,0 +1,147 @@
+"""The tiles' posteriors blended into one map with the layout's partition of unity.
+
+At a point x with weights w_k (summing to one over the tiles that have a posterior) the map is
+the mixture of the tiles' predictive distributions: mean ``μ = Σ w_k μ_k`` and variance
+``Σ w_k (σ_k² + (μ_k − μ)²)``. Both are as smooth as the weights and the tiles (no step at a
+tile edge), and where two tiles disagree the variance says so. Where no tile reaches, the map
+is the reference tile's prediction: far from its data, its prior (with the level it fitted).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from ..errors import NotSupportedError
+from ..model import ModelPosterior, Target
+from .layout import TileKey, TileLayout
+
+
+class BlendedPosterior:
+    """The blend of tile posteriors (each a :class:`~..model.ModelPosterior`) over a layout.
+
+    Args:
+        layout: the tiles' geometry.
+        tiles: each tile's posterior, by key (tiles without one are left out).
+        reference: the key of the tile whose noise variance the map reports (the one whose θ
+            a new tile starts from).
+    """
+
+    def __init__(
+        self, layout: TileLayout, tiles: Mapping[TileKey, ModelPosterior], reference: TileKey
+    ) -> None:
+        if not tiles:
+            raise ValueError("a blended posterior needs at least one tile")
+        self.layout = layout
+        self.tiles = dict(tiles)
+        self.reference = reference if reference in self.tiles else next(iter(self.tiles))
+
+    # ------------------------------------------------------------------ ModelPosterior
+    @property
+    def support(self) -> Tensor:
+        return torch.cat([p.support for p in self.tiles.values()])
+
+    @property
+    def noise_variance(self) -> float:
+        return self.tiles[self.reference].noise_variance
+
+    @property
+    def target(self) -> Target:
+        return self.tiles[self.reference].target
+
+    def predict(self, Xs: Tensor) -> tuple[Tensor, Tensor]:
+        return self._mixture(Xs, lambda p, X: p.predict(X))
+
+    def predict_block(self, Xs: Tensor) -> tuple[Tensor, Tensor]:
+        return self._mixture(Xs, lambda p, X: p.predict_block(X))
+
+    def prior_variance(self, Xs: Tensor) -> Tensor:
+        out = self.tiles[self.reference].prior_variance(Xs).clone()
+        weights = self._weights(Xs)
+        if weights:
+            total = torch.zeros_like(out)
+            covered = torch.zeros(Xs.shape[0], dtype=torch.bool, device=Xs.device)
+            for key, (rows, w) in weights.items():
+                total[rows] += w * self.tiles[key].prior_variance(Xs[rows])
+                covered[rows] = True
+            out[covered] = total[covered]
+        return out
+
+    def layers(self, Xs: Tensor) -> dict[str, Tensor]:
+        """Each layer the tiles have, blended linearly with the weights (0 where no tile)."""
+        out: dict[str, Tensor] = {}
+        for key, (rows, w) in self._weights(Xs).items():
+            for name, value in self.tiles[key].layers(Xs[rows]).items():
+                layer = out.setdefault(name, torch.zeros(Xs.shape[0], dtype=value.dtype))
+                layer[rows] += w * value
+        return out
+
+    def predict_field(self, Xs: Tensor) -> tuple[Tensor, Tensor]:
+        """The field vector's mixture: mean [S, 3], covariance [S, 3, 3].
+
+        Raises:
+            NotSupportedError: the tiles map one scalar.
+        """
+        reference = self.tiles[self.reference]
+        if self.target != "vector":
+            raise NotSupportedError("the tiles map one scalar, not the field vector")
+        mean = torch.zeros(Xs.shape[0], 3, dtype=Xs.dtype, device=Xs.device)
+        covered = torch.zeros(Xs.shape[0], dtype=torch.bool, device=Xs.device)
+        parts = []
+        for key, (rows, w) in self._weights(Xs).items():
+            m, c = self.tiles[key].predict_field(Xs[rows])
+            mean[rows] += w[:, None] * m
+            covered[rows] = True
+            parts.append((rows, w, m, c))
+        cov = torch.zeros(Xs.shape[0], 3, 3, dtype=Xs.dtype, device=Xs.device)
+        for rows, w, m, c in parts:
+            d = m - mean[rows]
+            cov[rows] += w[:, None, None] * (c + d[:, :, None] * d[:, None, :])
+        if not bool(covered.all()):
+            mean[~covered], cov[~covered] = reference.predict_field(Xs[~covered])
+        return mean, cov
+
+    # ------------------------------------------------------------------ the blend
+    def _weights(self, Xs: Tensor) -> dict[TileKey, tuple[Tensor, Tensor]]:
+        """For each tile reaching some of ``Xs``: those rows and their normalised weights."""
+        xy = Xs[:, :2].detach().cpu().numpy()
+        raw: dict[TileKey, np.ndarray] = {}
+        total = np.zeros(len(xy))
+        for key in self.tiles:
+            w = self.layout.weight(key, xy)
+            if w.any():
+                raw[key] = w
+                total += w
+        out = {}
+        for key, w in raw.items():
+            rows = np.flatnonzero(w > 0.0)
+            value = torch.as_tensor(w[rows] / total[rows], dtype=Xs.dtype, device=Xs.device)
+            out[key] = (torch.as_tensor(rows, device=Xs.device), value)
+        return out
+
+    def _mixture(
+        self, Xs: Tensor, predict: Callable[[ModelPosterior, Tensor], tuple[Tensor, Tensor]]
+    ) -> tuple[Tensor, Tensor]:
+        weights = self._weights(Xs)
+        if len(weights) == 1:
+            key, (rows, _) = next(iter(weights.items()))
+            if len(rows) == Xs.shape[0]:  # one tile reaches every point: its own prediction
+                return predict(self.tiles[key], Xs)
+        mean = torch.zeros(Xs.shape[0], dtype=Xs.dtype, device=Xs.device)
+        covered = torch.zeros(Xs.shape[0], dtype=torch.bool, device=Xs.device)
+        parts = []
+        for key, (rows, w) in weights.items():
+            m, v = predict(self.tiles[key], Xs[rows])
+            mean[rows] += w * m
+            covered[rows] = True
+            parts.append((rows, w, m, v))
+        # Σ w (σ² + (μ_k − μ)²): the mixture variance without the cancellation of Σ w μ² − μ².
+        var = torch.zeros_like(mean)
+        for rows, w, m, v in parts:
+            var[rows] += w * (v + (m - mean[rows]) ** 2)
+        if not bool(covered.all()):
+            mean[~covered], var[~covered] = predict(self.tiles[self.reference], Xs[~covered])
+        return mean, var

@@ -1,0 +1,164 @@
+"""The tiled map: one tile is the model itself, the blend is continuous, windows are atomic,
+θ carries into new tiles, full tiles are named, and the state round-trips."""
+
+from __future__ import annotations
+
+import io
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from gp_mapper.engine import EngineSpec, StreamingModel, build_model, model_from_state
+from gp_mapper.engine.registry import model_names
+from gp_mapper.engine.tiled import TiledModel, TileLayout
+
+SETTINGS = {"kernel": "se", "lengthscale": 0.6, "constant_variance": 4.0, "kernel_variance": 1.0,
+            "noise_variance": 0.01, "fit_iterations": 3, "device": "cpu"}  # fmt: skip
+NOISE_SD = 0.1
+
+
+def field(xy: np.ndarray) -> np.ndarray:
+    return 2.0 + np.sin(1.3 * xy[:, 0]) * np.cos(0.9 * xy[:, 1])
+
+
+def walk(n: int = 900, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """A lawnmower walk over 12 × 4 m (three 4 m tiles along x), with noisy readings."""
+    rng = np.random.default_rng(seed)
+    t = np.linspace(0.0, 1.0, n)
+    x = 12.0 * t
+    y = 2.0 + 1.6 * np.sin(2.0 * np.pi * 9.0 * t)
+    xy = np.column_stack([x, y])
+    return xy, field(xy) + NOISE_SD * rng.standard_normal(n)
+
+
+LAYOUT = TileLayout(4.0, 1.0)
+
+
+def tiled(layout: TileLayout = LAYOUT, name: str = "vips", **settings) -> TiledModel:
+    spec = EngineSpec(**{**SETTINGS, **settings, "model": name})
+    return TiledModel(build_model(spec, 2), layout)
+
+
+def stream(model: StreamingModel, X: np.ndarray, y: np.ndarray, windows: int = 6) -> None:
+    for part in np.array_split(np.arange(len(X)), windows):
+        assert model.update(X[part], y[part]).accepted
+
+
+def saved_and_loaded(state: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    buffer = io.BytesIO()
+    np.savez(buffer, **state)
+    buffer.seek(0)
+    with np.load(buffer, allow_pickle=False) as loaded:
+        return {k: loaded[k] for k in loaded.files}
+
+
+def test_one_tile_is_the_model_itself_bit_for_bit() -> None:
+    X, y = walk(300)
+    plain = build_model(EngineSpec(**{**SETTINGS, "model": "vips"}), 2)
+    one = tiled(TileLayout(math.inf, 0.0))
+    stream(plain, X, y, 3)
+    stream(one, X, y, 3)
+    Xs = torch.as_tensor(walk(50, seed=3)[0])
+    for a, b in zip(plain.predict(Xs), one.predict(Xs), strict=True):
+        torch.testing.assert_close(a, b, rtol=0.0, atol=0.0)
+    assert one.hyperparameters() == plain.hyperparameters()
+    assert len(one.tiles) == 1
+
+
+def test_the_map_is_continuous_across_tile_edges_and_fits_the_field() -> None:
+    X, y = walk()
+    model = tiled()
+    stream(model, X, y)
+    assert len(model.tiles) >= 3
+    x = np.linspace(0.5, 11.5, 2201)  # 5 mm steps across the edges at x = 4 and 8
+    line = np.column_stack([x, np.full_like(x, 2.0)])
+    mean, var = (t.numpy() for t in model.predict(line))
+    steps = np.abs(np.diff(mean))
+    assert steps.max() < NOISE_SD  # no jump anywhere, edges included
+    near_edge = (np.abs(x[1:] - 4.0) < 1.0) | (np.abs(x[1:] - 8.0) < 1.0)
+    assert steps[near_edge].max() < 3.0 * steps[~near_edge].max() + 1e-3
+    assert np.abs(np.diff(var)).max() < 0.05
+    assert np.sqrt(np.mean((mean - field(line)) ** 2)) < 3.0 * NOISE_SD
+
+
+def test_a_window_updates_only_the_tiles_it_touches() -> None:
+    X, y = walk()
+    model = tiled()
+    stream(model, X, y)
+    before = {k: t.num_updates for k, t in model.tiles.items()}
+    inside = (X[:, 0] > 5.5) & (X[:, 0] < 6.5) & (np.abs(X[:, 1] - 2.0) < 0.8)  # tile (1, 0)
+    report = model.update(X[inside], y[inside])
+    assert report.accepted and report.touched == ((1, 0),)
+    after = {k: t.num_updates for k, t in model.tiles.items()}
+    assert {k for k in after if after[k] != before[k]} == {(1, 0)}
+
+
+def test_a_window_one_tile_refuses_changes_no_tile(monkeypatch: pytest.MonkeyPatch) -> None:
+    X, y = walk()
+    model = tiled()
+    stream(model, X, y)
+    Xs = torch.as_tensor(walk(60, seed=5)[0])
+    before = model.predict(Xs)
+    states = {k: t.state_dict() for k, t in model.tiles.items()}
+    edge = (X[:, 0] > 3.5) & (X[:, 0] < 8.5)  # tiles (0, 0), (1, 0) and (2, 0)
+    last = max(model.layout.route(X[edge]))
+    tile = model.tiles[last]
+    refused = type(tile.report)(False, "no", int(edge.sum()), 0, 0)
+    monkeypatch.setattr(tile, "update", lambda *a, **k: refused)
+    report = model.update(X[edge] + 0.01, y[edge] + 1.0)
+    assert not report.accepted and f"tile {last[0]}_{last[1]}" in report.reason
+    for a, b in zip(before, model.predict(Xs), strict=True):
+        torch.testing.assert_close(a, b, rtol=0.0, atol=0.0)
+    for key, state in states.items():
+        again = model.tiles[key].state_dict()
+        assert all(np.array_equal(state[k], again[k]) for k in state)
+
+
+def test_a_new_tile_starts_from_the_maps_theta() -> None:
+    X, y = walk()
+    model = tiled()
+    first = X[:, 0] < 3.0  # tile (0, 0) only: its fit sets the map's θ
+    stream(model, X[first], y[first], 2)
+    theta = model.hyperparameters()
+    assert theta != build_model(EngineSpec(**{**SETTINGS, "model": "vips"}), 2).hyperparameters()
+    far = X[:, 0] > 9.0
+    assert model.update(X[far], y[far], fit=False).accepted
+    assert model.tiles[(2, 0)].hyperparameters() == theta
+
+
+def test_a_full_tile_that_loses_readings_is_named() -> None:
+    X, y = walk()
+    model = tiled(max_inducing=8)
+    reports = [model.update(X[p], y[p]) for p in np.array_split(np.arange(len(X)), 6)]
+    assert all(r.accepted for r in reports)
+    assert any(r.full for r in reports)
+    named = {key for r in reports for key in r.full}
+    assert all(len(model.tiles[k].posterior.support) >= 8 for k in named)
+    assert "tiles_full" in reports[-1].as_dict()
+
+
+@pytest.mark.parametrize("name", model_names("streaming"))
+def test_every_streaming_model_tiles_and_its_state_round_trips(name: str) -> None:
+    from test.engine.test_model_contract import data
+
+    X, y = data(name=name)
+    X = X * 4.0  # 12 m: several 4 m tiles
+    model = tiled(name=name)
+    if model.auxiliary_inputs:
+        extra = np.column_stack([np.linspace(0.0, 6.0, len(X)), np.arange(len(X)) * 0.1])
+        X = np.column_stack([X, extra[:, : len(model.auxiliary_inputs)]])
+    assert isinstance(model, StreamingModel)
+    stream(model, X, y, 3)
+    assert len(model.tiles) > 1
+    Xs = torch.as_tensor(X[:40, :2])
+    mean, var = model.predict(Xs)
+    assert torch.isfinite(mean).all() and (var > 0).all()
+    again = model_from_state(saved_and_loaded(model.state_dict()), "cpu", expected=name)
+    assert isinstance(again, TiledModel) and set(again.tiles) == set(model.tiles)
+    for a, b in zip(mean, again.predict(Xs)[0], strict=True):
+        torch.testing.assert_close(a, b, rtol=0.0, atol=0.0)
+    if model.posterior.target == "vector":
+        field_mean, cov = model.posterior.predict_field(Xs)
+        assert field_mean.shape == (40, 3) and cov.shape == (40, 3, 3)
