@@ -93,6 +93,8 @@ MIN_DOOR_GAP_M = 2.0
 CROSS_CORRIDORS = 2
 # The smallest room the layout may produce along either axis (one must fit a loop in it).
 MIN_ROOM_M = 3.0
+# Slack of the plan's comparisons of coordinates built by different sums, m.
+GEOMETRY_TOL_M = 1e-9
 
 # --- Field ----------------------------------------------------------------------------------
 # Buried sources in three populations: (min depth m, max depth m, sources per 100 m² of floor).
@@ -108,10 +110,11 @@ SOURCE_POPULATIONS: tuple[tuple[float, float, float], ...] = (
 # A source is left out of the sum where even its largest possible field, 2|m| / r³, is below
 # this (µT): it keeps the sum local (fast) and changes the field by far less than the noise.
 FIELD_CUTOFF_UT = 0.01
-# Side of the square tiles the points are grouped in to find the sources near them, m.
-FIELD_TILE_M = 4.0
-# Points x sources evaluated at once: bounds the temporaries to ~100 MB of float64.
-MAX_PAIRS_PER_BLOCK = 2**21
+# Side of the square tiles the points are grouped in to find the sources near them, m (about
+# the fastest: smaller tiles gain few sources and lose to the per-tile overhead).
+FIELD_TILE_M = 3.0
+# Points x sources evaluated at once: keeps the temporaries (a few MB) in cache.
+MAX_PAIRS_PER_BLOCK = 2**16
 # Horizontal offsets (in source depths) searched for a source's peak on the plane, and the step.
 PEAK_SEARCH_HALF_WIDTH = 2.0
 PEAK_SEARCH_STEP = 1e-3
@@ -134,9 +137,11 @@ MAX_ACCELERATION_MPS2 = 0.5
 # Corners are rounded with this radius where the waypoints leave room (it keeps within the 1 m
 # half-width of a corridor: the arc cuts the corner by 0.41 radii).
 TURN_RADIUS_M = 0.8
-# A U-turn at a junction is a step to the side of this length, then back: the walk has no
-# on-the-spot turns (the heading must stay smooth). It stays inside the junction's square.
+# A U-turn at a junction is a step to the side of this length, then back to the centre line
+# this far along the way back: the walk has no on-the-spot turns (the heading must stay
+# smooth). The step stays inside the junction's square, the rejoin short of the nearest door.
 SIDESTEP_M = 0.8
+REJOIN_M = 2.0 * TURN_RADIUS_M
 # Room loops keep this far from the walls and are at most this long per side.
 ROOM_LOOP_INSET_M = 1.0
 ROOM_LOOP_MAX_M = 4.0
@@ -246,8 +251,8 @@ class BuildingWorld:
         """The field at points (which must not sit on a source).
 
         Sources are looked up per tile of ``FIELD_TILE_M``; each one's term is exact within
-        its cutoff distance and left out beyond it, so a point's value does not depend on the
-        other points asked for.
+        its cutoff distance and left out beyond it, so a point's value does not depend (beyond
+        rounding) on the other points asked for.
 
         Args:
             points_m: [N, 2] (x, y) on the walking plane z = 0, or [N, 3] (x, y, z), metres.
@@ -314,7 +319,8 @@ class BuildingWalk(NamedTuple):
         time_s: [N] seconds since the start.
         position_m: [N, 2] (x, y), map frame, metres.
         heading_rad: [N] yaw (direction of travel), radians in (-pi, pi].
-        pass_index: [N] int pass of each sample, 0..P-1 in the order the passes start.
+        pass_index: [N] int pass of each sample, 0..P-1 in the order the passes start; a
+            corridor traversal keeps its pass on both sides of the room visits it makes.
         pass_edge: [P] corridor segment of each pass, -1 for a room visit.
         pass_room: [P] room of each pass, -1 for a corridor traversal.
     """
@@ -609,11 +615,16 @@ def path_cells(
     origin = np.asarray(origin_m, dtype=np.float64)
     if walk.shape[0] == 0:
         return np.empty((0, 2))
-    touched = np.unique(np.floor((walk - origin) / resolution_m).astype(np.int64), axis=0)
+    cell = np.floor((walk - origin) / resolution_m).astype(np.int64)
     reach = int(np.ceil(radius_m / resolution_m)) + 1
+    low = cell.min(axis=0) - reach
+    rows = int(cell[:, 1].max() + reach - low[1]) + 1
+    # cells as one integer each (x-major), so that unique works on a flat array
+    touched = np.unique((cell[:, 0] - low[0]) * rows + (cell[:, 1] - low[1]))
     steps = np.arange(-reach, reach + 1)
-    offsets = np.stack(np.meshgrid(steps, steps, indexing="ij"), axis=-1).reshape(-1, 2)
-    cells = np.unique((touched[:, None, :] + offsets[None]).reshape(-1, 2), axis=0)
+    offsets = (steps[:, None] * rows + steps[None, :]).ravel()
+    keys = np.unique((touched[:, None] + offsets[None, :]).ravel())
+    cells = np.column_stack([keys // rows + low[0], keys % rows + low[1]])
     centres = origin + (cells + 0.5) * resolution_m
     distance, _ = cKDTree(walk).query(centres, distance_upper_bound=radius_m + resolution_m)
     return centres[distance <= radius_m]
@@ -773,10 +784,15 @@ def _place_door(
     allowed = [
         c
         for c in candidates
-        if lo - 1e-9 <= c <= hi + 1e-9 and all(abs(c - b) >= MIN_DOOR_GAP_M - 1e-9 for b in blocked)
+        if lo - GEOMETRY_TOL_M <= c <= hi + GEOMETRY_TOL_M
+        and all(abs(c - b) >= MIN_DOOR_GAP_M - GEOMETRY_TOL_M for b in blocked)
     ]
     if not allowed:
-        raise ValueError(f"no room for a door in the {side} wall of room {rect}")
+        box = tuple(round(float(v), 2) for v in rect)
+        raise ValueError(
+            f"no room for a door in the {side} wall of room {box}: the floor is too small for "
+            "the office layout"
+        )
     at = min(allowed, key=lambda c: (abs(c - preferred), c))
     placed.setdefault(key, []).append(at)
     half_door = 0.5 * DOOR_WIDTH_M
@@ -794,7 +810,7 @@ def _place_door(
 def _edge_at(point: np.ndarray, nodes: np.ndarray, edges: np.ndarray) -> int:
     """The corridor segment whose centre line passes through ``point`` [2]."""
     a, b = nodes[edges[:, 0]], nodes[edges[:, 1]]
-    lo, hi = np.minimum(a, b) - 1e-9, np.maximum(a, b) + 1e-9
+    lo, hi = np.minimum(a, b) - GEOMETRY_TOL_M, np.maximum(a, b) + GEOMETRY_TOL_M
     on = np.all((point >= lo) & (point <= hi), axis=1)
     found = np.flatnonzero(on)
     if found.size != 1:
@@ -865,10 +881,12 @@ def _route(plan: FloorPlan, laps: int, seed: int) -> _Route:
             u = (end - start) / np.linalg.norm(end - start)
             corridor = builder.new_pass(edge=edge)
             came = builder.heading()
+            # junctions turn by 0 or 90 degrees, or (came @ u = -1) straight back
             if came is not None and came @ u < -0.5:
-                # turning back: step aside inside the junction instead of turning on the spot
+                # step aside inside the junction instead of turning on the spot
                 left = np.array([-u[1], u[0]])
                 builder.add(start + SIDESTEP_M * rng.choice((-1.0, 1.0)) * left, corridor)
+                builder.add(start + REJOIN_M * u, corridor)
             for room in sorted(visits.get(k, []), key=lambda r: float((stops[r] - start) @ u)):
                 builder.add(stops[room], corridor)
                 visit = builder.new_pass(room=room)
@@ -993,7 +1011,8 @@ class _Path(NamedTuple):
             if radius[k] > 0.0:
                 left = np.array([-u[1], u[0]])
                 centre = corner_in + sense[k] * radius[k] * left
-                phase = float(np.arctan2(*(corner_in - centre)[::-1]))
+                radial = corner_in - centre
+                phase = float(np.arctan2(radial[1], radial[0]))
                 pieces.append((centre, np.zeros(2), radius[k], phase, sense[k], s))
                 vertex_s.append(s + 0.5 * radius[k] * turn[k])
                 s += radius[k] * turn[k]
@@ -1047,15 +1066,20 @@ def _pace(path: _Path, speed_mps: float, rng: np.random.Generator) -> tuple[np.n
     would exceed ``MAX_TURN_RATE_RADPS`` and changes at most at ``MAX_ACCELERATION_MPS2``. The
     sinusoids depend on arc length only, so a longer route keeps a shorter one's pace.
     """
-    count = int(np.ceil(path.length_m / PROFILE_STEP_M)) + 1
-    s = np.linspace(0.0, path.length_m, count)
-    step = s[1] - s[0]
+    # a fixed step (the last one shorter), so that routes sharing a start share its profile
+    step = PROFILE_STEP_M
+    count = int(np.ceil(path.length_m / step)) + 1
+    s = np.minimum(np.arange(count) * step, path.length_m)
     wavelength = rng.uniform(*SPEED_WAVELENGTHS_M, size=SPEED_HARMONICS)
     phase = rng.uniform(0.0, 2.0 * np.pi, size=SPEED_HARMONICS)
-    amplitude = SPEED_VARIATION * np.sqrt(2.0 / SPEED_HARMONICS)  # sum of the variances
+    # SPEED_HARMONICS sinusoids of variance amplitude² / 2 add up to SPEED_VARIATION²
+    amplitude = SPEED_VARIATION * np.sqrt(2.0 / SPEED_HARMONICS)
     drift = amplitude * np.sin(2.0 * np.pi * s[:, None] / wavelength + phase).sum(axis=1)
-    curvature = np.abs(path.curvature(s))
-    turn_cap = MAX_TURN_RATE_RADPS / np.maximum(curvature, MAX_TURN_RATE_RADPS / speed_mps / 2.0)
+    # the tightest curvature within a step of each point, so both ends of a step on an arc
+    # obey the turn-rate cap
+    curvature = np.max([np.abs(path.curvature(s + d)) for d in (-step, 0.0, step)], axis=0)
+    with np.errstate(divide="ignore"):
+        turn_cap = MAX_TURN_RATE_RADPS / curvature  # inf on straight pieces
     cap2 = np.minimum(speed_mps * (1.0 + drift), turn_cap) ** 2
     # v² may change by 2 a ds per step: the largest such profile under the cap is the lower
     # envelope of cones, min_j (cap²_j + 2 a ds |i - j|), i.e. two running minima.
@@ -1063,7 +1087,7 @@ def _pace(path: _Path, speed_mps: float, rng: np.random.Generator) -> tuple[np.n
     forward = np.minimum.accumulate(cap2 - rise) + rise
     backward = np.minimum.accumulate((cap2 + rise)[::-1])[::-1] - rise
     speed = np.sqrt(np.minimum(forward, backward))
-    dt = 0.5 * step * (1.0 / speed[1:] + 1.0 / speed[:-1])
+    dt = 0.5 * np.diff(s) * (1.0 / speed[1:] + 1.0 / speed[:-1])
     return s, np.concatenate([[0.0], np.cumsum(dt)])
 
 
