@@ -127,6 +127,12 @@ def summary(result: ReplayResult) -> str:
         f"{result.seconds:.1f} s",
         f"drops: {drops or 'none'}",
     ]
+    if d.get("lost_readings"):
+        lines.append(
+            f"WARNING: the map was full in {d['lost_windows']} window(s): {d['lost_readings']} "
+            "readings are not in it (max_inducing reached; raise it, or map with tiles: "
+            "--set tile_size=...)"
+        )
     if result.snapshot is not None:
         lines += [f"wrote {p}" for p in result.outputs]
     else:

@@ -131,6 +131,16 @@ PARAMETERS: tuple[Setting, ...] = (
                   "readings with |B| above this are implausible and dropped [µT]; must exceed "
                   "field_min",
                   min=1.0e-3, max=1.0e9),
+    # --- tiles: a map of any size (engine/tiled) ---
+    _parameter("tile_size", 0.0, "float",
+                  "side of the square tiles the map is made of, each one model of the "
+                  "configured kind holding at most max_inducing points; 0 = one model for the "
+                  "whole map (capped at max_inducing) [m]",
+                  min=0.0, max=1.0e4, read_only=True),
+    _parameter("tile_overlap", 0.0, "float",
+                  "readings shared by neighbouring tiles each side of an edge, where their "
+                  "maps are blended; 0 = two lengthscales, at most half a tile [m]",
+                  min=0.0, max=5.0e3, read_only=True),
     _parameter("resolution", 0.1, "float", "grid cell size [m]", min=0.01, max=5.0),
     _parameter("margin", 1.0, "float",
                   "grid margin around the explored box when bounds is empty [m]",
@@ -300,6 +310,8 @@ class MapperConfig:
     max_cells: int = _default("max_cells")
     grid_z: float = _default("grid_z")
     unknown_variance_ratio: float = _default("unknown_variance_ratio")
+    tile_size: float = _default("tile_size")
+    tile_overlap: float = _default("tile_overlap")
     provisional_map: bool = _default("provisional_map")
     merge_limit: int = _default("merge_limit")
     backlog_limit: int = _default("backlog_limit")
@@ -324,6 +336,11 @@ class MapperConfig:
             raise ConfigError(
                 f"field_min must be below field_max; got {self.field_min} and {self.field_max}"
             )
+        if self.tile_size > 0.0 and self.tile_overlap > 0.5 * self.tile_size:
+            raise ConfigError(
+                f"tile_overlap must be at most half of tile_size; got {self.tile_overlap} and "
+                f"{self.tile_size}"
+            )
         if self.bounds is not None:
             if len(self.bounds) != BOUNDS_LENGTH:
                 raise ConfigError(
@@ -332,6 +349,13 @@ class MapperConfig:
             xmin, xmax, ymin, ymax = self.bounds
             if not (xmin < xmax and ymin < ymax):
                 raise ConfigError(f"bounds needs xmin < xmax and ymin < ymax; got {self.bounds}")
+
+    def tile_layout(self) -> tuple[float, float] | None:
+        """(size, overlap) of the map's tiles [m]; None for one model over the whole map."""
+        if self.tile_size <= 0.0:
+            return None
+        overlap = self.tile_overlap or min(2.0 * self.engine.lengthscale, 0.5 * self.tile_size)
+        return self.tile_size, overlap
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> MapperConfig:

@@ -41,9 +41,10 @@ MAP_FORMAT_VERSION = 1
 # M x M float64 factors at M = 10 000 (five times the default max_inducing) take 2.4 GB; a
 # file beyond this is not a map this mapper could fit, and it must not be read into memory.
 MAX_MAP_BYTES = 4 * 2**30
-# Members of a map: 7 of its own plus about 30 of the engine today; room to grow, and a bound
-# on the work a forged central directory can ask for.
-MAX_MEMBERS = 256
+# Members of a map: 7 of its own plus about 30 of a model's state, per tile of a tiled map;
+# 500 tiles (a 350 m square of 16 m tiles) with room to grow, and a bound on the work a forged
+# central directory can ask for.
+MAX_MEMBERS = 20_000
 # numpy's own bound on an .npy header (`numpy.lib.format`, `max_header_size`); ours are ~128.
 MAX_NPY_HEADER_BYTES = 10_000
 # Largest text member (bytes; numpy stores 4 per character): the config is ~3 kB, a kernel

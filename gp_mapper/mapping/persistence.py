@@ -13,7 +13,8 @@ if TYPE_CHECKING:
 
 
 def load_model_map(path: PathLike, config: MapperConfig) -> tuple[Model, MapData]:
-    """Read a map file and rebuild its model, refusing one this config cannot continue.
+    """Read a map file and rebuild its model, refusing one this config cannot continue. A
+    tiled config continues a map saved without tiles as a map of one tile.
 
     Raises:
         MapFileError: the file is missing, corrupt or of another version; it holds another
@@ -29,4 +30,9 @@ def load_model_map(path: PathLike, config: MapperConfig) -> tuple[Model, MapData
             f"{path}: the map's inputs have {int(posterior.support.shape[1])} dimensions, "
             f"this mapper uses input_dims={config.input_dims}"
         )
+    if config.tile_layout() is not None:
+        from gp_mapper.engine.tiled import TiledModel, is_tiled_state  # deferred: torch
+
+        if not is_tiled_state(data.engine_state):  # saved before tiles: a one-tile map
+            model = TiledModel.one_tile(model)
     return model, data

@@ -52,6 +52,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+# Windows with readings the map could not take between two warnings in the log.
+LOST_LOG_EVERY = 20
+
 
 class MappingPipeline:
     """Continual magnetic-field mapping from pose and magnetometer streams.
@@ -201,7 +204,13 @@ class MappingPipeline:
                 f"the mapping pipeline streams with a streaming model "
                 f"({', '.join(model_names('streaming'))})"
             )
-        return build_model(self._config.engine, input_dim=self._config.input_dims)
+        model = build_model(self._config.engine, input_dim=self._config.input_dims)
+        layout = self._config.tile_layout()
+        if layout is None:
+            return model
+        from gp_mapper.engine.tiled import TiledModel, TileLayout
+
+        return TiledModel(model, TileLayout(*layout))
 
     def _process(self, job: WindowJob) -> None:
         """Update the model with one window and publish the new snapshot.
@@ -215,6 +224,7 @@ class MappingPipeline:
         window = job.window
         n = len(window.y)
         products = None
+        lost = 0
         first_map_s: list[float] = []
         with self._input_lock:
             trajectory = self._inputs.trajectory()
@@ -266,6 +276,7 @@ class MappingPipeline:
                     **report.nuisance,
                 }
                 products = self._predict(model.posterior, box)
+                lost = self._lost_readings(model.posterior, X[:, : self._config.input_dims])
             awaiting_fit = model.awaits_first_fit
         with self._input_lock:  # later windows of this map wait until θ has been fitted once
             if job.generation == self._generation:
@@ -290,11 +301,16 @@ class MappingPipeline:
             return
         with self._snapshot_lock:
             self._stats.update(fit_stats)
+            self._stats["lost_readings"] += lost
+            lost_windows = self._stats["lost_windows"] = self._stats["lost_windows"] + bool(lost)
         report_dict = {
             **report.as_dict(),
             "window_start_ns": int(window.start_ns),
             "window_end_ns": int(window.end_ns),
+            "lost_readings": lost,
         }
+        if lost and lost_windows % LOST_LOG_EVERY == 1:
+            logger.warning("%s", _lost_message(report_dict))
         self._publish(
             products,
             trajectory,
@@ -376,6 +392,8 @@ class MappingPipeline:
                     f"fitted hyperparameters refused, the window was mapped under the previous "
                     f"ones: {refused}"
                     if refused
+                    else _lost_message(report)
+                    if report.get("lost_readings")
                     else ""
                 )
                 if job is not None:
@@ -432,10 +450,25 @@ class MappingPipeline:
             "last_fit_reason": "",
             "bound_per_sample": math.nan,
             "device": str(model.device),
+            "lost_readings": 0,
+            "lost_windows": 0,
             "health": HEALTH_OK,
             "health_message": "",
             "unhealthy_in_a_row": 0,
         }
+
+    def _lost_readings(self, posterior: ModelPosterior | None, X: np.ndarray) -> int:
+        """Readings of a window just taken that the map still does not know (their cells would
+        be blank): the model is at its cap there. 0 when it took them all."""
+        if posterior is None or len(X) == 0:
+            return 0
+        import torch  # deferred: the mapping layer loads torch only with a model
+
+        support = posterior.support
+        Xs = torch.as_tensor(X, dtype=support.dtype, device=support.device)
+        _, var = posterior.predict(Xs)
+        limit = self._config.unknown_variance_ratio * posterior.prior_variance(Xs)
+        return int((var > limit).sum())
 
     def _set_health(self, problem: str) -> None:
         """Record an update's problem ("" if none) in the health statistics; under
@@ -581,3 +614,15 @@ class MappingPipeline:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _lost_message(report: dict[str, Any]) -> str:
+    """What a window the map could not take says, naming the full tiles of a tiled map."""
+    tiles = report.get("tiles_full") or ""
+    where = f" in tile(s) {tiles}" if tiles else ""
+    return (
+        f"the map is full where the robot is: {report.get('lost_readings')} of the window's "
+        f"{report.get('n')} readings are not in it (max_inducing reached{where}); raise "
+        "max_inducing, or map with tiles (tile_size)"
+        + (" of a smaller size" if tiles else "")
+    )

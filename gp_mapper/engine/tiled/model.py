@@ -9,8 +9,10 @@ interface, so a tile is whatever streaming model the map runs (``vips``, ``gam_s
   tiles are updated, so an update costs what the touched tiles cost, however many tiles the
   map has. Each tile holds at most ``max_inducing`` points; the map has no total cap.
 - A new tile starts from the map's current θ (``empty_copy`` of the reference tile: the last
-  one whose θ was fitted), so the building's θ carries into rooms not seen yet; each tile then
-  refits θ when its windows ask for a fit (the fit schedule), on its own data.
+  one whose θ was fitted), so the building's θ carries into rooms not seen yet. When the fit
+  schedule asks for a fit, θ is refitted in the window's home tile (the one holding most of
+  its readings), on that tile's bound; the other touched tiles take their share under their
+  own θ. One fit a window, as in an untiled map.
 - The map is the tiles' blend (:class:`~.posterior.BlendedPosterior`): continuous across
   tile edges.
 - A window is atomic over the tiles it touches: if one tile refuses it, the tiles that had
@@ -120,6 +122,16 @@ class TiledModel:
         self._report: TiledReport | None = None
         self._num_updates = 0
 
+    @classmethod
+    def one_tile(cls, model: StreamingModel) -> TiledModel:
+        """A map of one infinite tile holding ``model`` (a map saved before tiles)."""
+        tiled = cls(model.empty_copy(), TileLayout(math.inf, 0.0))
+        tiled._tiles[ONE_TILE] = model
+        tiled._reference = ONE_TILE
+        tiled._num_updates = model.num_updates
+        tiled._posterior = tiled._blend()
+        return tiled
+
     # ------------------------------------------------------------------ read-only views
     @property
     def tiles(self) -> Mapping[TileKey, StreamingModel]:
@@ -189,6 +201,10 @@ class TiledModel:
         if not routes:
             return self._refused("the window has no readings", len(X_np), m_before, start)
         single = len(routes) == 1
+        # θ is refitted (when the caller asks) in the tile holding most of the window; the
+        # others join their share under their θ: one fit a window, as an untiled map, and
+        # none on the few readings of an overlap fringe.
+        home = max(routes, key=lambda k: (len(routes[k]), k))
         saved: dict[TileKey, dict[str, np.ndarray]] = {}
         updated: dict[TileKey, StreamingModel] = {}
         per_tile: dict[TileKey, dict[str, Any]] = {}
@@ -202,7 +218,7 @@ class TiledModel:
             idx = torch.as_tensor(rows)
             Xk = X[idx] if isinstance(X, Tensor) else np.asarray(X)[rows]
             yk = y[idx] if isinstance(y, Tensor) else np.asarray(y)[rows]
-            report = tile.update(Xk, yk, on_selected if single else None, fit=fit)
+            report = tile.update(Xk, yk, on_selected if single else None, fit=fit and key == home)
             if not report.accepted:
                 self._restore(saved, updated)
                 reason = f"tile {key[0]}_{key[1]} refused the window: {report.reason}"
@@ -211,9 +227,8 @@ class TiledModel:
             reports[key] = report
             per_tile[key] = report.as_dict()
         self._tiles.update(updated)
-        for key, tile in updated.items():  # the newest θ a fit gave is the map's
-            if (fit and not tile.awaits_first_fit) or self._reference is None:
-                self._reference = key
+        if (fit and not updated[home].awaits_first_fit) or self._reference is None:
+            self._reference = home  # the newest θ a fit gave is the map's
         self._num_updates += 1
         self._posterior = self._blend()
         bounds = [r.bound_after_fit for r in reports.values()]

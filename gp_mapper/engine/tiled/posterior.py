@@ -36,7 +36,7 @@ class BlendedPosterior:
         if not tiles:
             raise ValueError("a blended posterior needs at least one tile")
         self.layout = layout
-        self.tiles = dict(tiles)
+        self.tiles = dict(sorted(tiles.items()))  # one summation order, however built
         self.reference = reference if reference in self.tiles else next(iter(self.tiles))
 
     # ------------------------------------------------------------------ ModelPosterior
