@@ -1,0 +1,210 @@
+"""A whole office floor mapped by replay: one global map against a tiled one.
+
+The floor is ``gp_mapper.io.building``'s synthetic office (60 × 40 m of corridors and rooms,
+buried dipoles at 0.3–3 m scales, a 1.2 m/s walk covering every corridor at least twice,
+per-pass offsets of ~1 µT, 100 Hz, 20 minutes). Each row replays its bag through the mapping
+pipeline (as ``gp-mapper replay`` does, in a child process of its own so its peak RSS is its
+own) and scores the final map against the true |B| on the cells within 0.3 m of the path,
+split into thirds by when each place was first visited.
+
+Rows: ``global`` (the node's defaults: one model, max_inducing 2000), ``tiled`` (tiles of
+``--tile-size`` m), and ``global_cap`` (``--raised-cap``: the global map with max_inducing
+raised, cut at ``--cap-budget-s``). Offline tiled fits (``gp-mapper fit`` on Ray) are not
+rows yet.
+
+    python benchmarks/building.py [--rows global,tiled] [--tile-size 16] [--seed 0]
+        [--minutes 20] [--scratch /tmp/gp_mapper_building] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import format_table, write_json
+
+NS_PER_S = 1_000_000_000
+ROWS = ("global", "tiled", "global_cap")
+# Where a place counts as walked, and the cell size of the scored places [m].
+PATH_RADIUS_M = 0.3
+SCORE_RESOLUTION_M = 0.1
+# The first and last stretches of the stream whose update times are compared [s].
+STRETCH_S = 300.0
+Z95 = 1.959963984540054
+
+
+def row_overrides(row: str, args: argparse.Namespace) -> dict[str, Any]:
+    """The node parameters of a row (the rest are the node's defaults)."""
+    if row == "global":
+        return {}
+    if row == "tiled":
+        return {"tile_size": args.tile_size}
+    if row == "global_cap":
+        return {"max_inducing": args.raised_cap}
+    raise ValueError(f"unknown row {row!r}; known: {ROWS}")
+
+
+def building_bag(args: argparse.Namespace) -> Path:
+    """The floor's bag in the scratch folder (written once per seed and duration)."""
+    from gp_mapper.io.building import write_building_bag
+
+    bag = args.scratch / f"floor_seed{args.seed}_{args.minutes:g}min"
+    if not bag.exists():
+        print(f"writing {bag} ...", file=sys.stderr, flush=True)
+        write_building_bag(bag, seed=args.seed, duration_s=60.0 * args.minutes)
+    return bag
+
+
+def run_row(row: str, args: argparse.Namespace) -> dict[str, Any]:
+    """Replay the bag with the row's parameters; score the final map (in this process)."""
+    import torch
+
+    from gp_mapper.engine import set_cpu_threads
+    from gp_mapper.engine.tiled import TiledModel
+    from gp_mapper.io import bag_info, read_bag
+    from gp_mapper.io.building import (
+        building_walk,
+        first_visit_times,
+        make_building_world,
+        path_cells,
+    )
+    from gp_mapper.mapping import FieldReading, MapperConfig, MappingPipeline
+    from gp_mapper.mapping.map_file import read_model
+
+    set_cpu_threads(args.threads)
+    bag = building_bag(args)
+    info = bag_info(bag)
+    duration_s = (info.end_ns - info.start_ns) / NS_PER_S
+    config = MapperConfig.from_dict(row_overrides(row, args))
+    updates: list[tuple[float, float]] = []  # (window end [s of data], update seconds)
+
+    def on_snapshot(snapshot: Any) -> None:
+        report = snapshot.report
+        if report.get("provisional") or "window_end_ns" not in report:
+            return
+        end_s = (int(report["window_end_ns"]) - info.start_ns) / NS_PER_S
+        updates.append((end_s, float(report.get("seconds_total", np.nan))))
+
+    start = time.perf_counter()
+    budget_out = False
+    last_print = start
+    with MappingPipeline(config, background=False, on_snapshot=on_snapshot) as pipeline:
+        for count, record in enumerate(read_bag(bag, pose_type="auto")):
+            if isinstance(record, FieldReading):
+                pipeline.add_field(record)
+            else:
+                pipeline.add_pose(record)
+            now = time.perf_counter()
+            if count % 2048 == 0 and now - last_print > 10.0:
+                last_print = now
+                done = (record.stamp_ns - info.start_ns) / NS_PER_S / duration_s
+                eta = (now - start) * (1.0 - done) / max(done, 1e-9)
+                d = pipeline.diagnostics()
+                print(
+                    f"  {row}: {100 * done:5.1f} % of the stream, M={d['inducing_points']}, "
+                    f"{now - start:.0f} s, ETA {eta:.0f} s",
+                    file=sys.stderr, flush=True,
+                )  # fmt: skip
+            if row == "global_cap" and now - start > args.cap_budget_s:
+                budget_out = True
+                break
+        pipeline.flush()
+        wall_s = time.perf_counter() - start
+        diagnostics = pipeline.diagnostics()
+        state = args.scratch / f"{row}_seed{args.seed}.npz"
+        pipeline.save(state)
+    model = read_model(state, device="cpu")
+
+    world = make_building_world(args.seed)
+    walk = building_walk(world, duration_s=duration_s, seed=args.seed)
+    cells = path_cells(walk.position_m, SCORE_RESOLUTION_M, PATH_RADIUS_M)
+    first = first_visit_times(cells, walk.time_s, walk.position_m, PATH_RADIUS_M)
+    truth = world.norm_at(cells)
+    with torch.no_grad():
+        mean, var = (t.numpy() for t in model.predict(torch.as_tensor(cells)))
+        prior = model.posterior.prior_variance(torch.as_tensor(cells)).numpy()
+    err = mean - truth
+    thirds = np.array_split(np.argsort(first, kind="stable"), 3)
+    times = np.array(updates).reshape(-1, 2)
+    first_stretch = times[times[:, 0] <= STRETCH_S, 1]
+    last_stretch = times[times[:, 0] >= times[:, 0].max() - STRETCH_S, 1] if len(times) else []
+    return {
+        "params": row_overrides(row, args),
+        "rmse_thirds": [float(np.sqrt(np.mean(err[t] ** 2))) for t in thirds],
+        "rmse": float(np.sqrt(np.mean(err**2))),
+        "baseline": float(np.std(truth)),
+        "coverage95": float(np.mean(np.abs(err) <= Z95 * np.sqrt(var))),
+        "unknown_share": float(np.mean(var > config.unknown_variance_ratio * prior)),
+        "M_total": int(diagnostics["inducing_points"]),
+        "tiles": len(model.tiles) if isinstance(model, TiledModel) else 1,
+        "lost_readings": int(diagnostics["lost_readings"]),
+        "wall_s": wall_s,
+        "realtime_factor": duration_s / wall_s,
+        "stream_s": duration_s,
+        "cut_at_budget": budget_out,
+        "update_s_p95": {
+            "first_5min": float(np.percentile(first_stretch, 95)) if len(first_stretch) else None,
+            "last_5min": float(np.percentile(last_stretch, 95)) if len(last_stretch) else None,
+        },
+        "updates": len(times),
+        "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", default="global,tiled", help=f"comma list of {ROWS}")
+    parser.add_argument("--tile-size", type=float, default=16.0, help="tiled row's tile [m]")
+    parser.add_argument("--raised-cap", type=int, default=8000, help="global_cap's cap")
+    parser.add_argument("--cap-budget-s", type=float, default=3600.0, help="global_cap's cut")
+    parser.add_argument("--seed", type=int, default=0, help="the floor and its walk")
+    parser.add_argument("--minutes", type=float, default=20.0, help="length of the walk")
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    parser.add_argument("--scratch", type=Path, default=Path("/tmp/gp_mapper_building"))
+    parser.add_argument("--json", help="write the results to this JSON file")
+    parser.add_argument("--row", help=argparse.SUPPRESS)  # a child process: one row
+    parser.add_argument("--row-out", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    args.scratch.mkdir(parents=True, exist_ok=True)
+    if args.row:
+        Path(args.row_out).write_text(json.dumps(run_row(args.row, args)))
+        return 0
+    building_bag(args)
+    rows: dict[str, Any] = {}
+    for row in args.rows.split(","):
+        out = args.scratch / f"{row}_seed{args.seed}.json"
+        print(f"row {row} ...", file=sys.stderr, flush=True)
+        child = [sys.executable, __file__, *(argv if argv is not None else sys.argv[1:])]
+        subprocess.run([*child, "--row", row, "--row-out", str(out)], check=True)
+        rows[row] = json.loads(out.read_text())
+    headers = ["row", "RMSE thirds µT", "RMSE", "const", "cov95", "unknown", "M", "tiles",
+               "lost", "wall s", "× real time", "upd p95 first/last s", "RSS MB"]  # fmt: skip
+    table = []
+    for name, r in rows.items():
+        p95 = r["update_s_p95"]
+        table.append([
+            name, " / ".join(f"{v:.2f}" for v in r["rmse_thirds"]), f"{r['rmse']:.2f}",
+            f"{r['baseline']:.2f}", f"{r['coverage95']:.3f}", f"{r['unknown_share']:.3f}",
+            str(r["M_total"]), str(r["tiles"]), str(r["lost_readings"]), f"{r['wall_s']:.0f}",
+            f"{r['realtime_factor']:.2f}" + (" (cut)" if r["cut_at_budget"] else ""),
+            f"{p95['first_5min'] or float('nan'):.2f} / {p95['last_5min'] or float('nan'):.2f}",
+            f"{r['rss_mb']:.0f}",
+        ])  # fmt: skip
+    print(f"# office floor, seed {args.seed}, {args.minutes:g} min at 100 Hz")
+    print(format_table(headers, table))
+    write_json(args.json, {"seed": args.seed, "minutes": args.minutes, "rows": rows})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
