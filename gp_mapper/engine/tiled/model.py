@@ -123,6 +123,22 @@ class TiledModel:
         self._num_updates = 0
 
     @classmethod
+    def from_tiles(
+        cls,
+        template: StreamingModel,
+        layout: TileLayout,
+        tiles: Mapping[TileKey, StreamingModel],
+        reference: TileKey,
+    ) -> TiledModel:
+        """A map of tiles fitted elsewhere (an offline fit); ``reference`` holds the map's θ."""
+        tiled = cls(template, layout)
+        tiled._tiles = dict(sorted(tiles.items()))
+        tiled._reference = reference if reference in tiled._tiles else None
+        tiled._num_updates = max((t.num_updates for t in tiles.values()), default=0)
+        tiled._posterior = tiled._blend()
+        return tiled
+
+    @classmethod
     def one_tile(cls, model: StreamingModel) -> TiledModel:
         """A map of one infinite tile holding ``model`` (a map saved before tiles)."""
         tiled = cls(model.empty_copy(), TileLayout(math.inf, 0.0))

@@ -1,0 +1,262 @@
+"""Offline tiled maps: each tile's readings streamed through its own model, the tiles fitted as
+independent tasks, serially in this process or on Ray.
+
+A whole building's log (one bag or many) is paired and thinned as the node would, routed to
+tiles (:class:`~gp_mapper.engine.tiled.TileLayout`), and each tile's readings, in stamp order,
+are streamed through a model of the configured kind in windows of ``batch_size`` with the
+node's fit schedule: what the node would have built in that tile. The tile holding the most
+readings is fitted first; every other tile starts from its fitted θ (the building's), so the
+tiles are independent tasks of the same inputs whoever runs them: ``workers = 0`` runs them
+here one after another, ``workers = N`` on a Ray runtime (a local one started here, or the
+cluster at ``ray_address``), and both give the same map bit for bit.
+
+A task is retried once; a tile that still fails is named, and no map is made.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from gp_mapper.mapping.config import MapperConfig
+from gp_mapper.mapping.errors import MappingError
+from gp_mapper.mapping.fit_schedule import FitSchedule
+from gp_mapper.mapping.inputs import CollectedSamples
+
+# Tasks handed to Ray at once per worker: enough to keep every worker busy while the driver
+# collects, few enough that the driver and the object store hold a bounded share of the log.
+IN_FLIGHT_PER_WORKER = 2
+# Attempts of a tile fit: the first and one retry.
+ATTEMPTS = 2
+
+TileKey = tuple[int, int]
+
+
+class TileFitError(MappingError):
+    """Tiles whose fit failed twice; no map was made."""
+
+
+class TileTask(NamedTuple):
+    """What one tile fit needs, all plain arrays (a Ray task pickles it).
+
+    Attributes:
+        key: the tile.
+        X: [N, D] the tile's model inputs, in stamp order.
+        y: [N] or [N, 3] its targets.
+        start: the state of an empty model of the map's kind at the start θ.
+        batch_size: readings per window.
+        schedule: the fit schedule (first windows, every n windows, bound drop).
+    """
+
+    key: TileKey
+    X: np.ndarray
+    y: np.ndarray
+    start: dict[str, np.ndarray]
+    batch_size: int
+    schedule: tuple[int, int, float]
+
+
+class TiledFit(NamedTuple):
+    """A tiled map fitted offline.
+
+    Attributes:
+        model: the map (a :class:`~gp_mapper.engine.tiled.TiledModel`).
+        report: what the fit did, for ``fit_report.json``.
+    """
+
+    model: Any
+    report: dict[str, Any]
+
+
+def fit_tile(task: TileTask) -> dict[str, np.ndarray]:
+    """Stream one tile's readings through its model; its state.
+
+    Raises:
+        TileFitError: a window the model refused.
+    """
+    from gp_mapper.engine import model_from_state, set_cpu_threads  # deferred: torch
+
+    set_cpu_threads(1)  # one thread per task: the same numbers in any process
+    model = model_from_state(task.start, device="cpu")
+    schedule = FitSchedule(*task.schedule)
+    for rows in _windows(len(task.y), task.batch_size):
+        decision = schedule.decide(model.num_updates)
+        report = model.update(task.X[rows], task.y[rows], fit=decision.fit)
+        if not report.accepted:
+            raise TileFitError(f"tile {task.key}: a window was refused: {report.reason}")
+        at_cap = report.m_after >= model.max_inducing
+        schedule.record(decision.fit, report.bound_after_fit, report.n, at_cap)
+    return model.state_dict()
+
+
+def fit_tiled(
+    samples: CollectedSamples,
+    config: MapperConfig,
+    *,
+    workers: int = 0,
+    ray_address: str | None = None,
+    progress: Callable[[float, str], None] | None = None,
+) -> TiledFit:
+    """Fit the tiled map of ``config`` on every sample of a log.
+
+    Args:
+        samples: the log's samples, with the model's auxiliary columns, in stamp order.
+        config: the mapping parameters (``tile_size`` > 0, a streaming model).
+        workers: 0 fits the tiles here, one after another; N > 0 on Ray with N workers.
+        ray_address: a Ray cluster to join (``ray start --head`` prints it); None starts a
+            local runtime for this fit and stops it after.
+        progress: called with the share of tiles done and a detail (tiles, ETA).
+
+    Raises:
+        TileFitError: tiles that failed twice (named); ConfigError: no tiles configured.
+    """
+    from gp_mapper.engine import build_model, model_from_state  # deferred: torch
+    from gp_mapper.engine.tiled import TiledModel, TileLayout
+
+    layout_values = config.tile_layout()
+    if layout_values is None:
+        raise MappingError("a tiled fit needs tile_size > 0")
+    layout = TileLayout(*layout_values).check()
+    start = time.perf_counter()
+    template = build_model(config.engine, input_dim=config.input_dims)
+    routes = layout.route(samples.X)
+    if not routes:
+        raise MappingError("no sample to fit")
+    schedule = (config.fit_first_windows, config.fit_every_windows, config.refit_bound_drop)
+
+    def task(key: TileKey, start_state: dict[str, np.ndarray]) -> TileTask:
+        rows = routes[key]
+        return TileTask(
+            key, samples.X[rows], samples.y[rows], start_state, config.batch_size, schedule
+        )
+
+    # The tile with the most readings sets the building's θ; the others start from it.
+    first = max(routes, key=lambda k: (len(routes[k]), k))
+    done = 0
+
+    def tick(key: TileKey) -> None:
+        nonlocal done
+        done += 1
+        if progress is not None:
+            elapsed = time.perf_counter() - start
+            eta = elapsed * (len(routes) - done) / done
+            progress(done / len(routes), f"tiles {done}/{len(routes)}, ETA {eta:.0f} s")
+
+    runner = _SerialRunner() if workers <= 0 else _RayRunner(workers, ray_address)
+    with runner:
+        states = runner.run([task(first, template.state_dict())], tick)
+        first_state = {n: np.array(v, order="C") for n, v in states[first].items()}
+        reference = model_from_state(first_state, device="cpu")
+        theta_start = reference.empty_copy().state_dict()
+        rest = [task(key, theta_start) for key in routes if key != first]
+        states.update(runner.run(rest, tick))
+    # One memory layout whoever ran the fit (Ray's transport changes strides, and a kernel's
+    # rounding can follow them): the same map bit for bit from any runner.
+    states = {k: {n: np.array(v, order="C") for n, v in st.items()} for k, st in states.items()}
+    tiles = {key: model_from_state(states[key], device="cpu") for key in sorted(states)}
+    model = TiledModel.from_tiles(template, layout, tiles, reference=first)
+    report = {
+        "tiles": len(tiles),
+        "reference_tile": list(first),
+        "workers": workers,
+        "ray_address": ray_address,
+        "seconds_fit": time.perf_counter() - start,
+        "samples_per_tile": {f"{k[0]}_{k[1]}": len(routes[k]) for k in sorted(routes)},
+        "M_per_tile": {
+            f"{k[0]}_{k[1]}": 0 if t.posterior is None else len(t.posterior.support)
+            for k, t in tiles.items()
+        },
+    }
+    return TiledFit(model, report)
+
+
+def _windows(n: int, size: int) -> list[np.ndarray]:
+    return [np.arange(i, min(i + size, n)) for i in range(0, n, size)]
+
+
+class _SerialRunner:
+    """The tile fits one after another in this process."""
+
+    def __enter__(self) -> _SerialRunner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def run(
+        self, tasks: Sequence[TileTask], tick: Callable[[TileKey], None]
+    ) -> dict[TileKey, dict[str, np.ndarray]]:
+        states, failed = {}, {}
+        for task in tasks:
+            for attempt in range(ATTEMPTS):
+                try:
+                    states[task.key] = fit_tile(task)
+                    break
+                except Exception as err:  # retried once, then named
+                    if attempt == ATTEMPTS - 1:
+                        failed[task.key] = err
+            tick(task.key)
+        _raise_failed(failed)
+        return states
+
+
+class _RayRunner:
+    """The tile fits as Ray tasks, at most ``IN_FLIGHT_PER_WORKER`` per worker at once."""
+
+    def __init__(self, workers: int, address: str | None) -> None:
+        self.workers = workers
+        self.address = address
+        self._started = False
+
+    def __enter__(self) -> _RayRunner:
+        import ray
+
+        if not ray.is_initialized():
+            if self.address is None:
+                ray.init(num_cpus=self.workers, include_dashboard=False, log_to_driver=False)
+            else:
+                ray.init(address=self.address, log_to_driver=False)
+            self._started = True
+        self._remote = ray.remote(num_cpus=1, max_retries=ATTEMPTS - 1, retry_exceptions=True)(
+            fit_tile
+        )
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        import ray
+
+        if self._started:
+            ray.shutdown()
+
+    def run(
+        self, tasks: Sequence[TileTask], tick: Callable[[TileKey], None]
+    ) -> dict[TileKey, dict[str, np.ndarray]]:
+        import ray
+
+        pending = list(tasks)
+        in_flight: dict[Any, TileKey] = {}
+        states, failed = {}, {}
+        limit = IN_FLIGHT_PER_WORKER * self.workers
+        while pending or in_flight:
+            while pending and len(in_flight) < limit:
+                task = pending.pop(0)
+                in_flight[self._remote.remote(task)] = task.key
+            ready, _ = ray.wait(list(in_flight), num_returns=1)
+            for ref in ready:
+                key = in_flight.pop(ref)
+                try:
+                    states[key] = ray.get(ref)
+                except Exception as err:  # already retried once by Ray
+                    failed[key] = err
+                tick(key)
+        _raise_failed(failed)
+        return states
+
+
+def _raise_failed(failed: Mapping[TileKey, BaseException]) -> None:
+    if failed:
+        names = ", ".join(f"{i}_{j}: {err}" for (i, j), err in sorted(failed.items()))
+        raise TileFitError(f"{len(failed)} tile fit(s) failed twice, no map was made: {names}")

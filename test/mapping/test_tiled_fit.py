@@ -1,0 +1,97 @@
+"""Offline tiled fits: serial and on Ray (a local runtime and a two-node cluster) give the same
+map bit for bit; a tile that fails twice is named and no map is made."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import pytest
+import torch
+
+from gp_mapper.engine.tiled import TiledModel
+from gp_mapper.mapping import MapperConfig
+from gp_mapper.mapping import tiled_fit as tiled_fit_module
+from gp_mapper.mapping.inputs import collect_samples
+from gp_mapper.mapping.tiled_fit import TileFitError, fit_tiled
+
+from .conftest import FAST_ENGINE
+from .synthetic import lawnmower, stream, true_field
+
+needs_ray = pytest.mark.skipif(
+    importlib.util.find_spec("ray") is None, reason="ray is not installed (pip install ray)"
+)
+CONFIG = MapperConfig(batch_size=100, resolution=0.25, engine=FAST_ENGINE).replace(
+    tile_size=4.0, tile_overlap=1.0
+)
+PROBES = torch.as_tensor(np.random.default_rng(0).uniform([0.5, 0.5], [7.5, 3.5], (50, 2)))
+
+
+@pytest.fixture(scope="module")
+def samples():
+    return collect_samples(stream(lawnmower(8.0, 4.0, 1.0, 0.1)), CONFIG)
+
+
+@pytest.fixture(scope="module")
+def serial(samples):
+    return fit_tiled(samples, CONFIG, workers=0)
+
+
+def same_map(a: TiledModel, b: TiledModel) -> None:
+    assert set(a.tiles) == set(b.tiles)
+    for key in a.tiles:
+        sa, sb = a.tiles[key].state_dict(), b.tiles[key].state_dict()
+        assert sa.keys() == sb.keys() and all(np.array_equal(sa[k], sb[k]) for k in sa)
+    for x, y in zip(a.predict(PROBES), b.predict(PROBES), strict=True):
+        torch.testing.assert_close(x, y, rtol=0.0, atol=0.0)
+
+
+def test_a_serial_fit_maps_every_tile(serial) -> None:
+    model, report = serial
+    assert isinstance(model, TiledModel) and len(model.tiles) == report["tiles"] >= 4
+    mean, _ = model.predict(PROBES)
+    err = mean.numpy() - true_field(PROBES.numpy())
+    assert np.sqrt(np.mean(err**2)) < 1.0
+    assert sum(report["M_per_tile"].values()) > 0
+
+
+@needs_ray
+def test_ray_with_two_local_workers_gives_the_same_map(samples, serial) -> None:
+    ticks: list[float] = []
+    model, report = fit_tiled(samples, CONFIG, workers=2, progress=lambda f, s: ticks.append(f))
+    assert report["workers"] == 2 and ticks[-1] == 1.0
+    same_map(serial.model, model)
+
+
+@needs_ray
+def test_a_two_node_cluster_gives_the_same_map(samples, serial) -> None:
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    cluster.add_node(num_cpus=1)
+    try:
+        model, _ = fit_tiled(samples, CONFIG, workers=2, ray_address=cluster.address)
+    finally:
+        import ray
+
+        ray.shutdown()
+        cluster.shutdown()
+    same_map(serial.model, model)
+
+
+def test_a_tile_that_fails_twice_is_named_and_no_map_is_made(
+    samples, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = tiled_fit_module.fit_tile
+    attempts: list[tuple[int, int]] = []
+
+    def flaky(task):
+        if task.key == (1, 1):
+            attempts.append(task.key)
+            raise RuntimeError("the tile's disk went away")
+        return real(task)
+
+    monkeypatch.setattr(tiled_fit_module, "fit_tile", flaky)
+    with pytest.raises(TileFitError, match="1_1: the tile's disk went away"):
+        fit_tiled(samples, CONFIG, workers=0)
+    assert len(attempts) == 2  # tried, then retried once
