@@ -14,21 +14,34 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from gp_mapper.engine import EngineSpec, model_names, set_cpu_threads
+from gp_mapper.engine import EngineSpec, build_model, model_names, set_cpu_threads
 from gp_mapper.engine.registry import model_kind
 from gp_mapper.io import bag_info, read_bag, write_grids_npz, write_nav2_map, write_png
 from gp_mapper.io.errors import IoLayerError
 from gp_mapper.mapping import MapperConfig, MapSnapshot
-from gp_mapper.mapping.batch_fit import fit_config, fit_records, save_fit
+from gp_mapper.mapping.batch_fit import (
+    fit_config,
+    fit_records,
+    map_file_data,
+    map_snapshot,
+    save_fit,
+)
 from gp_mapper.mapping.errors import ConfigError, MapFileError
+from gp_mapper.mapping.inputs import collect_samples, concat_samples
+from gp_mapper.mapping.map_file import save_map
 from gp_mapper.mapping.params_file import parse_overrides, theta_yaml
 from gp_mapper.mapping.persistence import load_model_map
+from gp_mapper.mapping.tiled_fit import TileFitError, fit_tiled
 
 from .progress import Progress
 from .replay import DEFAULT_MAG_TOPIC, DEFAULT_POSE_TOPIC, replay_bag
+
+# Tile fits in parallel on a local Ray runtime: the two cores of a small machine.
+DEFAULT_WORKERS = 2
 
 EXAMPLES = """examples:
   gp-mapper fit run.mcap --model acgp --out out/acgp
@@ -38,6 +51,8 @@ EXAMPLES = """examples:
   gp-mapper fit run.mcap --model potential --out out/potential   # the field vector
   gp-mapper fit run.mcap --model acgp --set acgp_rel_tol=0.005 --set kernel=matern32 --out out/a
   gp-mapper fit run.mcap --model gam --set components=offset+map+heading+run --out out/gam
+  gp-mapper fit a.mcap b.mcap --model vips --set tile_size=16 --workers 2 --out out/floor
+  gp-mapper fit a.mcap b.mcap --model vips --set tile_size=16 --ray-address HOST:6379 --out o
 
 then launch the node with the fitted hyperparameters:
   ros2 launch gp_mapper gp_mapper.launch.py params_file:=out/acgp/theta.yaml
@@ -80,7 +95,11 @@ def add_fit_arguments(parser: argparse.ArgumentParser) -> None:
         "file for the node."
     )
     parser.epilog = EXAMPLES
-    parser.add_argument("bag", type=Path, help="rosbag2 directory (MCAP or sqlite3) or .mcap file")
+    parser.add_argument(
+        "bags", type=Path, nargs="+", metavar="BAG",
+        help="rosbag2 directory (MCAP or sqlite3) or .mcap file; several for a tiled map "
+        "(--set tile_size=...)",
+    )  # fmt: skip
     parser.add_argument(
         "--model", default="acgp", choices=model_names(), help="the model to fit (default acgp)"
     )
@@ -103,10 +122,19 @@ def add_fit_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="seed of --max-samples (default 0)")
     parser.add_argument("--mag-topic", default=DEFAULT_MAG_TOPIC, help="magnetometer topic")
     parser.add_argument("--pose-topic", default=DEFAULT_POSE_TOPIC, help="pose topic")
+    parser.add_argument(
+        "--workers", type=int, default=DEFAULT_WORKERS, metavar="N",
+        help="a tiled map's tile fits on a local Ray runtime with N workers; 0 = one after "
+        f"another in this process (the same map) (default {DEFAULT_WORKERS})",
+    )  # fmt: skip
+    parser.add_argument(
+        "--ray-address", metavar="ADDRESS",
+        help="fit the tiles on this Ray cluster (what `ray start --head` prints) instead",
+    )  # fmt: skip
 
 
 def fit_bag(
-    bag: Path,
+    bag: Path | Sequence[Path],
     out: Path,
     *,
     model: str = "acgp",
@@ -117,16 +145,31 @@ def fit_bag(
     mag_topic: str = DEFAULT_MAG_TOPIC,
     pose_topic: str = DEFAULT_POSE_TOPIC,
     progress: bool = True,
+    workers: int = DEFAULT_WORKERS,
+    ray_address: str | None = None,
 ) -> FitResult:
-    """Fit ``model`` on ``bag`` and write the products into ``out``.
+    """Fit ``model`` on ``bag`` (one, or several for a tiled map) and write the products into
+    ``out``. A streaming model with ``tile_size`` set is fitted tile by tile
+    (:mod:`gp_mapper.mapping.tiled_fit`: ``workers`` > 0 or ``ray_address`` on Ray).
 
     Raises:
         ConfigError, BagError, MapFileError: bad parameters, bag or output (each names the
             file and the fault); ValueError from the model on data it refuses.
     """
+    bags = [Path(bag)] if isinstance(bag, str | Path) else [Path(b) for b in bag]
     config, spec = fit_config(model, overrides or {}, params)
     set_cpu_threads(config.torch_threads)
-    if model_kind(model) == "streaming":
+    streaming = model_kind(model) == "streaming"
+    if streaming and config.tile_layout() is not None:
+        topics = (mag_topic, pose_topic)
+        return _fit_tiled(bags, out, config, topics, workers, ray_address, progress)
+    if len(bags) > 1:
+        raise ConfigError(
+            f"{len(bags)} bags: several bags make one tiled map (a streaming model with "
+            "--set tile_size=...); replay them one after another with --resume otherwise"
+        )
+    bag = bags[0]
+    if streaming:
         return _fit_streaming(bag, out, config, spec, mag_topic, pose_topic, progress)
     messages = int(bag_info(bag).topics.get(mag_topic, ("", 0))[1])
     records = read_bag(bag, mag_topic=mag_topic, pose_topic=pose_topic, pose_type="auto")
@@ -148,6 +191,54 @@ def fit_bag(
         report["streaming_continuation"] = continuation
     _write_products(outputs, result.snapshot, config, report, result.model.hyperparameters())
     return FitResult(result.snapshot, report, outputs)
+
+
+def _fit_tiled(
+    bags: list[Path],
+    out: Path,
+    config: MapperConfig,
+    topics: tuple[str, str],
+    workers: int,
+    ray_address: str | None,
+    progress: bool,
+) -> FitResult:
+    """A tiled map of a streaming model on every sample of the bags, tile fits as tasks."""
+    start = time.perf_counter()
+    auxiliary = build_model(config.engine, config.input_dims).auxiliary_inputs
+    parts = []
+    for bag in bags:
+        records = read_bag(bag, mag_topic=topics[0], pose_topic=topics[1], pose_type="auto")
+        parts.append(collect_samples(records, config))
+    samples = concat_samples(parts).with_auxiliary_inputs(auxiliary, config.engine.gam_run_gap)
+    if len(samples.y) == 0:
+        raise ConfigError(f"{', '.join(map(str, bags))}: no reading could be paired with a pose")
+    read_s = time.perf_counter() - start
+    bar = Progress(f"fit {config.engine.model} tiles") if progress else None
+    fitted = fit_tiled(
+        samples, config, workers=workers if ray_address is None else max(workers, 1),
+        ray_address=ray_address, progress=None if bar is None else bar.update,
+    )  # fmt: skip
+    if bar is not None:
+        bar.done(f"{fitted.report['tiles']} tiles")
+    out.mkdir(parents=True, exist_ok=True)
+    outputs = FitOutputs.in_dir(out)
+    name = config.engine.model
+    snapshot = map_snapshot(fitted.model, config, samples, name)
+    save_map(outputs.state, map_file_data(fitted.model.state_dict(), name, config, samples))
+    report = {
+        "model": name,
+        "bag": [str(b) for b in bags],
+        "accepted": True,
+        "samples_used": len(samples.y),
+        "M": snapshot.num_support,
+        "M_over_N": snapshot.num_support / max(len(samples.y), 1),
+        "seconds_read": read_s,
+        **fitted.report,
+        "hyperparameters": fitted.model.hyperparameters(),
+        "drops": samples.drops,
+    }
+    _write_products(outputs, snapshot, config, report, fitted.model.hyperparameters())
+    return FitResult(snapshot, report, outputs)
 
 
 def _fit_streaming(
@@ -236,7 +327,7 @@ def summary(result: FitResult) -> str:
 def run_fit(args: argparse.Namespace) -> int:
     try:
         result = fit_bag(
-            args.bag,
+            args.bags,
             args.out,
             model=args.model,
             params=args.params,
@@ -245,8 +336,10 @@ def run_fit(args: argparse.Namespace) -> int:
             seed=args.seed,
             mag_topic=args.mag_topic,
             pose_topic=args.pose_topic,
+            workers=args.workers,
+            ray_address=args.ray_address,
         )
-    except (ConfigError, MapFileError, IoLayerError, ValueError) as err:
+    except (ConfigError, MapFileError, IoLayerError, ValueError, TileFitError) as err:
         print(f"gp-mapper fit: error: {err}", file=sys.stderr)
         return 2
     print(summary(result))

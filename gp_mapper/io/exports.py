@@ -170,13 +170,17 @@ def write_png_arrays(
     axes = figure.subplots(rows, columns, squeeze=False).ravel()
     for ax in axes[len(panels) :]:
         ax.set_visible(False)
+    # The path and the support are drawn where they explain the map: on the uncertainty
+    # panels, so the mean stays readable; small marks for a large map.
+    overlaid = [p.name for p in panels if "deviation" in p.name] or [p.name for p in panels]
+    mark = 8.0 * min(1.0, 400.0 / max(inducing.shape[0], 1))
     for ax, panel in zip(axes, panels, strict=False):
         cmap = "magma" if "deviation" in panel.name else "viridis"
         image = ax.imshow(
             panel.values, origin="lower", extent=extent, cmap=cmap, interpolation="nearest"
         )
         figure.colorbar(image, ax=ax, label=f"{panel.name} [µT]")
-        if trajectory.shape[0]:
+        if trajectory.shape[0] and panel.name in overlaid:
             ax.plot(
                 trajectory[:, 0],
                 trajectory[:, 1],
@@ -185,11 +189,11 @@ def write_png_arrays(
                 alpha=0.7,
                 label="trajectory",
             )
-        if inducing.shape[0]:
+        if inducing.shape[0] and panel.name in overlaid:
             ax.scatter(
                 inducing[:, 0],
                 inducing[:, 1],
-                s=8,
+                s=mark,
                 c="red",
                 marker="x",
                 lw=0.8,
@@ -206,7 +210,8 @@ def write_png_arrays(
     if curve is not None:
         _draw_heading_curve(axes[len(panels)], *curve)
     if trajectory.shape[0] or inducing.shape[0]:
-        axes[0].legend(loc="upper right", fontsize="small", facecolor="0.4", framealpha=0.7)
+        legend_ax = axes[[p.name for p in panels].index(overlaid[0])]
+        legend_ax.legend(loc="upper right", fontsize="small", facecolor="0.4", framealpha=0.7)
     samples = "?" if num_samples is None else f"{num_samples}"
     heading = f"{title}: M = {inducing.shape[0]} {support_label}, N = {samples} samples"
     figure.suptitle(heading + (f"\n{caption}" if caption else ""))

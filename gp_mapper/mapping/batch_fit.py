@@ -233,7 +233,7 @@ def fit_records(
         "fit": summary,
         "drops": samples.drops,
     }
-    snapshot = _snapshot(gp, config, samples, spec.model) if fit.accepted else None
+    snapshot = map_snapshot(gp, config, samples, spec.model) if fit.accepted else None
     return BatchFit(gp, samples, fit, snapshot, report, config, spec)
 
 
@@ -255,13 +255,9 @@ def save_fit(result: BatchFit, path: Path) -> str | None:
         MapFileError: the file cannot be written.
     """
     gp, samples, config = result.model, result.samples, result.config
-    box = extend_box(None, samples.X[:, :2])
-    stamp_ns = int(samples.stamps_ns.max())
 
     def map_data(state: dict, name: str) -> MapData:
-        node_config = {**config.to_dict(), "model": name}
-        n = len(samples.y)
-        return MapData(state, node_config, samples.trajectory_m, box, n, stamp_ns, samples.drops)
+        return map_file_data(state, name, config, samples)
 
     model = result.spec.model
     to_streaming = model_entry(model).to_streaming
@@ -280,9 +276,21 @@ def save_fit(result: BatchFit, path: Path) -> str | None:
     return continued
 
 
-def _snapshot(
+def map_file_data(
+    state: dict[str, Any], name: str, config: MapperConfig, samples: CollectedSamples
+) -> MapData:
+    """A map file's contents for a model fitted on ``samples`` (saved as model ``name``)."""
+    box = extend_box(None, samples.X[:, :2])
+    node_config = {**config.to_dict(), "model": name}
+    stamp_ns = int(samples.stamps_ns.max())
+    n = len(samples.y)
+    return MapData(state, node_config, samples.trajectory_m, box, n, stamp_ns, samples.drops)
+
+
+def map_snapshot(
     gp: Model, config: MapperConfig, samples: CollectedSamples, model: str
 ) -> MapSnapshot:
+    """The map of a model fitted on ``samples``, predicted on the grid over them."""
     grid = map_grid(config, extend_box(None, samples.X[:, :2]))
     assert grid is not None  # a box is given
     products = predict_products(gp.posterior, grid, config)
@@ -298,7 +306,7 @@ def _snapshot(
         field_mean=products.field_mean,
         field_variance=products.field_variance,
         trajectory_m=samples.trajectory_m,
-        report=gp.report.as_dict(),
+        report=gp.report.as_dict() if gp.report is not None else {},
         num_samples=len(samples.y),
         model=model,
     )

@@ -198,3 +198,24 @@ def collect_samples(
         stage.trajectory(),
         stage.drops.as_dict(),
     )
+
+
+def concat_samples(parts: list[CollectedSamples]) -> CollectedSamples:
+    """The samples of several recordings as one log, in stamp order (stable: a tie keeps the
+    recordings' order); their paths one after another and their drops summed."""
+    if len(parts) == 1:
+        return parts[0]
+    stamps = np.concatenate([p.stamps_ns for p in parts])
+    order = np.argsort(stamps, kind="stable")
+    drops: dict[str, int] = {}
+    for p in parts:
+        for reason, count in p.drops.items():
+            drops[reason] = drops.get(reason, 0) + int(count)
+    return CollectedSamples(
+        np.concatenate([p.X for p in parts])[order],
+        np.concatenate([p.y for p in parts])[order],
+        stamps[order],
+        np.concatenate([p.orientation_xyzw for p in parts])[order],
+        np.concatenate([p.trajectory_m for p in parts]),
+        drops,
+    )
