@@ -8,9 +8,10 @@ own) and scores the final map against the true |B| on the cells within 0.3 m of 
 split into thirds by when each place was first visited.
 
 Rows: ``global`` (the node's defaults: one model, max_inducing 2000), ``tiled`` (tiles of
-``--tile-size`` m), and ``global_cap`` (``--raised-cap``: the global map with max_inducing
-raised, cut at ``--cap-budget-s``). Offline tiled fits (``gp-mapper fit`` on Ray) are not
-rows yet.
+``--tile-size`` m), ``global_cap`` (``--raised-cap``: the global map with max_inducing
+raised, cut at ``--cap-budget-s``), and the offline tiled fit of the same bag (what
+``gp-mapper fit --set tile_size=...`` runs) one tile after another (``offline_serial``) and on
+a local Ray runtime with 2 workers (``offline_ray``); their wall time is the fit's.
 
     python benchmarks/building.py [--rows global,tiled] [--tile-size 16] [--seed 0]
         [--minutes 20] [--scratch /tmp/gp_mapper_building] [--json out.json]
@@ -19,6 +20,7 @@ rows yet.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import resource
 import subprocess
@@ -34,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import format_table, write_json
 
 NS_PER_S = 1_000_000_000
-ROWS = ("global", "tiled", "global_cap")
+ROWS = ("global", "tiled", "global_cap", "offline_serial", "offline_ray")
 # Where a place counts as walked, and the cell size of the scored places [m].
 PATH_RADIUS_M = 0.3
 SCORE_RESOLUTION_M = 0.1
@@ -47,7 +49,7 @@ def row_overrides(row: str, args: argparse.Namespace) -> dict[str, Any]:
     """The node parameters of a row (the rest are the node's defaults)."""
     if row == "global":
         return {}
-    if row == "tiled":
+    if row in ("tiled", "offline_serial", "offline_ray"):
         return {"tile_size": args.tile_size}
     if row == "global_cap":
         return {"max_inducing": args.raised_cap}
@@ -67,17 +69,9 @@ def building_bag(args: argparse.Namespace) -> Path:
 
 def run_row(row: str, args: argparse.Namespace) -> dict[str, Any]:
     """Replay the bag with the row's parameters; score the final map (in this process)."""
-    import torch
 
     from gp_mapper.engine import set_cpu_threads
-    from gp_mapper.engine.tiled import TiledModel
     from gp_mapper.io import bag_info, read_bag
-    from gp_mapper.io.building import (
-        building_walk,
-        first_visit_times,
-        make_building_world,
-        path_cells,
-    )
     from gp_mapper.mapping import FieldReading, MapperConfig, MappingPipeline
     from gp_mapper.mapping.map_file import read_model
 
@@ -95,6 +89,8 @@ def run_row(row: str, args: argparse.Namespace) -> dict[str, Any]:
         end_s = (int(report["window_end_ns"]) - info.start_ns) / NS_PER_S
         updates.append((end_s, float(report.get("seconds_total", np.nan))))
 
+    if row.startswith("offline"):
+        return offline_row(row, args, bag, config, duration_s)
     start = time.perf_counter()
     budget_out = False
     last_print = start
@@ -124,6 +120,75 @@ def run_row(row: str, args: argparse.Namespace) -> dict[str, Any]:
         state = args.scratch / f"{row}_seed{args.seed}.npz"
         pipeline.save(state)
     model = read_model(state, device="cpu")
+    return {
+        **score(model, args, duration_s, config),
+        "M_total": int(diagnostics["inducing_points"]),
+        "lost_readings": int(diagnostics["lost_readings"]),
+        "wall_s": wall_s,
+        "realtime_factor": duration_s / wall_s,
+        "cut_at_budget": budget_out,
+        "update_s_p95": p95_stretches(updates),
+        "updates": len(updates),
+        "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
+        "params": row_overrides(row, args),
+    }
+
+
+def offline_row(
+    row: str, args: argparse.Namespace, bag: Path, config: Any, duration_s: float
+) -> dict[str, Any]:
+    """The offline tiled fit of the bag (serial or on Ray), scored as a replay is."""
+    from gp_mapper.engine import build_model
+    from gp_mapper.io import read_bag
+    from gp_mapper.mapping.inputs import collect_samples
+    from gp_mapper.mapping.tiled_fit import fit_tiled
+
+    samples = collect_samples(read_bag(bag, pose_type="auto"), config)
+    auxiliary = build_model(config.engine, config.input_dims).auxiliary_inputs
+    samples = samples.with_auxiliary_inputs(auxiliary, config.engine.gam_run_gap)
+    workers = 2 if row == "offline_ray" else 0
+    start = time.perf_counter()
+    fitted = fit_tiled(samples, config, workers=workers)
+    wall_s = time.perf_counter() - start
+    model = fitted.model
+    return {
+        **score(model, args, duration_s, config),
+        "M_total": int(sum(fitted.report["M_per_tile"].values())),
+        "lost_readings": None,
+        "wall_s": wall_s,
+        "realtime_factor": duration_s / wall_s,
+        "cut_at_budget": False,
+        "update_s_p95": {"first_5min": None, "last_5min": None},
+        "updates": None,
+        "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
+        "params": {**row_overrides(row, args), "workers": workers},
+    }
+
+
+def p95_stretches(updates: list[tuple[float, float]]) -> dict[str, float | None]:
+    """p95 of the update times in the first and in the last STRETCH_S of the stream [s]."""
+    times = np.array(updates).reshape(-1, 2)
+    if not len(times):
+        return {"first_5min": None, "last_5min": None}
+    first = times[times[:, 0] <= STRETCH_S, 1]
+    last = times[times[:, 0] >= times[:, 0].max() - STRETCH_S, 1]
+    return {
+        "first_5min": float(np.percentile(first, 95)) if len(first) else None,
+        "last_5min": float(np.percentile(last, 95)) if len(last) else None,
+    }
+
+
+def score(model: Any, args: argparse.Namespace, duration_s: float, config: Any) -> dict:
+    """The final map against the true |B| on the cells within 0.3 m of the path."""
+    import torch
+
+    from gp_mapper.engine.tiled import TiledModel
+    from gp_mapper.io.building import (
+        building_walk,
+        first_visit_times,
+        make_building_world,
+        path_cells,
+    )
 
     world = make_building_world(args.seed)
     walk = building_walk(world, duration_s=duration_s, seed=args.seed)
@@ -135,29 +200,16 @@ def run_row(row: str, args: argparse.Namespace) -> dict[str, Any]:
         prior = model.posterior.prior_variance(torch.as_tensor(cells)).numpy()
     err = mean - truth
     thirds = np.array_split(np.argsort(first, kind="stable"), 3)
-    times = np.array(updates).reshape(-1, 2)
-    first_stretch = times[times[:, 0] <= STRETCH_S, 1]
-    last_stretch = times[times[:, 0] >= times[:, 0].max() - STRETCH_S, 1] if len(times) else []
     return {
-        "params": row_overrides(row, args),
         "rmse_thirds": [float(np.sqrt(np.mean(err[t] ** 2))) for t in thirds],
         "rmse": float(np.sqrt(np.mean(err**2))),
         "baseline": float(np.std(truth)),
         "coverage95": float(np.mean(np.abs(err) <= Z95 * np.sqrt(var))),
         "unknown_share": float(np.mean(var > config.unknown_variance_ratio * prior)),
-        "M_total": int(diagnostics["inducing_points"]),
         "tiles": len(model.tiles) if isinstance(model, TiledModel) else 1,
-        "lost_readings": int(diagnostics["lost_readings"]),
-        "wall_s": wall_s,
-        "realtime_factor": duration_s / wall_s,
         "stream_s": duration_s,
-        "cut_at_budget": budget_out,
-        "update_s_p95": {
-            "first_5min": float(np.percentile(first_stretch, 95)) if len(first_stretch) else None,
-            "last_5min": float(np.percentile(last_stretch, 95)) if len(last_stretch) else None,
-        },
-        "updates": len(times),
-        "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
+        # The map's mean on the scored cells, bit for bit: equal digests are the same map.
+        "map_digest": hashlib.sha256(np.ascontiguousarray(mean).tobytes()).hexdigest()[:16],
     }
 
 
@@ -202,7 +254,16 @@ def main(argv: list[str] | None = None) -> int:
         ])  # fmt: skip
     print(f"# office floor, seed {args.seed}, {args.minutes:g} min at 100 Hz")
     print(format_table(headers, table))
-    write_json(args.json, {"seed": args.seed, "minutes": args.minutes, "rows": rows})
+    payload: dict[str, Any] = {"seed": args.seed, "minutes": args.minutes, "rows": rows}
+    if "offline_serial" in rows and "offline_ray" in rows:
+        serial, ray = rows["offline_serial"], rows["offline_ray"]
+        payload["ray_speedup"] = serial["wall_s"] / ray["wall_s"]
+        payload["ray_same_map"] = serial["map_digest"] == ray["map_digest"]
+        print(
+            f"offline fit on Ray with 2 workers: {payload['ray_speedup']:.2f}x the serial fit, "
+            f"same map: {payload['ray_same_map']}"
+        )
+    write_json(args.json, payload)
     return 0
 
 
