@@ -225,10 +225,13 @@ class TiledModel:
         updated: dict[TileKey, StreamingModel] = {}
         per_tile: dict[TileKey, dict[str, Any]] = {}
         reports = {}
-        for key, rows in routes.items():
+        # The home tile first: a tile this window opens starts from the θ it has just fitted.
+        source = self._theta_source()
+        for key in [home, *(k for k in routes if k != home)]:
+            rows = routes[key]
             tile = self._tiles.get(key)
             if tile is None:
-                tile = self._theta_source().empty_copy()
+                tile = source.empty_copy()
             elif not single and len(updated) < len(routes) - 1:
                 saved[key] = tile.state_dict()  # to restore it if a later tile refuses
             idx = torch.as_tensor(rows)
@@ -242,6 +245,8 @@ class TiledModel:
             updated[key] = tile
             reports[key] = report
             per_tile[key] = report.as_dict()
+            if key == home and fit and not tile.awaits_first_fit:
+                source = tile
         self._tiles.update(updated)
         if (fit and not updated[home].awaits_first_fit) or self._reference is None:
             self._reference = home  # the newest θ a fit gave is the map's
