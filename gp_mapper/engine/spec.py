@@ -204,4 +204,3 @@ def build_model(spec: EngineSpec, input_dim: int) -> Model:
     from .registry import model_entry
 
     return model_entry(spec.model).build(spec, input_dim)
-

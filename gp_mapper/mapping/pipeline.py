@@ -623,6 +623,5 @@ def _lost_message(report: dict[str, Any]) -> str:
     return (
         f"the map is full where the robot is: {report.get('lost_readings')} of the window's "
         f"{report.get('n')} readings are not in it (max_inducing reached{where}); raise "
-        "max_inducing, or map with tiles (tile_size)"
-        + (" of a smaller size" if tiles else "")
+        "max_inducing, or map with tiles (tile_size)" + (" of a smaller size" if tiles else "")
     )
