@@ -4,12 +4,12 @@ Fits `gp-mapper fit` models on bags made by `gp-mapper convert aalto` (invensens
 (x, y), the node's default kernel Constant + Matérn-5/2) and scores them on held-out runs:
 
 * split "runs": train on runs 1, 2, 4 and 5, test on run 3;
-* split "path3": the seed paper's magnetometer split (spec seed000 §8.5): train on run 3,
+* split "path3": the magnetometer split of Pescador-Barrios et al. 2024 (App. D.4): train on run 3,
   test on runs 1, 2, 4 and 5 (``magnetic_streaming.py`` streams it in 20 batches).
 
 Rows: ACGP (the whole log; it keeps the subset its evidence bounds say suffices), the exact GP
 on 5000 random samples, and the VIPS stream (``replay``); any other registered model with
-``--models`` (CaGP's and SOLVE-GP's calibration rows of issue 13: ``--models
+``--models`` (CaGP's and SOLVE-GP's calibration rows: ``--models
 cagp,solvegp,exact,vips``; CaGP on ``--cagp-points`` random samples, each of its epochs costing
 N² kernel evaluations). Columns: samples used, M (kept points or inducing points), M/N, RMSE
 and NLPD of ‖B‖ in µT, the coverage of the central 95 % predictive interval (the fraction of
@@ -45,15 +45,15 @@ from common import (
 from magnetic_streaming import load
 
 from gp_mapper.commands.fit import fit_bag
-from gp_mapper.commands.replay import parse_overrides
 from gp_mapper.engine import model_from_state
 from gp_mapper.engine.acgp.model import DEFAULT_REFINEMENTS
 from gp_mapper.engine.core.device import resolve_device, set_cpu_threads
 from gp_mapper.io import convert_aalto
 from gp_mapper.mapping.map_file import load_map
+from gp_mapper.mapping.params_file import parse_overrides
 
 SPLITS = {"runs": ((1, 2, 4, 5), (3,)), "path3": ((3,), (1, 2, 4, 5))}
-# The exact GP's subset: the seed-000 benchmark's reference size.
+# The exact GP's subset: the reference size of ``magnetic_streaming.py``'s exact GP.
 EXACT_POINTS = 5000
 # ACGP's factor is capped (acgp_max_points) so that a fit whose bounds do not close stays within
 # this machine's time: 6000 points is a 0.3 GB factor and a few seconds per objective on a core.

@@ -1,14 +1,14 @@
 """ACGP's stopped Cholesky side by side with the authors' (SimonBartels/acgp), same data and θ.
 
-Check, then time (STYLE.md §6): on one permutation, θ, m0, m and r, run the authors'
-``MetaCholesky`` + ``StopHook`` in their own checkout and venv as a separate process
-(``benchmarks/reference/acgp_driver.py``; their code is never copied into this repository) and
-``gp_mapper.engine.acgp.stopped_cholesky`` here; compare the block at which each stops, the four
-bounds at every block both evaluate, the accumulated log det and quadratic form, and the median
-wall time (both single-threaded, both timing the factorisation and the kernel evaluation, the
-authors' preallocated N × N buffer not included).
+Check, then time (a timing means nothing until the results agree): on one permutation, θ, m0, m and
+r, run the authors' ``MetaCholesky`` + ``StopHook`` in their own checkout and venv as a separate
+process (``benchmarks/reference/acgp_driver.py``; their code is never copied into this repository)
+and ``gp_mapper.engine.acgp.stopped_cholesky`` here; compare the block at which each stops, the four
+bounds at every block both evaluate, the accumulated log det and quadratic form, and the median wall
+time (both single-threaded, both timing the factorisation and the kernel evaluation, the authors'
+preallocated N × N buffer not included).
 
-Known differences, by design (spec §4, §5):
+Known differences, by design (``gp_mapper/engine/acgp/bounds.py`` and ``cholesky.py``):
 - the authors' hook also checks before the first block (s = 0, nothing factorised yet); ours
   checks from s = m0 on;
 - they stop on |𝓤 − 𝓛| / min(|𝓤|, |𝓛|) / 2 < r without the paper's sign test; ours requires
@@ -54,7 +54,7 @@ from gp_mapper.engine.core import Kernel, Matern32
 from gp_mapper.engine.core.device import set_cpu_threads
 
 DRIVER = Path(__file__).resolve().parent / "reference" / "acgp_driver.py"
-# The files of the authors' checkout that the driver imports (spec §9).
+# The files of the authors' checkout (github.com/SimonBartels/acgp) that the driver imports.
 REFERENCE_MODULES = (
     "src/acgp/meta_cholesky.py",
     "src/acgp/hooks/stop_hook.py",
@@ -315,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
     add_run_arguments(parser)
     args = parser.parse_args(argv)
     set_cpu_threads(args.threads)
-    print(header("ACGP stopped Cholesky vs the authors' (spec seed004 §9)", torch.device("cpu"),
+    print(header("ACGP stopped Cholesky vs the authors' (SimonBartels/acgp)", torch.device("cpu"),
                  torch.float64, args.seed))  # fmt: skip
     ref = locate(args.reference, args.reference_python)
     if isinstance(ref, str):

@@ -1,4 +1,4 @@
-"""Reproduce the Adaptive Cholesky GP's synthetic experiment (spec seed004 §8.2, target T4).
+"""Reproduce the Adaptive Cholesky GP's synthetic experiment (Bartels et al. 2023, Sec. 4.1).
 
 A function drawn from a zero-mean GP (SE kernel, log ℓ = −2, variance 1), built as the kernel
 interpolant of a prior draw on 100 grid points; x ~ U[0, 1], y = f(x) + N(0, 0.1). ACGP with the
@@ -37,7 +37,7 @@ from gp_mapper.engine.acgp import extrapolated_log_evidence, stopped_cholesky
 from gp_mapper.engine.core.device import resolve_device, set_cpu_threads
 from gp_mapper.engine.core.linalg import LOG_2PI, cholesky_with_jitter
 
-# The paper's setting (§4.1 of the paper, spec §8.2).
+# The paper's setting (its Sec. 4.1).
 LOG_LENGTHSCALE = -2.0
 KERNEL_VARIANCE = 1.0
 NOISE_VARIANCE = 0.1
@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     set_cpu_threads(args.threads)
     device, dtype = resolve_device(args.device), torch.float64
-    print(header("ACGP synthetic (seed004 §8.2)", device, dtype))
+    print(header("ACGP synthetic (Bartels et al. 2023, Sec. 4.1)", device, dtype))
     print(
         f"SE log ℓ = {LOG_LENGTHSCALE}, variance {KERNEL_VARIANCE}, σ² = {NOISE_VARIANCE}, "
         f"r = {REL_TOL}, m = {BLOCK_SIZE}, N_max = {MATERIALISED}, virtual N = {VIRTUAL_N:.0e}\n"

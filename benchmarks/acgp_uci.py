@@ -1,15 +1,15 @@
-"""Reproduce the ACGP paper's hyperparameter-tuning tables (spec seed004 §8.4, Tables 2 and 3).
+"""Reproduce the ACGP paper's hyperparameter-tuning tables (Bartels et al. 2023, Tables 2, 3).
 
-Protocol (spec §8.4 and the authors' ``run_hyper_parameter_tuning.py``): a random 2/3 train,
-1/3 test split per shuffle (seeded as bayesian_benchmarks, ``benchmarks/uci_data.py``), inputs
-and targets z-scored with the training part's statistics, a Matérn-3/2 kernel, θ fitted by
-L-BFGS, final-step values, 5 shuffles. The paper leaves ARD unspecified (spec §10.4 item 7); the
-authors' kernel factory builds ``ScaleKernel(MaternKernel(nu=1.5, ard_num_dims=D))``, so the
-kernel here is ARD too. Initial θ as the authors' defaults: variance and every lengthscale
-softplus(0) = log 2 (gpytorch's raw 0), noise variance 1 (``--initial-noise``), noise floor 1e-6
-(``--lower-noise-constraint``). They also learn a constant prior mean; the targets here have mean 0
-on the training part and the prior mean is 0. ``--init sqrt-d`` starts every lengthscale at √D
-instead (see ``matern32_ard``: from log 2 in 32 dimensions the gradient vanishes).
+Protocol (Sec. 4.3, App. B.2 and the authors' ``run_hyper_parameter_tuning.py``): a random 2/3
+train, 1/3 test split per shuffle (seeded as bayesian_benchmarks, ``benchmarks/uci_data.py``),
+inputs and targets z-scored with the training part's statistics, a Matérn-3/2 kernel, θ fitted by
+L-BFGS, final-step values, 5 shuffles. The paper leaves ARD unspecified; the authors' kernel factory
+builds ``ScaleKernel(MaternKernel(nu=1.5, ard_num_dims=D))``, so the kernel here is ARD too. Initial
+θ as the authors' defaults: variance and every lengthscale softplus(0) = log 2 (gpytorch's raw 0),
+noise variance 1 (``--initial-noise``), noise floor 1e-6 (``--lower-noise-constraint``). They also
+learn a constant prior mean; the targets here have mean 0 on the training part and the prior mean is
+0. ``--init sqrt-d`` starts every lengthscale at √D instead (see ``matern32_ard``: from log 2 in 32
+dimensions the gradient vanishes).
 
 For each set and shuffle:
 - ACGP: ``AdaptiveCholeskyGP`` with the refinement schedule (restart k at r = ftol = (2/3)^{k+1},
@@ -60,21 +60,21 @@ from gp_mapper.engine.core import Matern32
 from gp_mapper.engine.core.device import resolve_device, set_cpu_threads
 
 DATASETS = ("pumadyn32nm", "elevators", "pol", "bike", "kin40k", "protein")
-# The paper's names (spec §8.1).
+# The paper's names (its Table 1).
 PAPER_NAMES = {"pumadyn32nm": "pumadyn", "pol": "poletelecomm"}
 # gpytorch's initial raw parameters are 0, i.e. softplus(0) = log 2 for the Matérn lengthscales
-# and the ScaleKernel variance; the authors' ``--initial-noise`` default is 1 (spec §8.4 leaves θ₀
+# and the ScaleKernel variance; the authors' ``--initial-noise`` default is 1 (the paper leaves θ₀
 # open).
 INITIAL_VARIANCE = math.log(2.0)
 INITIAL_LENGTHSCALE = math.log(2.0)
 INITIAL_NOISE = 1.0
-# Initial lengthscales: the authors' (log 2) or √D (see matern32_ard); spec §10.4 item 7: the paper
-# does not give θ₀.
+# Initial lengthscales: the authors' (log 2) or √D (see matern32_ard); the paper does not
+# give θ₀.
 INITS = ("authors", "sqrt-d")
 SHUFFLES = 5
-# Spec §8.4: m = 40·256 = 10240 on the paper's 40-thread CPU (§6.4 erratum of "10 192").
+# App. B.2: m = 40·256 on the paper's 40-thread CPU, which it misprints as 10 192; it is 10240.
 PAPER_BLOCK_SIZE = 10240
-# The authors' iteration cap (spec §6.1: 2000 total iterations or 12 h).
+# The authors' iteration cap (App. B.2: 2000 total iterations or 12 h).
 PAPER_ITERATIONS = 2000
 # Restarts of the schedule at most (r_k = (2/3)^{k+1} reaches 0.01 at k = 11; it ends as
 # converged at k ≈ 48): the iteration budget bounds the fit.
@@ -88,12 +88,12 @@ QUICK = {
     "iterations": 20,
 }
 FULL = {"datasets": DATASETS, "shuffles": SHUFFLES, "block_size": PAPER_BLOCK_SIZE}
-# The paper's units: RMSE/10⁻², NLPD/10⁻¹, log p(y)/10⁴ (spec §8.4).
+# The paper's units: RMSE/10⁻², NLPD/10⁻¹, log p(y)/10⁴ (Tables 2 and 3).
 RMSE_UNIT, NLPD_UNIT, LOGP_UNIT = 1e-2, 1e-1, 1e4
-# Target of issue 11: ACGP's RMSE and NLPD within the paper's ±2 std of its ACGP row.
+# Our reproduction target: ACGP's RMSE and NLPD within the paper's ±2 std of its ACGP row.
 BAND_STDS = 2.0
 
-# Spec §8.4, Tables 2 (CPU: kin40k, protein) and 3 (GPU: bike, poletelecomm, elevators, pumadyn):
+# Tables 2 (CPU: kin40k, protein) and 3 (GPU: bike, poletelecomm, elevators, pumadyn):
 # (mean, std) over 5 shuffles of RMSE/10⁻², NLPD/10⁻¹, log p(y)/10⁴.
 Row = dict[str, tuple[float, float]]
 PAPER: dict[str, dict[str, Row]] = {
@@ -336,7 +336,7 @@ def _settings_line(settings: dict[str, Any]) -> str:
 
 
 def print_report(results: dict[str, dict[str, Any]], settings: dict[str, Any]) -> None:
-    """The tables, then the verdicts on issue 11's target."""
+    """The tables, then the verdicts on the reproduction target (``BAND_STDS``)."""
     verdicts = print_tables(results, settings)
     print(f"\nTarget: ACGP's RMSE and NLPD within the paper's ±{BAND_STDS:g} std of its ACGP row")
     print("\n".join(verdicts))
@@ -410,7 +410,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no UCI data at {root}; set GP_MAPPER_DATA", file=sys.stderr)
         return 2
     device, dtype = resolve_device(args.device), torch.float64
-    print(header("ACGP UCI hyperparameter tuning (spec seed004 §8.4)", device, dtype))
+    print(header("ACGP UCI hyperparameter tuning (Bartels et al. 2023, Sec. 4.3)", device, dtype))
     print(
         f"mode {'quick' if args.quick else 'full'}: {','.join(datasets)}, shuffles "
         f"0..{shuffles - 1}; 2/3 train, 1/3 test; Matérn-3/2 ARD, θ₀ = (variance log 2, "
@@ -462,7 +462,7 @@ def main(argv: list[str] | None = None) -> int:
 def build_payload(
     results: dict[str, dict[str, Any]], settings: dict[str, Any], device: torch.device, quick: bool
 ) -> dict[str, Any]:
-    """The ``--json`` record: issue 11's layout plus settings, units and the paper's rows."""
+    """The ``--json`` record: results per set, plus settings, units and the paper's rows."""
     return {
         "device": str(device),
         "mode": "quick" if quick else "full",

@@ -1,13 +1,15 @@
 """CaGP-Opt's ELBO and training epoch side by side with the authors' (GPyTorch branch
 ``computation-aware-gps-v2`` with linear_operator's ``sparsity`` branch), same data, θ and actions.
 
-Check, then time (issue 13, spec seed001 §8): on one seeded UCI subsample, build the block-sparse
-actions ``CaGP(seed=s)`` starts from (``BlockSparseActions.random``: I blocks of k = N / I points
-over a random permutation, entries N(0, 1)/√k) and give the authors' ``ComputationAwareGP`` the
-very same S: their blocks are contiguous runs of the training rows (block b = rows b·k … b·k +
-k − 1), so their data are our rows in the order of our block index, and their action entries are
-ours. Their code runs in its own venv from its own checkouts as a separate process
-(``benchmarks/reference/cagp_driver.py``); nothing of it is copied into this repository. Then:
+Check, then time (the implementation Wenger et al. 2024, S4.2 names): on one seeded UCI subsample,
+build the block-sparse actions ``CaGP(seed=s)`` starts from (``BlockSparseActions.random``: I blocks
+of k = N / I points over a random permutation, entries N(0, 1)/√k) and give the authors'
+``ComputationAwareGP`` the very same S: their blocks are contiguous runs of the training rows
+(block b = rows b·k … b·k + k − 1), so their data are our rows in the order of our block index,
+and their action entries are ours. Their code runs in its own venv from its own checkouts as a
+separate process (``benchmarks/reference/cagp_driver.py``); nothing of it is copied into this
+repository.
+Then:
 
 - ELBO at each case (θ, entries): ours ``evaluate_elbo(...).loss / N`` against theirs; target
   1e-6 relative (float64 on both sides). Theirs factorises the Gram SᵀK̂S with
@@ -79,14 +81,14 @@ from gp_mapper.engine.core.device import set_cpu_threads
 from gp_mapper.engine.core.noise import GaussianNoise
 
 DRIVER = Path(__file__).resolve().parent / "reference" / "cagp_driver.py"
-# The files of the two checkouts the driver relies on (spec seed001 §8).
+# The files of the two checkouts the driver relies on (the branches Wenger et al. 2024, S4.2 names).
 REFERENCE_FILES = (
     "gpytorch/gpytorch/models/computation_aware_gp.py",
     "gpytorch/gpytorch/mlls/computation_aware_elbo.py",
     "linear_operator/linear_operator/operators/block_diagonal_sparse_linear_operator.py",
 )
 DTYPE = torch.float64
-# Issue 13: the ELBO at the same θ and actions within 1e-6 relative.
+# Our acceptance tolerance: the ELBO at the same θ and actions within 1e-6 relative.
 ELBO_REL_TOL = 1e-6
 DATASET = "protein"
 POINTS = 1536  # a multiple of ACTIONS: the authors' model drops the N mod I last rows
@@ -446,7 +448,7 @@ def main(argv: list[str] | None = None) -> int:
     add_run_arguments(parser)
     args = parser.parse_args(argv)
     set_cpu_threads(args.threads)
-    print(header("CaGP-Opt ELBO and epoch vs the authors' GPyTorch branch (spec seed001 §8)",
+    print(header("CaGP-Opt ELBO and epoch vs the authors' GPyTorch branch (Wenger et al. 2024)",
                  torch.device("cpu"), DTYPE, args.seed))  # fmt: skip
     ref = locate(args.reference, args.reference_python)
     if isinstance(ref, str):

@@ -1,15 +1,16 @@
-"""Reproduce CaGP's UCI generalisation table (spec seed001 §6, Table 1) beside SGPR, SVGP and
+"""Reproduce CaGP's UCI generalisation table (Wenger et al. 2024, Table 1) beside SGPR, SVGP and
 the exact GP.
 
-Protocol (spec §6.1): a random 90/10 train/test split per seed (numpy's legacy generator seeded
-with it, ``uci_data.random_split``), 5 seeds, zero prior mean, Matérn-3/2 with ARD lengthscales,
-outputscale and scalar noise; CaGP-Opt with i = 512 block-sparse actions, SGPR and SVGP with
-m = 2i = 1024 inducing points (SVGP minibatch 1024), Adam with ``LinearLR(end_factor=0.1)`` over
-all epochs (spec §9.4: from the full rate), 1000 epochs, and the exact GP (L-BFGS, 100
-iterations) where it fits in memory. The learning rates are the paper's (its Adam rows of
-Table 1, per set and method); nothing here is swept.
+Protocol (Sec. 5, "Experimental Details", and S5.3): a random 90/10 train/test split per seed
+(numpy's legacy generator seeded with it, ``uci_data.random_split``), 5 seeds, zero prior mean,
+Matérn-3/2 with ARD lengthscales, outputscale and scalar noise; CaGP-Opt with i = 512 block-sparse
+actions, SGPR and SVGP with m = 2i = 1024 inducing points (SVGP minibatch 1024), Adam with
+``LinearLR(end_factor=0.1)`` over all epochs (from the full rate: the paper gives no other
+arguments), 1000 epochs, and the exact GP (L-BFGS, 100 iterations) where it fits in memory. The
+learning rates are the paper's (its Adam rows of Table 1, per set and method); nothing here is
+swept.
 
-Decisions the paper leaves open (spec §6.1, §9.4), the same for every method:
+Decisions the paper leaves open, the same for every method:
 
 - Targets and inputs z-scored with the training part's statistics; NLL (mean −log N(y; μ,
   var_f + σ²), nats) and RMSE are of the standardised test targets. The paper's RMSE of 0.001
@@ -36,8 +37,8 @@ on protein and KEGGu). GPyTorch is an optional dependency (``pip install gpytorc
 the SGPR and SVGP rows are skipped and the script says so.
 
 Quick mode (``--quick``, CPU): parkinsons and bike, the training part subsampled to 3000 rows
-(seeded), i = 64 (m = 128), 2 seeds, 300 epochs. Its targets (issue 13): CaGP-Opt's test NLL
-below SGPR's and SVGP's, and its learned noise below SVGP's (spec §6.4, Fig. S5).
+(seeded), i = 64 (m = 128), 2 seeds, 300 epochs. Its targets (ours): CaGP-Opt's test NLL
+below SGPR's and SVGP's, and its learned noise below SVGP's (as the paper's Fig. S5 has it).
 
     python benchmarks/cagp_uci.py --quick [--json out.json]
     python benchmarks/cagp_uci.py [--datasets parkinsons,bike,protein,keggundirected]
@@ -92,7 +93,7 @@ PAPER_NAMES = {"parkinsons": "Parkinsons", "bike": "Bike", "protein": "Protein",
                "keggundirected": "KEGGu"}  # fmt: skip
 METHODS = ("cagp_opt", "sgpr", "svgp", "exact")
 LABELS = {"cagp_opt": "CaGP-Opt", "sgpr": "SGPR", "svgp": "SVGP", "exact": "exact GP"}
-# Spec §6.1 / Table S1.
+# Sec. 5 ("Experimental Details") and Table S1.
 TRAIN_FRACTION = 0.9
 SEEDS = 5
 PAPER_ACTIONS = 512
@@ -104,14 +105,14 @@ SVGP_BATCH = 1024
 VALIDATION_FRACTION = 0.1
 VALIDATE_EVERY = 10
 PATIENCE = 20
-# GPyTorch's initial raw parameters are 0: softplus(0) = log 2 (spec §5.3: "library defaults").
+# GPyTorch's initial raw parameters are 0: softplus(0) = log 2 (the paper gives no θ₀).
 INITIAL_THETA = math.log(2.0)
-# Issue 13's CPU quick mode.
+# The CPU quick mode.
 QUICK = {"datasets": ("parkinsons", "bike"), "seeds": 2, "actions": 64, "train_points": 3000,
          "epochs": 300}  # fmt: skip
 FULL = {"datasets": DATASETS, "seeds": SEEDS, "actions": PAPER_ACTIONS, "train_points": 0,
         "epochs": EPOCHS}  # fmt: skip
-# Issue 13's full-size target: CaGP-Opt within the paper's ±2 std on these sets.
+# Our full-size target: CaGP-Opt within the paper's ±2 std on these sets.
 BAND_STDS = 2.0
 BAND_SETS = ("parkinsons", "bike")
 
@@ -130,7 +131,7 @@ class PaperRow:
     key: str | None = None
 
 
-# Spec §6.3, Table 1 (mean ± std over 5 seeds). Ours runs the Adam rows (and the exact GP).
+# Table 1 (mean ± std over 5 seeds). Ours runs the Adam rows (and the exact GP).
 PAPER: dict[str, list[PaperRow]] = {
     "parkinsons": [
         PaperRow("CholeskyGP", "LBFGS", 0.1, 100, (-3.645, 0.002), (0.001, 0.000), "1 min 03 s",
@@ -585,7 +586,7 @@ def table(name: str, rows: dict[str, dict[str, list[float]]]) -> str:
 
 
 def quick_targets(rows: dict[str, dict[str, list[float]]]) -> dict[str, tuple[bool, str]]:
-    """Issue 13's quick targets on one set: (pass, the numbers behind it)."""
+    """The quick targets on one set: (pass, the numbers behind it)."""
     mean = {k: float(np.mean(v["nll"])) for k, v in rows.items()}
     noise = {k: float(np.mean(v["noise"])) for k, v in rows.items()}
     checks: dict[str, tuple[bool, str]] = {}
@@ -604,7 +605,7 @@ def quick_targets(rows: dict[str, dict[str, list[float]]]) -> dict[str, tuple[bo
 
 
 def band_targets(name: str, rows: dict[str, dict[str, list[float]]]) -> dict[str, tuple[bool, str]]:
-    """Issue 13's full-size target: CaGP-Opt's NLL and RMSE within the paper's ±2 std."""
+    """The full-size target: CaGP-Opt's NLL and RMSE within the paper's ±2 std."""
     ref = paper_row(name, "cagp_opt")
     if ref is None or name not in BAND_SETS:
         return {}
@@ -650,7 +651,7 @@ def main(argv: list[str] | None = None) -> int:
     set_cpu_threads(args.threads)
     device = resolve_device(args.device)
     warm_up(device, DTYPE)
-    print(header("CaGP UCI generalisation (spec seed001 §6, Table 1)", device, DTYPE))
+    print(header("CaGP UCI generalisation (Wenger et al. 2024, Table 1)", device, DTYPE))
     print(
         f"i = {actions} actions, m = {inducing} inducing points, {seeds} seed(s), {epochs} Adam "
         f"epochs (LinearLR to {LR_END_FACTOR:g}), validation {VALIDATION_FRACTION:g} of the "

@@ -1,6 +1,6 @@
 """Calibration of the node's map on readings it never saw: RMSE, NLPD, 95 % coverage and width.
 
-Protocol (issue 10 §6). Invensense runs 1-5 of the Aalto data (‖B‖ in µT on (x, y) in m), laid
+Protocol. Invensense runs 1-5 of the Aalto data (‖B‖ in µT on (x, y) in m), laid
 on one time line as ``gp-mapper convert aalto`` lays them (5 s between runs). Each run is cut
 into 10-second blocks counted from its first sample; every 5th block, phase 4 (blocks 4, 9, 14,
 ... : 40-50 s, 90-100 s, ...), is held out, so each run has mapped 40 s before its first hole
@@ -51,7 +51,6 @@ from common import (
     write_json,
 )
 
-from gp_mapper.commands.replay import parse_overrides
 from gp_mapper.engine import ExactPosterior, build_model
 from gp_mapper.engine.core.device import set_cpu_threads
 from gp_mapper.io.aalto import load_aalto_sequence
@@ -59,6 +58,7 @@ from gp_mapper.io.bag_convert import SEQUENCE_GAP_S
 from gp_mapper.io.bag_writer import MAG_FRAME_ID, TESLA_PER_MICROTESLA
 from gp_mapper.io.heading import heading_from_track, yaw_to_quaternion
 from gp_mapper.mapping import FieldReading, MapperConfig, MappingPipeline, Pose
+from gp_mapper.mapping.params_file import parse_overrides
 
 RUNS = (1, 2, 3, 4, 5)
 BLOCK_S = 10.0
@@ -141,7 +141,7 @@ def stream(split: Split, streamed: np.ndarray, overrides: dict[str, Any]) -> dic
     orientation = yaw_to_quaternion(split.yaw)
     field_t = split.field_ut * TESLA_PER_MICROTESLA
     start = time.perf_counter()
-    with MappingPipeline(config, engine=engine, background=False) as pipeline:
+    with MappingPipeline(config, model=engine, background=False) as pipeline:
         for count, i in enumerate(index):
             stamp = int(split.stamps_ns[i])
             pipeline.add_pose(Pose(stamp, position[i], orientation[i]))

@@ -7,6 +7,8 @@ import json
 import math
 import os
 import platform
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -78,10 +80,56 @@ def add_run_arguments(parser: argparse.ArgumentParser, device: str = "cpu") -> N
     parser.add_argument("--json", help="write the results to this JSON file")
 
 
+def _git(*args: str) -> str:
+    try:
+        out = subprocess.run(
+            ["git", *args], cwd=REPO_ROOT, capture_output=True, text=True, check=True, timeout=30
+        )
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return out.stdout.strip()
+
+
+# The code a result comes from is the code at the start of the run: its commit, whether the
+# tree had uncommitted changes, and the start time (a commit made meanwhile changes nothing).
+_STARTED = {
+    "date": time.strftime("%Y-%m-%d %H:%M"),
+    "commit": _git("rev-parse", "--short", "HEAD") or os.environ.get("GPU_CHECK_COMMIT", ""),
+    "dirty": bool(_git("status", "--porcelain", "--untracked-files=no")),
+}
+
+
+def run_env() -> dict[str, Any]:
+    """When (the start), at which commit and by which command a result was made (``env``)."""
+    script = Path(sys.argv[0]).resolve()
+    try:
+        script_name = str(script.relative_to(REPO_ROOT))
+    except ValueError:
+        script_name = sys.argv[0]
+    return {
+        **_STARTED,
+        "finished": time.strftime("%Y-%m-%d %H:%M"),
+        "command": " ".join(["python", script_name, *sys.argv[1:]]),
+        "host": platform.node(),
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+    }
+
+
 def write_json(path: str | None, payload: dict[str, Any]) -> None:
+    """Write ``payload`` with its ``env`` (date, commit, dirty tree, command) to ``path``."""
     if path:
-        Path(path).write_text(json.dumps(payload, indent=2))
+        record = payload if "env" in payload else {**payload, "env": run_env()}
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(json.dumps(record, indent=2, default=_jsonable))
         print(f"wrote {path}")
+
+
+def _jsonable(value: Any) -> Any:
+    """numpy and torch scalars and arrays as plain numbers and lists; anything else as text."""
+    if isinstance(value, np.generic | np.ndarray | torch.Tensor):
+        return value.tolist()
+    return str(value)
 
 
 def format_table(headers: list[str], rows: list[list[str]]) -> str:

@@ -1,9 +1,9 @@
-"""The additive GP (seed 003) on magnetometer data: the map cleaned of heading bias and run offsets.
+"""The additive GP on magnetometer data: the map cleaned of heading bias and run offsets.
 
-Issue 14's parts (a), (b) and (c). The offline fits are ``gp-mapper fit --model gam`` (the
-batch model, coupled precision posterior), the streamed ones ``gam_stream`` (the VIPS engine
-over the block kernel), all with the node's default kernel (Constant + Matérn-5/2) and initial
-θ, float64, on CPU.
+The additive GP of Adam, Durrande & John 2018 in three experiments, (a), (b) and (c). The offline
+fits are ``gp-mapper fit --model gam`` (the batch model, coupled precision posterior), the streamed
+ones ``gam_stream`` (the VIPS engine over the block kernel), all with the node's default kernel
+(Constant + Matérn-5/2) and initial θ, float64, on CPU.
 
 (a) ``heading_world``: the synthetic room of ``gp-mapper convert synthetic`` driven for
     ``--duration`` s with ``--heading-bias`` µT of compass-deviation bias on ‖B‖ (the fixed
@@ -20,7 +20,7 @@ over the block kernel), all with the node's default kernel (Constant + Matérn-5
     RMSE and NLPD in µT). Run 3 is a run the fit never saw: its offset and its drift are
     unknown, so the additive rows predict the map layer (offset + map) and add the run
     offset's prior variance and the drift's prior variance to the map's and the noise's. The
-    exact GP's figure on this split, 4.18 µT RMSE (issue 15), is printed beside them.
+    exact GP's figure on this split, 4.18 µT RMSE (our reference), is printed beside them.
 
 (a) streamed: the same bag through ``gp-mapper fit --model gam_stream`` (the pipeline, as
     ``replay`` streams it: every reading, windows of ``batch_size``, the node's fit schedule),
@@ -60,7 +60,6 @@ from gp_mapper.engine import EngineSpec, build_model, model_from_state
 from gp_mapper.engine.core.device import resolve_device, set_cpu_threads
 from gp_mapper.io import convert_aalto, load_aalto_sequence, read_bag, write_synthetic_bag
 from gp_mapper.io.bag_convert import SEQUENCE_GAP_S
-from gp_mapper.io.model_inputs import with_auxiliary_inputs
 from gp_mapper.io.synthetic import heading_bias, make_synthetic_world
 from gp_mapper.mapping import MapperConfig
 from gp_mapper.mapping.inputs import collect_samples
@@ -74,7 +73,7 @@ SAMPLES = 2000
 # The area the path covers (its rows keep 0.5 m from the walls), and the scoring grid step.
 COVERED_M = (0.5, 7.5, 0.5, 5.5)
 GRID_STEP_M = 0.2
-# (b) The Aalto split of issue 14: train on runs 1, 2, 4, 5, every 10th sample; test on run 3.
+# (b) The Aalto split: train on runs 1, 2, 4, 5, every 10th sample; test on run 3.
 TRAIN_RUNS = (1, 2, 4, 5)
 TEST_RUN = 3
 THIN = 10
@@ -183,7 +182,7 @@ def aalto_samples(scratch: Path) -> Any:
     config = MapperConfig()
     samples = collect_samples(read_bag(bag, pose_type="auto"), config)
     spec = EngineSpec(model="gam")
-    return with_auxiliary_inputs(samples, ("run", "time"), spec.gam_run_gap)
+    return samples.with_auxiliary_inputs(("run", "time"), spec.gam_run_gap)
 
 
 def aalto_dir() -> Path:
@@ -364,7 +363,7 @@ def main(argv: list[str] | None = None) -> int:
             e = r.get(row, {})
             table.append([row, components, fmt(e.get("rmse")), fmt(e.get("nlpd")),
                           fmt(e.get("seconds"), ".0f")])  # fmt: skip
-        table.append(["exact GP (issue 15)", "Constant + Matérn-5/2",
+        table.append(["exact GP (reference)", "Constant + Matérn-5/2",
                       fmt(EXACT_REFERENCE_RMSE_UT, ".2f"), "", ""])  # fmt: skip
         print(format_table(["model", "components", "RMSE µT", "NLPD", "seconds"], table))
     if "changing_field" in results:

@@ -1,4 +1,4 @@
-"""One prepared check of the GPU path: CUDA tests, agreement with the CPU, cost, the seeds' rows.
+"""One prepared check of the GPU path: CUDA tests, agreement with the CPU, cost, the papers' rows.
 
 Run on a CUDA machine with ``make gpu-check`` (``benchmarks/gpu_env.sh`` picks the Python: the
 machine's CUDA torch, or a venv with the pinned torch's CUDA build). Sections, in this order,
@@ -13,10 +13,10 @@ cut):
    hyperparameter fit) of N = 1000 readings on an engine holding M = 500 ... 10 000 inducing
    points, GPU against the CPU (all its cores) in the same run, median of repeats; a CPU size
    predicted past the section's time is skipped and said so. Target: M = 5000 in <= 100 ms.
-4. ``stream``: the seed paper's magnetometer stream (invensense path 3 in 20 batches, VIPS at
+4. ``stream``: the VIPS paper's magnetometer stream (invensense path 3 in 20 batches, VIPS at
    δ = 0.095, tested on paths 1, 2, 4, 5) on the GPU and on the CPU.
 5. ``tiled_replay``: the building floor through the tiled map, once the map has tiles.
-6. The seeds' GPU rows, each cut to fit and said so: CaGP-Opt on parkinsons and bike
+6. The batch papers' GPU rows, each cut to fit and said so: CaGP-Opt on parkinsons and bike
    (Wenger et al. 2024, Table 1: i = 512, 1000 epochs, all rows, one seed), ACGP on pol and
    bike (Bartels et al. 2023, Table 3: m = 10 240, L-BFGS capped, one shuffle), SOLVE-GP at
    M = 1024 on kin40k (Shi et al. 2020, Table 2: one split, fewer epochs).
@@ -305,7 +305,7 @@ def profile_update(engine: Any, X: Any, y: Any) -> dict[str, Any]:
 
 
 def section_stream(out: Partial, ctx: Context) -> None:
-    """The seed paper's magnetometer stream on the GPU and on the CPU."""
+    """The VIPS paper's magnetometer stream (App. D.4) on the GPU and on the CPU."""
     from dataclasses import replace
 
     import torch
@@ -346,7 +346,7 @@ def section_tiled_replay(out: Partial, ctx: Context) -> None:
 
 @dataclass(frozen=True)
 class SeedRow:
-    """One of the seeds' GPU rows: a benchmark script run on one data set."""
+    """One of the papers' GPU rows: a benchmark script run on one data set."""
 
     script: str
     dataset: str
@@ -627,7 +627,7 @@ def drive(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def summarise(results: dict[str, Any]) -> dict[str, Any]:
-    """The issue's JSON shape on top, the sections' details below."""
+    """The summary record on top, the sections' details below."""
     env = results["env"]
     tests = results.get("tests", {})
     update = results.get("update_ms", {})

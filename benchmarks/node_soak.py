@@ -59,7 +59,7 @@ BASE_NS = 1_700_000_000 * 10**9
 TESLA_PER_UT = 1e-6
 NS_PER_S = 10**9
 
-# The Aalto magnetometer data (seed000.md 8.5): |B| around ~50 µT, a Matérn-5/2 field of
+# The Aalto magnetometer data (Solin et al. 2018): |B| around ~50 µT, a Matérn-5/2 field of
 # lengthscale ~0.7 m and variance ~300 µT².
 FIELD_MEAN_UT = 50.0
 FIELD_VARIANCE_UT2 = 300.0

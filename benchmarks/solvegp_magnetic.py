@@ -46,20 +46,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from acgp_magnetic import ACGP_MAX_POINTS, ACGP_REFINEMENTS, EXACT_POINTS, aalto_dir
 from common import add_run_arguments, format_table, header, nlpd, rmse, write_json
 
-from gp_mapper.commands.fit import FITTED_STATE, fit_bag, model_spec, split_overrides
-from gp_mapper.commands.params_file import config_from_params_file
-from gp_mapper.commands.replay import parse_overrides, replay_bag
+from gp_mapper.commands.fit import fit_bag
+from gp_mapper.commands.replay import replay_bag
 from gp_mapper.engine import build_model, model_entry, model_from_state
 from gp_mapper.engine.core.device import resolve_device, set_cpu_threads
 from gp_mapper.io import load_aalto_sequence, read_bag
 from gp_mapper.io.bag_convert import SEQUENCE_GAP_S
 from gp_mapper.io.bag_writer import BASE_EPOCH_NS, FieldStream, PoseStream, write_field_pose_bag
+from gp_mapper.mapping.batch_fit import FITTED_STATE, model_spec, split_overrides
 from gp_mapper.mapping.inputs import collect_samples
 from gp_mapper.mapping.map_file import load_map
+from gp_mapper.mapping.params_file import config_from_params_file, parse_overrides
 
 TRAIN_RUNS = (1, 2, 3, 4, 5)
 HANDOFF_RUN = 6
-# Held-out time blocks: every 5th block of 10 s (issue 12).
+# Held-out time blocks: every 5th block of 10 s.
 BLOCK_S = 10.0
 HOLD_OUT_EVERY = 5
 MODELS = ("solvegp", "vips", "exact", "acgp")

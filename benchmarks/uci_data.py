@@ -1,4 +1,4 @@
-"""UCI regression sets for the benchmarks: the two file formats and the seed paper's stream.
+"""UCI regression sets for the benchmarks: the two file formats and the VIPS paper's stream.
 
 Formats (shared/data/uci/README.md beside the repository):
 
@@ -8,13 +8,13 @@ Formats (shared/data/uci/README.md beside the repository):
   0-based column indices in ``index_features.txt`` and ``index_target.txt``.
 
 Inputs that are constant over the whole file (naval's columns 8 and 11) are dropped, as
-bayesian_benchmarks and the seed paper's code do; dividing by their std would blow up.
+bayesian_benchmarks and the VIPS authors' code do; dividing by their std would blow up.
 
-The continual protocol (spec seed000 §8.4, the authors' ``divide_batches_kfolds``): standardise X
-and y with full-data statistics (std + 1e-6), sort by the first input, cut into contiguous
-batches (floor size, the last takes the rest), permute each batch (one stream of numpy's legacy
-``RandomState``, seed 0) and split it by an unshuffled K-fold; fold k trains on the other K-1
-parts of every batch.
+The continual protocol (Pescador-Barrios et al. 2024, App. D.3, and the authors'
+``divide_batches_kfolds``): standardise X and y with full-data statistics (std + 1e-6), sort by the
+first input, cut into contiguous batches (floor size, the last takes the rest), permute each batch
+(one stream of numpy's legacy ``RandomState``, seed 0) and split it by an unshuffled K-fold; fold k
+trains on the other K-1 parts of every batch.
 """
 
 from __future__ import annotations
@@ -24,11 +24,11 @@ from pathlib import Path
 
 import numpy as np
 
-# The authors' ``normalise``: z-score with this added to the std (spec §8.4).
+# The authors' ``normalise``: z-score with this added to the std.
 STD_OFFSET = 1e-6
 # A column whose std is below this fraction of its mean magnitude (or exactly 0) is constant.
 CONSTANT_RELATIVE_STD = 1e-12
-# Spec §8.4: "< 12000 -> 20 batches, > 12000 -> 50".
+# App. D.3: "< 12000 -> 20 batches, > 12000 -> 50".
 LARGE_DATASET = 12000
 BATCHES_SMALL, BATCHES_LARGE = 20, 50
 
@@ -104,7 +104,7 @@ def num_batches(n: int) -> int:
 def continual_stream(
     data: UciSet, fold: int, num_folds: int = 5, seed: int = 0, batches: int | None = None
 ) -> list[Batch]:
-    """Fold ``fold`` of the seed paper's sorted, batched, K-fold stream.
+    """Fold ``fold`` of the VIPS paper's sorted, batched, K-fold stream.
 
     Args:
         data: the raw set (standardised here).
@@ -126,7 +126,7 @@ def continual_stream(
     count = batches or num_batches(n)
     size = n // count
     # numpy's legacy generator: what "permutation, seed 0" meant in numpy code of the paper's
-    # time (the spec names only the seed). The split matters: concrete's fitted model is
+    # time (the authors' code names only the seed). The split matters: concrete's fitted model is
     # bimodal over splits (~140 or ~360 inducing points).
     rng = np.random.RandomState(seed)
     out = []
@@ -141,10 +141,10 @@ def continual_stream(
 
 
 # ---------------------------------------------------------------------- random train/test splits
-# The ACGP paper's tuning tables (spec seed004 §8.4): a random 2/3 train, 1/3 test split per
-# shuffle. The authors' code calls bayesian_benchmarks' ``get_regression_data(name, split=seed,
-# prop=2/3)``, which seeds numpy's legacy generator with the split number, shuffles the row
-# indices and keeps the first int(N·prop) rows for training.
+# The ACGP paper's tuning tables (Bartels et al. 2023, App. B.2): a random 2/3 train, 1/3 test split
+# per shuffle. The authors' code calls bayesian_benchmarks' ``get_regression_data(name, split=seed,
+# prop=2/3)``, which seeds numpy's legacy generator with the split number, shuffles the row indices
+# and keeps the first int(N·prop) rows for training.
 TRAIN_FRACTION = 2.0 / 3.0
 
 

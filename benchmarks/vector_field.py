@@ -1,4 +1,4 @@
-"""Three-axis field maps (issue 15): the curl-free potential against per-axis and ‖B‖ streams.
+"""Three-axis field maps: the curl-free potential against per-axis and ‖B‖ streams.
 
 Aalto invensense readings B = (Bx, By, Bz) in µT (room frame, already orientation-compensated
 by the authors) at (x, y) in m, two splits:
@@ -6,21 +6,21 @@ by the authors) at (x, y) in m, two splits:
 * ``runs``: every 10th sample of runs 1, 2, 4 and 5 (N = 3365), streamed in time order in
   batches of the node's default ``batch_size`` (400 readings: 9 batches, the last 165); tested
   on all 9404 readings of run 3;
-* ``stream``: the seed-000 streaming split (``magnetic_streaming.py``): run 3 (9404 readings)
+* ``stream``: the VIPS paper's streaming split (``magnetic_streaming.py``): run 3 (9404 readings)
   in its 20 time-ordered batches, tested on all 33 625 readings of runs 1, 2, 4 and 5.
 
 Rows: ``independent`` (three scalar VIPS streams, one per component; ‖B‖ = the norm of the three
 means), ``norm`` (one VIPS stream on ‖B‖; it has no components), ``potential`` (the curl-free
 scalar-potential model, inducing variables on φ chosen by VIPS) and ``exact_potential`` (the
 exact vector GP of the same kernel on an evenly spaced subset of the training readings, θ by
-L-BFGS from the same start). Every model starts from the node's default θ (the seed paper's
+L-BFGS from the same start). Every model starts from the node's default θ (the VIPS paper's
 magnetometer init, as in ``magnetic_streaming.py``: constant/uniform-field variance 500 µT²,
 kernel variance 1 µT², lengthscale 1 m, noise 0.1 µT²), the node's δ = 0.035, hyperprior 0.5
 and ``fit_iterations`` (100 per fit), with kernel SE (``--kernel matern52`` for Matérn-5/2).
 
 The streams run as the node runs them: θ is re-fitted on the node's schedule (its first 5
 windows, then every 20th or when the bound says θ is stale; ``--fit-every-batch`` for the
-seed paper's every batch), and each stream's ``pass_noise_variance`` is its target's
+VIPS paper's every batch), and each stream's ``pass_noise_variance`` is its target's
 between-pass excess variance, measured on the training readings alone: readings within 1 cm
 of each other, 10 s or more apart, less the same within a pass, where a window spans less
 than 10 s (the ``stream`` split's 9 s batches at 50 Hz; the ``runs`` split's thinned windows
@@ -28,8 +28,7 @@ span 80 s and several passes, whose discrepancy the fit then sees as noise itsel
 ``--pass-noise on|0`` to force it). Within a 9-second batch the noise a fit sees is ~0.1 µT²
 per component, between passes of the same place it is 2-10 µT² (orientation and calibration
 residue that turns with the pass); the potential model, which must explain all three
-components by one curl-free field, turns that discrepancy into wild field where it is missing
-(issue 15's diagnosis).
+components by one curl-free field, turns that discrepancy into wild field where it is missing.
 
 Columns: RMSE of each component and of ‖B‖ [µT]; NLPD (vector rows: of the three components,
 the mean over components and test points, each under N(mean, var + σ²); the norm row: of
@@ -70,13 +69,13 @@ from common import (
 )
 from magnetic_streaming import batches as stream_batches
 
-from gp_mapper.commands.replay import parse_overrides
 from gp_mapper.engine import EngineSpec, build_model
 from gp_mapper.engine.core.device import resolve_device, set_cpu_threads
 from gp_mapper.engine.potential import ExactFieldGP, norm_moments
 from gp_mapper.io.aalto import load_aalto_sequence
 from gp_mapper.mapping.config import MapperConfig
 from gp_mapper.mapping.fit_schedule import FitSchedule
+from gp_mapper.mapping.params_file import parse_overrides
 
 MODELS = ("independent", "norm", "potential", "exact_potential")
 SPLITS = ("runs", "stream")
@@ -98,7 +97,8 @@ PASS_GAP_S = 10.0
 RUN_SPACING_S = 1.0e5
 # Test points per prediction call (the exact GP's cross-covariance is [3·chunk, 3N]).
 CHUNK = 1000
-# Issue 15, independent exact GPs per component on the runs split, θ by grid search.
+# A reference measured outside this script: independent exact GPs per component on the runs
+# split, θ by grid search.
 EXACT_REFERENCE = {"x": 4.82, "y": 3.92, "z": 3.56, "norm": 4.18}
 # --quick: a smoke run.
 QUICK_BATCHES = 3
@@ -141,7 +141,7 @@ def pass_noise_estimates(split: Split) -> dict[str, float]:
     """Half the mean squared difference of training readings at the same place (within
     PAIR_RADIUS_M) on different passes (PASS_GAP_S or more apart), per component and of ‖B‖
     [µT²], less the same within a pass: the error that stays the same along a pass (orientation
-    and calibration residue), which no window can tell from the field (issue 10 §6). From the
+    and calibration residue), which no window can tell from the field. From the
     training readings only (the stream split's all of them, before --stream-thin)."""
     pairs = cKDTree(split.X_all).query_pairs(PAIR_RADIUS_M, output_type="ndarray")
     dt = np.abs(split.t_all[pairs[:, 0]] - split.t_all[pairs[:, 1]])
@@ -238,7 +238,7 @@ def stream(
     """Stream the split's batches through a fresh model; per-batch (M, seconds, accepted).
 
     θ is re-fitted when the node would re-fit it (``mapping.fit_schedule`` at the node's
-    defaults), or on every batch with ``--fit-every-batch`` (the seed paper's protocol).
+    defaults), or on every batch with ``--fit-every-batch`` (the VIPS paper's protocol).
     """
     model = build_model(spec, input_dim=2)
     cfg = MapperConfig()
@@ -439,7 +439,7 @@ def table(results: dict[str, dict]) -> str:
 
 
 def targets(results: dict[str, dict[str, dict]]) -> list[tuple[str, bool, str]]:
-    """Issue 15's targets where the rows they need were run: (what, met, the figures)."""
+    """The targets, where the rows they need were run: (what, met, the figures)."""
     checks = []
     for split, r in results.items():
         if "potential" in r and "independent" in r:
@@ -495,7 +495,7 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     parser.add_argument(
         "--fit-every-batch", action="store_true",
-        help="re-fit θ on every batch (the seed paper's protocol); default: when the node "
+        help="re-fit θ on every batch (the VIPS paper's protocol); default: when the node "
         "would (its first windows, then every fit_every_windows-th or when stale)",
     )  # fmt: skip
     parser.add_argument(
@@ -531,7 +531,7 @@ def main(argv: list[str] | None = None) -> int:
             "fit_iterations", "delta", "hyperprior_scale", "max_inducing",
         )
     }  # fmt: skip
-    print(header("three-axis field maps on the Aalto invensense runs (issue 15)", device, dtype))
+    print(header("three-axis field maps on the Aalto invensense runs", device, dtype))
     source = "node defaults" + (", --set " + " ".join(args.set) if args.set else "")
     print(f"initial θ ({source}) " + ", ".join(f"{k} {v}" for k, v in theta.items()))
     quick = "  [--quick]" if args.quick else ""
@@ -594,12 +594,12 @@ def main(argv: list[str] | None = None) -> int:
     if "runs" in results:
         e = EXACT_REFERENCE
         print(
-            f"issue 15's reference, runs split (independent exact GPs, θ by grid search): "
+            f"reference, runs split (independent exact GPs, θ by grid search): "
             f"Bx {e['x']}, By {e['y']}, Bz {e['z']}, ‖B‖ {e['norm']} µT RMSE"
         )
     checks = targets(results)
     if checks:
-        print("\ntargets (issue 15):")
+        print("\ntargets:")
         for what, met, figures in checks:
             print(f"  [{'met' if met else 'MISSED'}] {what}: {figures}")
     print("\nfinal hyperparameters:")

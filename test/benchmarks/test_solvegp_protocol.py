@@ -36,7 +36,7 @@ def test_split_is_80_20_and_a_partition(n: int) -> None:
 
 
 def test_fit_size_is_the_papers_n() -> None:
-    """Spec §10.3: N = 0.64 × the set (kin40k 25 600): 80 % train, less 20 % of it."""
+    """Shi et al. 2020, App. G.3: N = 0.64 × the set (kin40k 25 600): 80 % train less 20 %."""
     n_train = int(40_000 * solvegp_uci.TRAIN_FRACTION)
     fit, val = solvegp_uci.inner_split(n_train, solvegp_uci.protocol_generator(0))
     assert (len(fit), len(val)) == (25_600, 6_400)
@@ -88,7 +88,7 @@ def test_the_replayed_split_is_the_models() -> None:
 def test_protocol_model_settings() -> None:
     model = solvegp_uci.solve_gp("solve", 8, 8, 0, 100, torch.device("cpu"))
     assert model.validation == 0.2 and model.batch_size == 1024 and model.learning_rate == 0.01
-    assert not model.warm_start and not model.variational.whiten  # spec §10.1
+    assert not model.warm_start and not model.variational.whiten  # the paper's App. G
     assert model.patience >= model.epochs  # 100 epochs run, no early stop
     spec = solvegp_uci.kernel().to_spec()
     assert spec["type"] == "matern32" and np.size(spec["lengthscale"]) == 1  # no ARD

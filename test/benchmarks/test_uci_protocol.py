@@ -1,4 +1,4 @@
-"""The seed paper's UCI stream (benchmarks/uci_data.py) and a short run of its benchmark."""
+"""The VIPS paper's UCI stream (benchmarks/uci_data.py) and a short run of its benchmark."""
 
 from __future__ import annotations
 
