@@ -4,11 +4,11 @@ independent tasks, serially in this process or on Ray.
 A whole building's log (one bag or many) is paired and thinned as the node would, routed to
 tiles (:class:`~gp_mapper.engine.tiled.TileLayout`), and each tile's readings, in stamp order,
 are streamed through a model of the configured kind in windows of ``batch_size`` with the
-node's fit schedule: what the node would have built in that tile. The tile holding the most
-readings is fitted first; every other tile starts from its fitted θ (the building's), so the
-tiles are independent tasks of the same inputs whoever runs them: ``workers = 0`` runs them
-here one after another, ``workers = N`` on a Ray runtime (a local one started here, or the
-cluster at ``ray_address``), and both give the same map bit for bit.
+node's fit schedule: what the node would have built in that tile. The building's θ is fitted
+first, on the first ``THETA_WINDOWS`` windows of the tile holding the most readings; every tile
+starts from it, so the tiles are independent tasks of the same inputs whoever runs them:
+``workers = 0`` runs them here one after another, ``workers = N`` on a Ray runtime (a local
+one started here, or the cluster at ``ray_address``), and both give the same map bit for bit.
 
 A task is retried once; a tile that still fails is named, and no map is made.
 """
@@ -31,6 +31,8 @@ from gp_mapper.mapping.inputs import CollectedSamples
 IN_FLIGHT_PER_WORKER = 2
 # Attempts of a tile fit: the first and one retry.
 ATTEMPTS = 2
+# Windows of the largest tile the building's θ is fitted on before the tiles start from it.
+THETA_WINDOWS = 10
 
 TileKey = tuple[int, int]
 
@@ -133,8 +135,10 @@ def fit_tiled(
             key, samples.X[rows], samples.y[rows], start_state, config.batch_size, schedule
         )
 
-    # The tile with the most readings sets the building's θ; the others start from it.
+    # The building's θ: fitted on the first windows of the tile with the most readings; every
+    # tile (that one too) then starts from it, all in parallel.
     first = max(routes, key=lambda k: (len(routes[k]), k))
+    theta_rows = routes[first][: THETA_WINDOWS * config.batch_size]
     done = 0
 
     def tick(key: TileKey) -> None:
@@ -147,12 +151,14 @@ def fit_tiled(
 
     runner = _SerialRunner() if workers <= 0 else _RayRunner(workers, ray_address)
     with runner:
-        states = runner.run([task(first, template.state_dict())], tick)
-        first_state = {n: np.array(v, order="C") for n, v in states[first].items()}
-        reference = model_from_state(first_state, device="cpu")
-        theta_start = reference.empty_copy().state_dict()
-        rest = [task(key, theta_start) for key in routes if key != first]
-        states.update(runner.run(rest, tick))
+        theta_task = TileTask(
+            first, samples.X[theta_rows], samples.y[theta_rows], template.state_dict(),
+            config.batch_size, schedule,
+        )  # fmt: skip
+        fitted = runner.run([theta_task], lambda key: None)[first]
+        fitted = {n: np.array(v, order="C") for n, v in fitted.items()}
+        theta_start = model_from_state(fitted, device="cpu").empty_copy().state_dict()
+        states = runner.run([task(key, theta_start) for key in routes], tick)
     # One memory layout whoever ran the fit (Ray's transport changes strides, and a kernel's
     # rounding can follow them): the same map bit for bit from any runner.
     states = {k: {n: np.array(v, order="C") for n, v in st.items()} for k, st in states.items()}
@@ -160,7 +166,8 @@ def fit_tiled(
     model = TiledModel.from_tiles(template, layout, tiles, reference=first)
     report = {
         "tiles": len(tiles),
-        "reference_tile": list(first),
+        "theta_from_tile": list(first),
+        "theta_samples": len(theta_rows),
         "workers": workers,
         "ray_address": ray_address,
         "seconds_fit": time.perf_counter() - start,
