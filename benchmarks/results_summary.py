@@ -412,23 +412,56 @@ def gam_magnetic_rows(data: dict[str, Any], path: Path) -> Iterator[Row]:
 
 
 def building_rows(data: dict[str, Any], path: Path) -> Iterator[Row]:
-    """A whole office floor replayed: the tiled map against the one global map (seed 0; the
-    tile-size validation runs on other seeds under ``validation/`` are not summary rows)."""
-    runs = data.get("rows", {})
-    if "validation" in path.parts or not {"tiled", "global"} <= set(runs):
+    """A whole office floor: the tiled map's targets (issue shape: thirds, constant baseline,
+    coverage, real time, flat update cost, RSS), the one global map beside it, and the offline
+    fit's Ray speed-up. The tile-size runs on other seeds under ``validation/`` are not rows."""
+    if "validation" in path.parts:
         return
-    tiled, one = runs["tiled"], runs["global"]
+    bench = "building.py"
+    runs = data.get("rows", {})
+    tiled, one = runs.get("tiled"), runs.get("global")
 
     def cells(r: dict[str, Any]) -> str:
         return (f"{r['rmse']:.2f} µT, coverage {r['coverage95']:.2f}, {r['lost_readings']} "
                 f"lost, {r['realtime_factor']:.1f}× real time, {r['rss_mb']:.0f} MB")  # fmt: skip
 
-    size = tiled.get("params", {}).get("tile_size")
-    yield _row(
-        data, "building.py", "office floor replayed: tiled map against one map",
-        f"{size:g} m tiles: {cells(tiled)}" if size else f"tiles: {cells(tiled)}",
-        f"one map: {cells(one)}", "", None,
-    )  # fmt: skip
+    if tiled is not None and one is not None:
+        size = tiled.get("params", {}).get("tile_size")
+        yield _row(
+            data, bench, "office floor replayed: tiled map against one map",
+            f"{size:g} m tiles: {cells(tiled)}" if size else f"tiles: {cells(tiled)}",
+            f"one map: {cells(one)}", "", None,
+        )  # fmt: skip
+    if tiled is not None:
+        first, _, last = tiled["rmse_thirds"]
+        p95 = tiled["update_s_p95"]
+        checks = (
+            ("tiled: RMSE of the last third / the first", f"{last / first:.2f}", "≤ 1.25",
+             last / first <= 1.25),
+            ("tiled: RMSE / a constant's", f"{tiled['rmse'] / tiled['baseline']:.2f}", "≤ 0.35",
+             tiled["rmse"] / tiled["baseline"] <= 0.35),
+            ("tiled: 95 % coverage of the true field", f"{tiled['coverage95']:.3f}",
+             "[0.92, 0.97]", 0.92 <= tiled["coverage95"] <= 0.97),
+            ("tiled: replay speed", f"{tiled['realtime_factor']:.1f}× real time", "≥ 5×",
+             tiled["realtime_factor"] >= 5.0),
+            ("tiled: update p95, last 5 min / first 5 min",
+             f"{p95['last_5min']:.2f} / {p95['first_5min']:.2f} s", "ratio ≤ 1.5",
+             p95["last_5min"] <= 1.5 * p95["first_5min"]),
+            ("tiled: peak RSS", f"{tiled['rss_mb']:.0f} MB", "≤ 1536 MB",
+             tiled["rss_mb"] <= 1536.0),
+        )  # fmt: skip
+        for metric, ours, target, ok in checks:
+            yield _row(data, bench, metric, ours, "", target, ok)
+    serial, ray = runs.get("offline_serial"), runs.get("offline_ray")
+    if serial is not None and ray is not None:
+        speedup = serial["wall_s"] / ray["wall_s"]
+        same = serial.get("map_digest") == ray.get("map_digest")
+        yield _row(
+            data, bench, "offline tiled fit: Ray with 2 workers against serial",
+            f"{speedup:.2f}× ({ray['wall_s']:.0f} s against {serial['wall_s']:.0f} s), "
+            f"same map: {'yes' if same else 'no'}",
+            "", "≥ 1.7×, the same map", speedup >= 1.7 and same,
+        )  # fmt: skip
 
 
 def vector_field_rows(data: dict[str, Any], path: Path) -> Iterator[Row]:
