@@ -26,6 +26,11 @@ ROSDEP_KEYS = {
     "rosbags": "python3-rosbags-pip",
     "apsw": "python3-rosbags-pip",
 }
+# Modules of an optional feature outside the node, installed with pip (requirements.txt), with
+# no rosdep key: they are imported only inside the functions that need them.
+OPTIONAL_PIP = {
+    "ray": "the offline tiled fit on Ray (gp-mapper fit --workers N)",
+}
 ROS_MODULES = {
     "rclpy",
     "builtin_interfaces",
@@ -61,11 +66,11 @@ def _exec_depends() -> set[str]:
 def test_every_import_of_the_package_is_a_declared_run_dependency() -> None:
     declared = _exec_depends()
     imports = _third_party_imports(REPO / "gp_mapper")
-    unknown = sorted(imports - ROSDEP_KEYS.keys() - ROS_MODULES)
+    unknown = sorted(imports - ROSDEP_KEYS.keys() - ROS_MODULES - OPTIONAL_PIP.keys())
     assert not unknown, (
         f"imports without a known rosdep key (add one here and to package.xml): {unknown}"
     )
-    needed = {ROSDEP_KEYS.get(m, m) for m in imports}
+    needed = {ROSDEP_KEYS.get(m, m) for m in imports - OPTIONAL_PIP.keys()}
     assert not needed - declared, f"package.xml lacks: {sorted(needed - declared)}"
 
 
@@ -77,3 +82,16 @@ def test_torch_and_rosbags_use_their_rosdep_names() -> None:
     declared = _exec_depends()
     assert "python3-torch" in declared and "python3-rosbags-pip" in declared
     assert "python3-yaml" in declared
+
+
+def test_an_optional_module_is_imported_only_where_it_is_used() -> None:
+    """The node and ``import gp_mapper`` never need Ray: no module imports it at the top."""
+    for path in (REPO / "gp_mapper").rglob("*.py"):
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for node in tree.body:
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name.split(".")[0] for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module.split(".")[0]]
+            assert not set(names) & OPTIONAL_PIP.keys(), f"{path}: imports {names} at the top"
