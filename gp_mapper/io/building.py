@@ -35,23 +35,13 @@ from typing import NamedTuple
 import numpy as np
 from scipy.spatial import cKDTree
 
-from gp_mapper.mapping.pose_buffer import NS_PER_S
-
 from .bag_writer import (
-    BASE_EPOCH_NS,
     DEFAULT_MAG_TOPIC,
     DEFAULT_POSE_TOPIC,
-    MAG_FRAME_ID,
-    MAP_FRAME_ID,
-    TESLA_PER_MICROTESLA,
     BagSummary,
-    FieldStream,
-    PoseStream,
-    pose_sample_mask,
-    write_field_pose_bag,
 )
-from .heading import rotate_z, yaw_to_quaternion
-from .synthetic import ANOMALY_PEAK_UT, EARTH_FIELD_UT
+from .heading import rotate_z
+from .synthetic import ANOMALY_PEAK_UT, EARTH_FIELD_UT, write_walk_bag
 
 __all__ = [
     "DEFAULT_DURATION_S",
@@ -550,31 +540,10 @@ def write_building_bag(
     run = simulate_building_run(
         world, walk, noise_ut=noise_ut, pass_offset_ut=pass_offset_ut, seed=seed
     )
-    stamps = BASE_EPOCH_NS + np.rint(run.time_s * NS_PER_S).astype(np.int64)
-    keep = pose_sample_mask(run.time_s, pose_rate_hz)
-    variance_t2 = (noise_ut * TESLA_PER_MICROTESLA) ** 2
-    field_stream = FieldStream(
-        stamps_ns=stamps,
-        field_t=run.mag_ut * TESLA_PER_MICROTESLA,
-        frame_id=MAG_FRAME_ID,
-        covariance_t2=np.diag(np.full(3, variance_t2)).ravel(),
-    )
-    pose_stream = PoseStream(
-        stamps_ns=stamps[keep],
-        position_m=np.column_stack([run.position_m[keep], np.zeros(int(keep.sum()))]),
-        orientation_xyzw=yaw_to_quaternion(run.heading_rad[keep]),
-        frame_id=MAP_FRAME_ID,
-    )
     width, depth = world.size_m
-    return write_field_pose_bag(
-        out_bag,
-        field_stream,
-        pose_stream,
-        storage=storage,
-        mag_topic=mag_topic,
-        pose_topic=pose_topic,
-        pose_type=pose_type,
-        force=force,
+    return write_walk_bag(
+        out_bag, run, noise_ut=noise_ut, pose_rate_hz=pose_rate_hz, storage=storage,
+        mag_topic=mag_topic, pose_topic=pose_topic, pose_type=pose_type, force=force,
         custom_data={
             "gp_mapper.source": (
                 f"building world {width:g} x {depth:g} m seed {world.seed}, walk seed {seed}"
@@ -582,7 +551,7 @@ def write_building_bag(
             "gp_mapper.field_frame": "body (rotated by -heading)",
             "gp_mapper.pass_offset_ut": f"{pass_offset_ut:g}",
         },
-    )
+    )  # fmt: skip
 
 
 def path_cells(

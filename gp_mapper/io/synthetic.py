@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 import numpy as np
 
@@ -341,6 +341,43 @@ def write_synthetic_bag(
     run = simulate_run(
         world, duration_s, rate_hz, seed, noise_ut=noise_ut, heading_bias_ut=heading_bias_ut
     )
+    return write_walk_bag(
+        out_bag, run, noise_ut=noise_ut, pose_rate_hz=pose_rate_hz, storage=storage,
+        mag_topic=mag_topic, pose_topic=pose_topic, pose_type=pose_type, force=force,
+        custom_data={
+            "gp_mapper.source": f"synthetic world seed {world.seed}, run seed {seed}",
+            "gp_mapper.field_frame": "body (rotated by -heading)",
+            "gp_mapper.heading_bias_ut": f"{heading_bias_ut:g}",
+        },
+    )  # fmt: skip
+
+
+class WalkRun(Protocol):
+    """What a bag is written from: a simulated run along a walk (``SyntheticRun``,
+    ``building.BuildingRun``)."""
+
+    time_s: np.ndarray  # [N] s since the start
+    position_m: np.ndarray  # [N, 2] map frame
+    heading_rad: np.ndarray  # [N] yaw
+    mag_ut: np.ndarray  # [N, 3] sensor frame
+
+
+def write_walk_bag(
+    out_bag: str | os.PathLike[str],
+    run: WalkRun,
+    *,
+    noise_ut: float,
+    pose_rate_hz: float | None,
+    storage: str,
+    mag_topic: str,
+    pose_topic: str,
+    pose_type: str,
+    force: bool,
+    custom_data: dict[str, str],
+) -> BagSummary:
+    """A simulated run (``time_s``, ``position_m``, ``heading_rad``, sensor-frame ``mag_ut``)
+    as a bag: MagneticField in tesla in frame ``imu_link`` with the white noise's covariance,
+    and the true planar pose in frame ``map``, stamps from ``BASE_EPOCH_NS``."""
     stamps = BASE_EPOCH_NS + np.rint(run.time_s * NS_PER_S).astype(np.int64)
     keep = pose_sample_mask(run.time_s, pose_rate_hz)
     variance_t2 = (noise_ut * TESLA_PER_MICROTESLA) ** 2
@@ -357,20 +394,9 @@ def write_synthetic_bag(
         frame_id=MAP_FRAME_ID,
     )
     return write_field_pose_bag(
-        out_bag,
-        field_stream,
-        pose_stream,
-        storage=storage,
-        mag_topic=mag_topic,
-        pose_topic=pose_topic,
-        pose_type=pose_type,
-        force=force,
-        custom_data={
-            "gp_mapper.source": f"synthetic world seed {world.seed}, run seed {seed}",
-            "gp_mapper.field_frame": "body (rotated by -heading)",
-            "gp_mapper.heading_bias_ut": f"{heading_bias_ut:g}",
-        },
-    )
+        out_bag, field_stream, pose_stream, storage=storage, mag_topic=mag_topic,
+        pose_topic=pose_topic, pose_type=pose_type, force=force, custom_data=custom_data,
+    )  # fmt: skip
 
 
 def _unit_vectors(rng: np.random.Generator, count: int) -> np.ndarray:
