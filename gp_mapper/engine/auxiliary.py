@@ -41,6 +41,20 @@ def yaw_from_quaternion(quaternion_xyzw: np.ndarray) -> np.ndarray:
     return np.arctan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))
 
 
+def yaw_to_quaternion(yaw_rad: np.ndarray) -> np.ndarray:
+    """Quaternions (x, y, z, w) of rotations by ``yaw`` about +z.
+
+    Args:
+        yaw_rad: [N] yaw in radians.
+
+    Returns:
+        [N, 4] unit quaternions in ROS order (x, y, z, w).
+    """
+    half = 0.5 * np.asarray(yaw_rad, dtype=np.float64)
+    zeros = np.zeros_like(half)
+    return np.stack([zeros, zeros, np.sin(half), np.cos(half)], axis=-1)
+
+
 def heading_from_track(
     time_s: np.ndarray,
     xy_m: np.ndarray,

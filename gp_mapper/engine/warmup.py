@@ -13,7 +13,7 @@ import time
 import numpy as np
 import torch
 
-from .auxiliary import NS_PER_S, auxiliary_columns
+from .auxiliary import NS_PER_S, auxiliary_columns, yaw_to_quaternion
 from .model import Model
 from .registry import model_entry
 from .spec import EngineSpec, build_model
@@ -53,8 +53,6 @@ def _with_auxiliary(engine: Model, X: torch.Tensor) -> torch.Tensor:
         return X
     n = X.shape[0]
     stamps_ns = np.arange(n, dtype=np.int64) * round(WARMUP_PERIOD_S * NS_PER_S)
-    half_yaw = np.linspace(0.0, np.pi, n, endpoint=False)
-    zeros = np.zeros(n)
-    orientation = np.stack([zeros, zeros, np.sin(half_yaw), np.cos(half_yaw)], axis=-1)
+    orientation = yaw_to_quaternion(np.linspace(0.0, 2.0 * np.pi, n, endpoint=False))
     extra = auxiliary_columns(engine.auxiliary_inputs, X.numpy(), stamps_ns, orientation)
     return torch.cat([X, torch.from_numpy(extra).to(X.dtype)], dim=1)

@@ -1,5 +1,5 @@
-"""Planar heading helpers: yaw quaternions and z rotations (and, from the model inputs, the
-heading from the direction of travel).
+"""Planar heading helpers: z rotations, and (defined with the model inputs in
+``gp_mapper.engine.auxiliary``) yaw quaternions and the heading from the direction of travel.
 
 Conventions (REP-103): x forward, y left, z up; yaw is the counter-clockwise angle about +z from
 the map x axis, in radians. ``rotate_z(v, yaw)`` maps a body-frame vector into the map frame.
@@ -14,6 +14,7 @@ from gp_mapper.engine.auxiliary import (
     DEFAULT_MIN_SPEED_MPS,
     heading_from_track,
     yaw_from_quaternion,
+    yaw_to_quaternion,
 )
 
 __all__ = [
@@ -24,20 +25,6 @@ __all__ = [
     "yaw_from_quaternion",
     "yaw_to_quaternion",
 ]
-
-
-def yaw_to_quaternion(yaw_rad: np.ndarray) -> np.ndarray:
-    """Quaternions (x, y, z, w) of rotations by ``yaw`` about +z.
-
-    Args:
-        yaw_rad: [N] yaw in radians.
-
-    Returns:
-        [N, 4] unit quaternions in ROS order (x, y, z, w).
-    """
-    half = 0.5 * np.asarray(yaw_rad, dtype=np.float64)
-    zeros = np.zeros_like(half)
-    return np.stack([zeros, zeros, np.sin(half), np.cos(half)], axis=-1)
 
 
 def rotate_z(vectors: np.ndarray, yaw_rad: np.ndarray) -> np.ndarray:
