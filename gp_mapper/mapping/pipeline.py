@@ -276,7 +276,10 @@ class MappingPipeline:
                     **report.nuisance,
                 }
                 products = self._predict(model.posterior, box)
-                lost = self._lost_readings(model.posterior, X[:, : self._config.input_dims])
+                summary = report.as_dict()
+                # Only a model at its cap (a tiled map: tiles at theirs) can leave readings out.
+                if at_cap or summary.get("tiles_full"):
+                    lost = self._lost_readings(model.posterior, X[:, : self._config.input_dims])
             awaiting_fit = model.awaits_first_fit
         with self._input_lock:  # later windows of this map wait until θ has been fitted once
             if job.generation == self._generation:
@@ -304,7 +307,7 @@ class MappingPipeline:
             self._stats["lost_readings"] += lost
             lost_windows = self._stats["lost_windows"] = self._stats["lost_windows"] + bool(lost)
         report_dict = {
-            **report.as_dict(),
+            **summary,
             "window_start_ns": int(window.start_ns),
             "window_end_ns": int(window.end_ns),
             "lost_readings": lost,
