@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import json
+from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, ClassVar, NamedTuple
@@ -104,7 +105,7 @@ def finite_tensor(
     return value
 
 
-class BatchModelBase:
+class BatchModelBase(ABC):
     """Base of the batch models: one ``fit`` on all data, then a frozen posterior.
 
     A subclass sets ``name``, ``STATE_VERSION`` (and ``READABLE_VERSIONS`` for older formats
@@ -137,17 +138,17 @@ class BatchModelBase:
         return validate_data(X, y, self.dtype, self.device)
 
     # ------------------------------------------------------------------ what a model declares
+    @abstractmethod
     def _parameter_modules(self) -> dict[str, nn.Module]:
         """The modules whose raw parameters (θ) the state holds, by field prefix."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _fitted_arrays(self) -> dict[str, np.ndarray]:
         """The arrays the posterior is rebuilt from ({} before a fit)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _load_fitted(self, state: Mapping[str, Any], num_updates: int) -> None:
         """Rebuild the posterior from ``_fitted_arrays``'s fields (θ is already loaded)."""
-        raise NotImplementedError
 
     def _state_model_args(self) -> dict[str, np.ndarray]:
         """The fields the constructor's positional arguments are rebuilt from."""
@@ -161,9 +162,9 @@ class BatchModelBase:
         return (kernel_from_spec(json.loads(str(np.asarray(state["kernel_spec"])))),)
 
     @property
+    @abstractmethod
     def num_updates(self) -> int:
         """Committed fits (1 once fitted)."""
-        raise NotImplementedError
 
     # ------------------------------------------------------------------ persistence
     def state_dict(self) -> dict[str, np.ndarray]:
@@ -226,6 +227,7 @@ class BatchModelBase:
     def _check_version(cls, state: Mapping[str, Any], version: int) -> None:
         """Refuse an older format this model's settings cannot be read from (none by
         default)."""
+        return None
 
     @classmethod
     def _versioned_settings(cls, state: Mapping[str, Any], version: int) -> dict[str, Any]:
