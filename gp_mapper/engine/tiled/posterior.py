@@ -59,15 +59,13 @@ class BlendedPosterior:
         return self._mixture(Xs, lambda p, X: p.predict_block(X))
 
     def prior_variance(self, Xs: Tensor) -> Tensor:
-        out = self.tiles[self.reference].prior_variance(Xs).clone()
-        weights = self._weights(Xs)
-        if weights:
-            total = torch.zeros_like(out)
-            covered = torch.zeros(Xs.shape[0], dtype=torch.bool, device=Xs.device)
-            for key, (rows, w) in weights.items():
-                total[rows] += w * self.tiles[key].prior_variance(Xs[rows])
-                covered[rows] = True
-            out[covered] = total[covered]
+        out = torch.zeros(Xs.shape[0], dtype=Xs.dtype, device=Xs.device)
+        covered = torch.zeros(Xs.shape[0], dtype=torch.bool, device=Xs.device)
+        for key, (rows, w) in self._weights(Xs).items():
+            out[rows] += w * self.tiles[key].prior_variance(Xs[rows])
+            covered[rows] = True
+        if not bool(covered.all()):  # where no tile reaches: the reference tile's
+            out[~covered] = self.tiles[self.reference].prior_variance(Xs[~covered])
         return out
 
     def layers(self, Xs: Tensor) -> dict[str, Tensor]:
