@@ -18,8 +18,9 @@ posterior. Both hand the mapping layer the same things:
 These are structural protocols (as tinygp's ``Solver``): a model does not inherit from them.
 Every member the mapping layer, the grid or the command line uses is declared here, so a caller
 never asks a model what it has; where a model lacks a capability its member says so (an empty
-``layers``, ``predict_field`` raising :class:`NotSupportedError`). :class:`ScalarOutputs` and
-:class:`PlainInputs` hold those defaults for a model or posterior to mix in.
+``layers``, ``predict_field`` raising :class:`NotSupportedError`). :class:`ScalarOutputs`,
+:class:`ChangesEverywhere` and :class:`PlainInputs` hold those defaults for a model or
+posterior to mix in.
 """
 
 from __future__ import annotations
@@ -84,6 +85,20 @@ class ModelPosterior(Protocol):
             NotSupportedError: a posterior of one scalar (``target == "scalar"``).
         """
         ...
+
+    def changed_since(self, previous: ModelPosterior, xy: np.ndarray) -> np.ndarray | None:
+        """Which of the points ``xy`` [S, 2] (x, y) this posterior may predict otherwise than
+        ``previous`` did, as a bool mask [S]; None: all of them. A map redraws only those (a
+        tiled map's update changes the tiles it touched, not the building)."""
+        ...
+
+
+class ChangesEverywhere:
+    """A posterior's :meth:`ModelPosterior.changed_since` for a model that is one whole: any
+    update may change it anywhere. Mixed in."""
+
+    def changed_since(self, previous: ModelPosterior, xy: np.ndarray) -> np.ndarray | None:
+        return None
 
 
 @runtime_checkable
@@ -193,9 +208,9 @@ class BatchModel(Model, Protocol):
         ...
 
 
-class ScalarOutputs:
-    """A posterior's members for one scalar output and no extra layers; mixed in, overridden
-    where a posterior has more."""
+class ScalarOutputs(ChangesEverywhere):
+    """A posterior's members for one scalar output and no extra layers (and a map redrawn
+    whole); mixed in, overridden where a posterior has more."""
 
     target: ClassVar[Target] = "scalar"
 

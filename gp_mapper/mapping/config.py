@@ -132,10 +132,20 @@ PARAMETERS: tuple[Setting, ...] = (
                   "field_min",
                   min=1.0e-3, max=1.0e9),
     # --- tiles: a map of any size (engine/tiled) ---
-    _parameter("tile_size", 0.0, "float",
+    # 16 m, from the lengthscale and the cap: at the lengthscales indoor fields fit (0.25-0.7 m)
+    # a 16 m tile of a walked floor holds a few hundred inducing points (at most ~650 on the
+    # synthetic office floor), a third of max_inducing, so a tile does not fill. A room within
+    # 6 m (half a tile less the overlap) of where the map starts is one tile, the map of one
+    # model: every Aalto run is (at most 4.2 m); the demo's 8 x 6 m room spills into a second
+    # (RMSE 0.552 µT, 0.555 untiled). Smaller tiles fit theta on fewer readings and cover
+    # worse (8 m on the validation floor: 95 % coverage 0.77 against 0.88); larger ones cost
+    # more per update (M per tile grows) for no accuracy (12-24 m: RMSE 1.69-1.70 µT). The
+    # README's "Mapping a building" has the figures.
+    _parameter("tile_size", 16.0, "float",
                   "side of the square tiles the map is made of, each one model of the "
-                  "configured kind holding at most max_inducing points; 0 = one model for the "
-                  "whole map (capped at max_inducing) [m]",
+                  "configured kind holding at most max_inducing points; tile (0, 0) is "
+                  "centred on the first reading; 0 = one model for the whole map (capped at "
+                  "max_inducing) [m]",
                   min=0.0, max=1.0e4, read_only=True),
     _parameter("tile_overlap", 0.0, "float",
                   "readings shared by neighbouring tiles each side of an edge, where their "

@@ -183,6 +183,7 @@ def predict_grid(
     *,
     z: float = 0.0,
     tile: int = DEFAULT_TILE_CELLS,
+    skip: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Predict the latent field at every cell centre, in square tiles of about `tile` cells.
 
@@ -191,15 +192,17 @@ def predict_grid(
         grid: The cells to predict.
         z: Height (m) of the grid plane when the posterior has 3-D inputs.
         tile: Cells per call to the posterior (bounds peak memory).
+        skip: [H, W] cells the caller has values for: a tile of cells all skipped is not
+            predicted and left NaN (:func:`skipped_cells`).
 
     Returns:
         mean [H, W] (µT), variance [H, W] (µT², latent f, no noise) and the prior variance
         [H, W] (µT², the variance with no data), float64 numpy arrays.
     """
     H, W = grid.shape
-    mean, var, prior = np.empty((H, W)), np.empty((H, W)), np.empty((H, W))
+    mean, var, prior = np.full((H, W), np.nan), np.full((H, W), np.nan), np.full((H, W), np.nan)
     with torch.no_grad():
-        for rows, cols, Xs in _tiles(posterior, grid, z, tile):
+        for rows, cols, Xs in _tiles(posterior, grid, z, tile, skip):
             m, v = posterior.predict_block(Xs)
             h, w = rows.stop - rows.start, cols.stop - cols.start
             mean[rows, cols] = _host(m).reshape(h, w)
@@ -214,22 +217,25 @@ def predict_grid_layers(
     *,
     z: float = 0.0,
     tile: int = DEFAULT_TILE_CELLS,
+    skip: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
     """A model's extra layers on the grid (e.g. SOLVE-GP's coarse and detail means, CaGP's
     computational variance): ``posterior.layers(Xs)`` per tile; {} for a posterior without.
+    ``skip`` as in :func:`predict_grid`.
 
     Returns:
         name -> [H, W] float64 numpy array.
     """
     out: dict[str, np.ndarray] = {}
     with torch.no_grad():
-        for rows, cols, Xs in _tiles(posterior, grid, z, tile):
+        for rows, cols, Xs in _tiles(posterior, grid, z, tile, skip):
             h, w = rows.stop - rows.start, cols.stop - cols.start
             layers = posterior.layers(Xs)
             if not layers:  # a model without extra layers has none on any tile
                 return {}
             for name, values in layers.items():
-                out.setdefault(name, np.empty(grid.shape))[rows, cols] = _host(values).reshape(h, w)
+                layer = out.setdefault(name, np.full(grid.shape, np.nan))
+                layer[rows, cols] = _host(values).reshape(h, w)
     return out
 
 
@@ -239,9 +245,11 @@ def predict_grid_field(
     *,
     z: float = 0.0,
     tile: int = DEFAULT_TILE_CELLS,
+    skip: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray] | None:
     """The field vector on the grid, for a vector model: ``posterior.predict_field(Xs)`` per
-    tile; None for a posterior of one scalar (``target`` "scalar").
+    tile; None for a posterior of one scalar (``target`` "scalar"). ``skip`` as in
+    :func:`predict_grid`.
 
     Returns:
         mean [H, W, 3] (µT) of the map-frame components (x, y, z) and their variances
@@ -251,9 +259,9 @@ def predict_grid_field(
     if posterior.target != "vector":
         return None
     H, W = grid.shape
-    mean, var = np.empty((H, W, 3)), np.empty((H, W, 3))
+    mean, var = np.full((H, W, 3), np.nan), np.full((H, W, 3), np.nan)
     with torch.no_grad():
-        for rows, cols, Xs in _tiles(posterior, grid, z, tile):
+        for rows, cols, Xs in _tiles(posterior, grid, z, tile, skip):
             m, cov = posterior.predict_field(Xs)  # [S, 3], [S, 3, 3]
             h, w = rows.stop - rows.start, cols.stop - cols.start
             mean[rows, cols] = _host(m).reshape(h, w, 3)
@@ -261,10 +269,28 @@ def predict_grid_field(
     return mean, var
 
 
+def skipped_cells(skip: np.ndarray, tile: int = DEFAULT_TILE_CELLS) -> np.ndarray:
+    """[H, W] the cells of the tiles the predictors leave out for ``skip`` [H, W]: those whose
+    every cell is skipped."""
+    side = max(1, math.isqrt(tile))
+    H, W = skip.shape
+    out = np.zeros_like(skip, dtype=bool)
+    for r0 in range(0, H, side):
+        for c0 in range(0, W, side):
+            block = skip[r0 : r0 + side, c0 : c0 + side]
+            out[r0 : r0 + side, c0 : c0 + side] = bool(block.all())
+    return out
+
+
 def _tiles(
-    posterior: ModelPosterior, grid: GridSpec, z: float, tile: int
+    posterior: ModelPosterior,
+    grid: GridSpec,
+    z: float,
+    tile: int,
+    skip: np.ndarray | None = None,
 ) -> Iterator[tuple[slice, slice, torch.Tensor]]:
-    """Square tiles of cell centres as posterior inputs: (rows, columns, Xs [h·w, D]).
+    """Square tiles of cell centres as posterior inputs: (rows, columns, Xs [h·w, D]), but
+    those whose cells are all in ``skip`` [H, W].
 
     Square tiles make each a compact block whose far-away support can be skipped
     (`predict_block`), so the work grows with the map's area, not its square.
@@ -283,6 +309,8 @@ def _tiles(
     side = max(1, math.isqrt(tile))
     for r0 in range(0, H, side):
         for c0 in range(0, W, side):
+            if skip is not None and bool(skip[r0 : r0 + side, c0 : c0 + side].all()):
+                continue
             block = points[r0 : r0 + side, c0 : c0 + side]
             h, w = block.shape[:2]
             Xs = torch.as_tensor(block.reshape(-1, dims), dtype=Z.dtype, device=Z.device)

@@ -90,6 +90,8 @@ class MappingPipeline:
         self._inputs.await_first_fit(self._model.awaits_first_fit)
         self._schedule = self._new_schedule()
         self._explored_box: Box | None = None
+        # The last committed map's posterior and arrays: the next redraws what changed.
+        self._drawn: tuple[ModelPosterior, MapProducts] | None = None
         self._num_samples = 0
         self._stamp_ns = 0
         # Published state and statistics (under _snapshot_lock).
@@ -208,9 +210,9 @@ class MappingPipeline:
         layout = self._config.tile_layout()
         if layout is None:
             return model
-        from gp_mapper.engine.tiled import TiledModel, TileLayout
+        from gp_mapper.engine.tiled import UNANCHORED, TiledModel, TileLayout
 
-        return TiledModel(model, TileLayout(*layout))
+        return TiledModel(model, TileLayout(*layout, UNANCHORED))  # centred on the 1st reading
 
     def _process(self, job: WindowJob) -> None:
         """Update the model with one window and publish the new snapshot.
@@ -275,7 +277,9 @@ class MappingPipeline:
                     # An additive model's nuisance estimates (heading curve, drift, run offset).
                     **report.nuisance,
                 }
-                products = self._predict(model.posterior, box)
+                products = self._predict(model.posterior, box, self._drawn)
+                if products is not None:
+                    self._drawn = (model.posterior, products)
                 summary = report.as_dict()
                 # Only a model at its cap (a tiled map: tiles at theirs) can leave readings out.
                 if at_cap or summary.get("tiles_full"):
@@ -326,7 +330,10 @@ class MappingPipeline:
         )
 
     def _predict(
-        self, posterior: ModelPosterior | None, explored_box: Box | None
+        self,
+        posterior: ModelPosterior | None,
+        explored_box: Box | None,
+        previous: tuple[ModelPosterior, MapProducts] | None = None,
     ) -> MapProducts | None:
         grid = map_grid(self._config, explored_box)
         if posterior is None or grid is None:
@@ -342,7 +349,7 @@ class MappingPipeline:
                 self._config.resolution,
                 self._config.max_cells,
             )
-        return predict_products(posterior, grid, self._config)
+        return predict_products(posterior, grid, self._config, previous)
 
     def _publish(
         self,
@@ -498,6 +505,7 @@ class MappingPipeline:
             self._model = model
             self._schedule = self._new_schedule()
             self._explored_box = None
+            self._drawn = None
             self._num_samples = 0
             self._stamp_ns = 0
         with self._snapshot_lock:
@@ -548,6 +556,7 @@ class MappingPipeline:
             self._model = model
             self._schedule = self._new_schedule()
             self._explored_box = data.explored_box
+            self._drawn = None if products is None else (model.posterior, products)
             self._num_samples = data.num_samples
             self._stamp_ns = data.stamp_ns
         with self._snapshot_lock:

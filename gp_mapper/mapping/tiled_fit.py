@@ -121,7 +121,10 @@ def fit_tiled(
     layout_values = config.tile_layout()
     if layout_values is None:
         raise MappingError("a tiled fit needs tile_size > 0")
-    layout = TileLayout(*layout_values).check()
+    if not len(samples.y):
+        raise MappingError("no sample to fit")
+    # Tile (0, 0) centred on the first reading, as a replay of the same log places it.
+    layout = TileLayout(*layout_values).check().centred_at(samples.X[0])
     start = time.perf_counter()
     template = build_model(config.engine, input_dim=config.input_dims)
     routes = layout.route(samples.X)

@@ -13,6 +13,7 @@ from gp_mapper.cli import main as cli_main
 from gp_mapper.commands.fit import fit_bag
 from gp_mapper.commands.replay import replay_bag
 from gp_mapper.engine import model_from_state
+from gp_mapper.engine.tiled import TiledModel
 from gp_mapper.io.exports import nuisance_caption
 from gp_mapper.io.synthetic import heading_bias
 from gp_mapper.mapping.map_file import load_map
@@ -96,4 +97,5 @@ def test_the_streamed_additive_map_reports_the_heading_curve_and_resumes(
     )
     assert resumed.snapshot is not None
     model = model_from_state(load_map(resumed.outputs.state).engine_state, device="cpu")
-    assert model.name == "gam_stream" and model.clock.run == 1  # the bag again: a new run
+    assert model.name == "gam_stream" and isinstance(model, TiledModel)  # the default tiles
+    assert all(tile.clock.run == 1 for tile in model.tiles.values())  # the bag again: a new run

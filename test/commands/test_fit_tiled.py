@@ -32,7 +32,7 @@ def test_several_bags_make_one_tiled_map(bags: list[Path], tmp_path: Path) -> No
     serial = fit_bag(bags, tmp_path / "serial", model="vips", overrides=TILED, workers=0,
                      progress=False)  # fmt: skip
     report = serial.report
-    assert report["tiles"] >= 4 and report["bag"] == [str(b) for b in bags]
+    assert report["tiles"] >= 3 and report["bag"] == [str(b) for b in bags]
     for path in serial.outputs:
         assert path.is_file(), path
     model = read_model(serial.outputs.state, device="cpu")
@@ -51,5 +51,5 @@ def test_several_bags_make_one_tiled_map(bags: list[Path], tmp_path: Path) -> No
 
 def test_several_bags_without_tiles_are_refused(bags: list[Path], tmp_path: Path, capsys) -> None:
     args = ["fit", *map(str, bags), "--model", "vips", "--out", str(tmp_path)]
-    assert cli_main(args) == 2
+    assert cli_main([*args, "--set", "tile_size=0"]) == 2
     assert "tile_size" in capsys.readouterr().err

@@ -84,6 +84,7 @@ def test_a_stale_window_triggers_a_fit_and_a_steady_stream_mostly_does_not() -> 
         fit_first_windows=2,
         fit_every_windows=0,
         refit_bound_drop=0.5,
+        tile_size=0.0,  # the schedule of one model (a tiled map's follows the same rules)
     )
     events, reading_y = noisy_stream()
     rows: list[tuple[int, int, str, float]] = []
@@ -130,6 +131,7 @@ def test_a_map_at_its_cap_is_not_refitted_for_a_falling_bound() -> None:
         fit_first_windows=2,
         fit_every_windows=0,
         refit_bound_drop=0.5,
+        tile_size=0.0,  # the schedule of one model (a tiled map's follows the same rules)
     )
     events, _ = noisy_stream()
     reasons: list[str] = []

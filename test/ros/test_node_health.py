@@ -83,7 +83,8 @@ def test_rejected_windows_turn_the_status_to_warn_then_error_and_back(
     )
     levels = health_levels(mapper)
     errors = [message for level, message in levels if level == diagnostic_messages.DIAGNOSTIC_ERROR]
-    assert errors[0].startswith("update rejected, the previous map stands: all 100 readings")
+    assert errors[0].startswith("update rejected, the previous map stands: ")
+    assert "all 100 readings are outliers" in errors[0]
     warned = [message for level, message in levels if level == diagnostic_messages.DIAGNOSTIC_WARN]
     assert any("1 unhealthy update(s) in a row" in message for message in warned)
 

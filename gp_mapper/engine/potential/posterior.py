@@ -14,7 +14,7 @@ from typing import ClassVar
 import torch
 from torch import Tensor
 
-from ..model import Target
+from ..model import ChangesEverywhere, Target
 from ..vips.posterior import VARIANCE_CLAMP, Posterior
 from .functionals import field_rows, spatial
 from .kernel import CurlFreeKernel
@@ -36,7 +36,7 @@ def norm_moments(mean: Tensor, cov: Tensor) -> tuple[Tensor, Tensor]:
 
 
 @dataclass(frozen=True)
-class FieldPosterior:
+class FieldPosterior(ChangesEverywhere):
     """The map's posterior over B(p) in map_frame, and ‖B‖ for the scalar map products.
 
     Attributes:

@@ -34,7 +34,7 @@ from torch import Tensor
 
 from ..errors import StateError
 from ..model import Hyperparameters, ModelPosterior, StreamingModel
-from .layout import ONE_TILE, TileKey, TileLayout
+from .layout import ONE_TILE, UNANCHORED, TileKey, TileLayout
 from .posterior import BlendedPosterior
 
 STATE_FORMAT_VERSION = 1
@@ -65,6 +65,8 @@ class TiledReport:
         nuisance: the reference tile's nuisance estimates.
         seconds_total: wall time.
         per_tile: each touched tile's report, flat.
+        home: the tile that held most of the window (its θ was fitted, if any was); its flat
+            report fills in the keys the map's lacks (a refused fit, its bound's terms).
     """
 
     accepted: bool
@@ -81,6 +83,7 @@ class TiledReport:
     nuisance: dict[str, float] = field(default_factory=dict)
     seconds_total: float = 0.0
     per_tile: dict[TileKey, dict[str, Any]] = field(default_factory=dict)
+    home: TileKey | None = None
 
     def as_dict(self) -> dict[str, float | int | str | bool | None]:
         out: dict[str, float | int | str | bool | None] = {
@@ -97,6 +100,8 @@ class TiledReport:
             "seconds_total": self.seconds_total,
         }
         out.update({k: v for k, v in self.hyperparameters.items() if isinstance(v, float)})
+        for key, value in self.per_tile.get(self.home, {}).items() if self.home else ():
+            out.setdefault(key, value)
         return out
 
 
@@ -105,7 +110,8 @@ class TiledModel:
 
     Args:
         template: a fresh model of the kind and settings every tile runs (its θ is the start).
-        layout: the tiles' geometry (:class:`TileLayout`; ``size = inf``: one tile).
+        layout: the tiles' geometry (:class:`TileLayout`; ``size = inf``: one tile; an
+            unanchored origin is centred on the first reading).
     """
 
     kind = "streaming"
@@ -212,6 +218,8 @@ class TiledModel:
         """
         start = time.perf_counter()
         X_np = X.detach().cpu().numpy() if isinstance(X, Tensor) else np.asarray(X)
+        if not self.layout.anchored and len(X_np):  # the first reading centres tile (0, 0)
+            self.layout = self.layout.centred_at(X_np[0])
         routes = self.layout.route(X_np)
         m_before = self._num_inducing()
         if not routes:
@@ -269,6 +277,7 @@ class TiledModel:
             nuisance=dict(source.report.nuisance) if source.report is not None else {},
             seconds_total=time.perf_counter() - start,
             per_tile=per_tile,
+            home=home,
         )
         return self._report
 
@@ -329,10 +338,15 @@ class TiledModel:
         """Every tile's state under ``tile.<i>_<j>.``, the layout and the reference tile; the
         ``model`` key names the tiles' model, so a map file says what it maps with."""
         keys = np.array(sorted(self._tiles), dtype=np.int64).reshape(-1, 2)
+        layout = self.layout
+        origin = layout.origin if layout.anchored and not layout.single else (0.0, 0.0)
         out: dict[str, np.ndarray] = {
             "model": np.array(self.name),
             "tiles.format_version": np.array(STATE_FORMAT_VERSION),
-            LAYOUT_KEY: np.array([self.layout.size, self.layout.overlap]),
+            # Finite numbers only (a map file refuses others): size 0 is one tile, and an
+            # origin not placed yet is (0, 0) with "tiles.anchored" false.
+            LAYOUT_KEY: np.array([0.0 if layout.single else layout.size, layout.overlap, *origin]),
+            "tiles.anchored": np.array(layout.anchored),
             "tiles.keys": keys,
             "tiles.reference": np.array(self._reference if self._reference else (0, 0)),
             "tiles.has_reference": np.array(self._reference is not None),
@@ -360,11 +374,17 @@ class TiledModel:
             version = int(np.asarray(state["tiles.format_version"]))
             if version != STATE_FORMAT_VERSION:
                 raise StateError(f"tiled state format {version}, expected {STATE_FORMAT_VERSION}")
-            size, overlap = (float(v) for v in np.asarray(state[LAYOUT_KEY]).reshape(2))
+            values = [float(v) for v in np.asarray(state[LAYOUT_KEY]).reshape(-1)]
+            if len(values) not in (2, 4):  # (size, overlap[, x0, y0]); two: origin (0, 0)
+                raise StateError(f"tiled state layout has {len(values)} values, expected 4")
+            size, overlap = (values[0] or math.inf), values[1]  # 0: one tile
+            origin = (values[2], values[3]) if len(values) == 4 else (0.0, 0.0)
+            if not bool(np.asarray(state.get("tiles.anchored", True))):
+                origin = UNANCHORED
             name = str(np.asarray(state["model"]))
             entry = model_entry(name)
             template = entry.from_state(_unprefixed(state, "template."), device)
-            model = cls(template, TileLayout(size, overlap))
+            model = cls(template, TileLayout(size, overlap, origin))
             keys = np.asarray(state["tiles.keys"], dtype=np.int64).reshape(-1, 2)
             for i, j in keys.tolist():
                 key = (int(i), int(j))
@@ -399,9 +419,3 @@ def _unprefixed(state: Mapping[str, Any], prefix: str) -> dict[str, Any]:
     if not found:
         raise StateError(f"tiled state has no fields under {prefix!r}")
     return found
-
-
-def default_overlap(lengthscale_m: float, size_m: float) -> float:
-    """Two lengthscales of shared readings each side of an edge (both tiles then see the
-    field's variation across it), at most half a tile."""
-    return min(2.0 * lengthscale_m, 0.5 * size_m) if math.isfinite(size_m) else 0.0

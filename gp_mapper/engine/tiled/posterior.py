@@ -102,6 +102,28 @@ class BlendedPosterior:
             mean[~covered], cov[~covered] = reference.predict_field(Xs[~covered])
         return mean, cov
 
+    def changed_since(self, previous: ModelPosterior, xy: np.ndarray) -> np.ndarray | None:
+        """Where a tile changed since ``previous`` (another object: updated, new or gone) has
+        weight, and where no tile reaches if the reference tile changed; None if ``previous``
+        is not a blend over this layout."""
+        if not isinstance(previous, BlendedPosterior) or previous.layout != self.layout:
+            return None
+        xy = np.asarray(xy, dtype=np.float64)[:, :2]
+        changed = np.zeros(len(xy), dtype=bool)
+        covered = np.zeros(len(xy), dtype=bool)
+        for key in sorted(self.tiles.keys() | previous.tiles.keys()):
+            now, before = self.tiles.get(key), previous.tiles.get(key)
+            reach = self.layout.weight(key, xy) > 0.0
+            covered |= reach & (now is not None)
+            if now is not before:
+                changed |= reach
+        reference_changed = (self.reference != previous.reference) or (
+            self.tiles[self.reference] is not previous.tiles.get(previous.reference)
+        )
+        if reference_changed:
+            changed |= ~covered
+        return changed
+
     # ------------------------------------------------------------------ the blend
     def _weights(self, Xs: Tensor) -> dict[TileKey, tuple[Tensor, Tensor]]:
         """For each tile reaching some of ``Xs``: those rows and their normalised weights."""

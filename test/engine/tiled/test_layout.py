@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from gp_mapper.engine.tiled import ONE_TILE, TileLayout, smooth_step
+from gp_mapper.engine.tiled import ONE_TILE, UNANCHORED, TileLayout, smooth_step
 
 LAYOUT = TileLayout(4.0, 1.0)
 
@@ -61,3 +61,21 @@ def test_one_infinite_tile_takes_everything_with_weight_one() -> None:
 def test_a_bad_layout_is_refused(size: float, overlap: float) -> None:
     with pytest.raises(ValueError, match="tile"):
         TileLayout(size, overlap).check()
+
+
+def test_a_layout_centred_on_a_point_is_the_origin_0_layout_shifted() -> None:
+    xy = points()
+    centre = np.array([31.3, -7.9])
+    centred = TileLayout(4.0, 1.0, UNANCHORED).centred_at(centre)
+    assert centred.anchored and not TileLayout(4.0, 1.0, UNANCHORED).anchored
+    assert centred.route(centre[None])[(0, 0)].tolist() == [0]
+    x0, x1, y0, y1 = centred.reach((0, 0))
+    np.testing.assert_allclose([x0 + x1, y0 + y1], 2.0 * centre)  # (0, 0) centred there
+    shifted = xy - centred.origin
+    for key in [(0, 0), (1, -1), (-2, 3)]:
+        np.testing.assert_allclose(centred.weight(key, xy), LAYOUT.weight(key, shifted))
+    routes, base = centred.route(xy), LAYOUT.route(shifted)
+    assert routes.keys() == base.keys()
+    assert all(np.array_equal(routes[k], base[k]) for k in routes)
+    with pytest.raises(ValueError, match="no origin"):
+        TileLayout(4.0, 1.0, UNANCHORED).route(xy)

@@ -12,7 +12,7 @@ import torch
 
 from gp_mapper.engine import EngineSpec, StreamingModel, build_model, model_from_state
 from gp_mapper.engine.registry import model_names
-from gp_mapper.engine.tiled import TiledModel, TileLayout
+from gp_mapper.engine.tiled import UNANCHORED, TiledModel, TileLayout
 
 SETTINGS = {"kernel": "se", "lengthscale": 0.6, "constant_variance": 4.0, "kernel_variance": 1.0,
             "noise_variance": 0.01, "fit_iterations": 3, "device": "cpu"}  # fmt: skip
@@ -162,3 +162,15 @@ def test_every_streaming_model_tiles_and_its_state_round_trips(name: str) -> Non
     if model.posterior.target == "vector":
         field_mean, cov = model.posterior.predict_field(Xs)
         assert field_mean.shape == (40, 3) and cov.shape == (40, 3, 3)
+
+
+def test_the_first_reading_anchors_the_tiles_and_the_anchor_is_saved() -> None:
+    X, y = walk(300)
+    model = tiled(TileLayout(4.0, 1.0, UNANCHORED))
+    stream(model, X + 100.0, y)
+    assert model.layout.origin == pytest.approx(tuple(X[0] + 100.0 - 2.0))
+    again = model_from_state(saved_and_loaded(model.state_dict()), "cpu")
+    assert again.layout == model.layout and set(again.tiles) == set(model.tiles)
+    state = model.state_dict()  # a state written before origins: (size, overlap), origin 0
+    state["tiles.layout"] = state["tiles.layout"][:2]
+    assert model_from_state(state, "cpu").layout.origin == (0.0, 0.0)
