@@ -51,8 +51,9 @@ EXAMPLES = """examples:
   gp-mapper fit run.mcap --model potential --out out/potential   # the field vector
   gp-mapper fit run.mcap --model acgp --set acgp_rel_tol=0.005 --set kernel=matern32 --out out/a
   gp-mapper fit run.mcap --model gam --set components=offset+map+heading+run --out out/gam
-  gp-mapper fit a.mcap b.mcap --model vips --set tile_size=16 --workers 2 --out out/floor
-  gp-mapper fit a.mcap b.mcap --model vips --set tile_size=16 --ray-address HOST:6379 --out o
+  gp-mapper fit a.mcap b.mcap --model vips --out out/floor       # tiles as tasks on Ray
+  gp-mapper fit floor.mcap --model vips --workers 2 --out out/floor   # one bag, the same way
+  gp-mapper fit a.mcap b.mcap --model vips --ray-address HOST:6379 --out out/floor
 
 then launch the node with the fitted hyperparameters:
   ros2 launch gp_mapper gp_mapper.launch.py params_file:=out/acgp/theta.yaml
@@ -123,9 +124,10 @@ def add_fit_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--mag-topic", default=DEFAULT_MAG_TOPIC, help="magnetometer topic")
     parser.add_argument("--pose-topic", default=DEFAULT_POSE_TOPIC, help="pose topic")
     parser.add_argument(
-        "--workers", type=int, default=DEFAULT_WORKERS, metavar="N",
-        help="a tiled map's tile fits on a local Ray runtime with N workers; 0 = one after "
-        f"another in this process (the same map) (default {DEFAULT_WORKERS})",
+        "--workers", type=int, metavar="N",
+        help="fit a streaming model's tiles as independent tasks on a local Ray runtime with "
+        "N workers; 0 = one after another in this process (the same map). Several bags: "
+        f"default {DEFAULT_WORKERS}; one bag: given, else the bag streams as `replay` does",
     )  # fmt: skip
     parser.add_argument(
         "--ray-address", metavar="ADDRESS",
@@ -145,12 +147,17 @@ def fit_bag(
     mag_topic: str = DEFAULT_MAG_TOPIC,
     pose_topic: str = DEFAULT_POSE_TOPIC,
     progress: bool = True,
-    workers: int = DEFAULT_WORKERS,
+    workers: int | None = None,
     ray_address: str | None = None,
 ) -> FitResult:
     """Fit ``model`` on ``bag`` (one, or several for a tiled map) and write the products into
-    ``out``. A streaming model with ``tile_size`` set is fitted tile by tile
-    (:mod:`gp_mapper.mapping.tiled_fit`: ``workers`` > 0 or ``ray_address`` on Ray).
+    ``out``.
+
+    A streaming model (tiled at the default ``tile_size``) streams one bag through the
+    mapping pipeline, the map the node would make (``replay``). Several bags, or ``workers``
+    or ``ray_address`` given, fit its tiles as independent tasks instead
+    (:mod:`gp_mapper.mapping.tiled_fit`: on Ray with ``workers`` > 0, by default
+    ``DEFAULT_WORKERS``, or at ``ray_address``; ``workers=0`` one after another).
 
     Raises:
         ConfigError, BagError, MapFileError: bad parameters, bag or output (each names the
@@ -160,13 +167,15 @@ def fit_bag(
     config, spec = fit_config(model, overrides or {}, params)
     set_cpu_threads(config.torch_threads)
     streaming = model_kind(model) == "streaming"
-    if streaming and config.tile_layout() is not None:
+    as_tasks = len(bags) > 1 or workers is not None or ray_address is not None
+    if streaming and as_tasks and config.tile_layout() is not None:
         topics = (mag_topic, pose_topic)
+        workers = DEFAULT_WORKERS if workers is None else workers
         return _fit_tiled(bags, out, config, topics, workers, ray_address, progress)
     if len(bags) > 1:
         raise ConfigError(
             f"{len(bags)} bags: several bags make one tiled map (a streaming model with "
-            "--set tile_size=...); replay them one after another with --resume otherwise"
+            "tile_size > 0); replay them one after another with --resume otherwise"
         )
     bag = bags[0]
     if streaming:
