@@ -7,13 +7,14 @@ pipeline (as ``gp-mapper replay`` does, in a child process of its own so its pea
 own) and scores the final map against the true |B| on the cells within 0.3 m of the path,
 split into thirds by when each place was first visited.
 
-Rows: ``global`` (the node's defaults: one model, max_inducing 2000), ``tiled`` (tiles of
-``--tile-size`` m), ``global_cap`` (``--raised-cap``: the global map with max_inducing
-raised, cut at ``--cap-budget-s``), and the offline tiled fit of the same bag (what
-``gp-mapper fit --set tile_size=...`` runs) one tile after another (``offline_serial``) and on
-a local Ray runtime with 2 workers (``offline_ray``); their wall time is the fit's.
+Rows: ``global`` (one model, ``tile_size`` 0, at the default max_inducing 2000), ``tiled``
+(the node's defaults: 16 m tiles, or ``--tile-size`` m), ``global_cap`` (``--raised-cap``:
+the global map with max_inducing raised, cut at ``--cap-budget-s``), and the offline tiled
+fit of the same bag (what ``gp-mapper fit --model vips`` runs) one tile after another
+(``offline_serial``) and on a local Ray runtime with 2 workers (``offline_ray``); their wall
+time is the fit's.
 
-    python benchmarks/building.py [--rows global,tiled] [--tile-size 16] [--seed 0]
+    python benchmarks/building.py [--rows global,tiled] [--tile-size M] [--seed 0]
         [--minutes 20] [--scratch /tmp/gp_mapper_building] [--json out.json]
 """
 
@@ -47,12 +48,13 @@ Z95 = 1.959963984540054
 
 def row_overrides(row: str, args: argparse.Namespace) -> dict[str, Any]:
     """The node parameters of a row (the rest are the node's defaults)."""
+    tiles = {} if args.tile_size is None else {"tile_size": args.tile_size}
     if row == "global":
-        return {}
+        return {"tile_size": 0.0}
     if row in ("tiled", "offline_serial", "offline_ray"):
-        return {"tile_size": args.tile_size}
+        return tiles
     if row == "global_cap":
-        return {"max_inducing": args.raised_cap}
+        return {"tile_size": 0.0, "max_inducing": args.raised_cap}
     raise ValueError(f"unknown row {row!r}; known: {ROWS}")
 
 
@@ -81,6 +83,7 @@ def run_row(row: str, args: argparse.Namespace) -> dict[str, Any]:
     duration_s = (info.end_ns - info.start_ns) / NS_PER_S
     config = MapperConfig.from_dict(row_overrides(row, args))
     updates: list[tuple[float, float]] = []  # (window end [s of data], update seconds)
+    memory: list[tuple[float, float, int]] = []  # (window end [s], RSS now [MB], tiles)
 
     def on_snapshot(snapshot: Any) -> None:
         report = snapshot.report
@@ -88,6 +91,7 @@ def run_row(row: str, args: argparse.Namespace) -> dict[str, Any]:
             return
         end_s = (int(report["window_end_ns"]) - info.start_ns) / NS_PER_S
         updates.append((end_s, float(report.get("seconds_total", np.nan))))
+        memory.append((end_s, rss_now_mb(), int(report.get("tiles", 1))))
 
     if row.startswith("offline"):
         return offline_row(row, args, bag, config, duration_s)
@@ -130,7 +134,9 @@ def run_row(row: str, args: argparse.Namespace) -> dict[str, Any]:
         "update_s_p95": p95_stretches(updates),
         "updates": len(updates),
         "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
-        "params": row_overrides(row, args),
+        "rss_per_tile_mb": rss_per_tile(memory),
+        "map_file_mb": state.stat().st_size / 1e6,
+        "params": {"tile_size": config.tile_size, **row_overrides(row, args)},
     }
 
 
@@ -161,8 +167,22 @@ def offline_row(
         "update_s_p95": {"first_5min": None, "last_5min": None},
         "updates": None,
         "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
-        "params": {**row_overrides(row, args), "workers": workers},
+        "params": {"tile_size": config.tile_size, **row_overrides(row, args), "workers": workers},
     }
+
+
+def rss_now_mb() -> float:
+    """This process's resident memory now [MB] (``ru_maxrss`` is the peak)."""
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * resource.getpagesize() / 1e6
+
+
+def rss_per_tile(memory: list[tuple[float, float, int]]) -> float | None:
+    """RSS added per tile opened between the end of the first STRETCH_S and the end [MB]."""
+    after = [m for m in memory if m[0] >= STRETCH_S]
+    if len(after) < 2 or after[-1][2] <= after[0][2]:
+        return None
+    return (after[-1][1] - after[0][1]) / (after[-1][2] - after[0][2])
 
 
 def p95_stretches(updates: list[tuple[float, float]]) -> dict[str, float | None]:
@@ -216,7 +236,7 @@ def score(model: Any, args: argparse.Namespace, duration_s: float, config: Any) 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", default="global,tiled", help=f"comma list of {ROWS}")
-    parser.add_argument("--tile-size", type=float, default=16.0, help="tiled row's tile [m]")
+    parser.add_argument("--tile-size", type=float, help="tiled rows' tile [m]; node default")
     parser.add_argument("--raised-cap", type=int, default=8000, help="global_cap's cap")
     parser.add_argument("--cap-budget-s", type=float, default=3600.0, help="global_cap's cut")
     parser.add_argument("--seed", type=int, default=0, help="the floor and its walk")

@@ -20,7 +20,10 @@ number of inducing points M grows with the explored area. Then the node is flush
   θ) and to the committed map (p50, p95);
 - M (and the node's RSS) over time.
 
-    python benchmarks/node_soak.py [--minutes 10] [--json out.json]
+    python benchmarks/node_soak.py [--minutes 10] [--floor lawnmower|building] [--json out.json]
+
+``--floor building`` streams the walk of ``benchmarks/building.py``'s 60 x 40 m office floor
+instead (the node then maps with its default 16 m tiles).
 
 JSON: {"sent", "mapped", "dropped": {reason: n}, "lost_in_transport", "rss_mb": [start, end],
 "latency_first_ms": [p50, p95], "latency_fitted_ms": [p50, p95], "M": [[t_s, M], ...], ...}.
@@ -216,13 +219,13 @@ class DiagnosticsWatch:
         self.node.destroy_node()
 
 
-def soak(args: argparse.Namespace, work: Path) -> dict:
-    """Run one soak; the results as the JSON holds them."""
+def lawnmower_stream(
+    t_s: np.ndarray, args: argparse.Namespace
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The lawnmower over the Matérn floor: positions [N, 2] (m), headings [N] (rad) and the
+    readings [N, 3] in the sensor frame (µT)."""
     rng = np.random.default_rng(args.seed)
     field = MaternField(rng)
-    n_mag = int(args.minutes * 60.0 * MAG_RATE_HZ)
-    every_pose = round(MAG_RATE_HZ / POSE_RATE_HZ)  # a pose with every 2nd reading
-    t_s = np.arange(n_mag) / MAG_RATE_HZ
     xy, heading = lawnmower(t_s, args.speed)
     norm = field.norm_ut(xy)
     # Sensor frame: the map-frame field turned by minus the heading, plus noise per axis.
@@ -232,10 +235,38 @@ def soak(args: argparse.Namespace, work: Path) -> dict:
         [c * b_map[:, 0] - s * b_map[:, 1], s * b_map[:, 0] + c * b_map[:, 1], b_map[:, 2]]
     )
     b_sensor += SENSOR_NOISE_UT * rng.standard_normal(b_sensor.shape)
+    return xy, heading, b_sensor
+
+
+def building_stream(
+    t_s: np.ndarray, args: argparse.Namespace
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The walk through ``gp_mapper.io.building``'s 60 x 40 m office floor (as
+    ``benchmarks/building.py`` walks it, at this soak's rate), read with its per-pass offsets
+    and noise: positions, headings and sensor-frame readings as :func:`lawnmower_stream`."""
+    from gp_mapper.io.building import building_walk, make_building_world, simulate_building_run
+
+    world = make_building_world(args.seed)
+    duration_s = float(t_s[-1]) + 1.0 / MAG_RATE_HZ
+    walk = building_walk(world, duration_s=duration_s, rate_hz=MAG_RATE_HZ, seed=args.seed)
+    run = simulate_building_run(world, walk, seed=args.seed)
+    n = len(t_s)
+    return run.position_m[:n], run.heading_rad[:n], run.mag_ut[:n]
+
+
+def soak(args: argparse.Namespace, work: Path) -> dict:
+    """Run one soak; the results as the JSON holds them."""
+    n_mag = int(args.minutes * 60.0 * MAG_RATE_HZ)
+    every_pose = round(MAG_RATE_HZ / POSE_RATE_HZ)  # a pose with every 2nd reading
+    t_s = np.arange(n_mag) / MAG_RATE_HZ
+    make = building_stream if args.floor == "building" else lawnmower_stream
+    xy, heading, b_sensor = make(t_s, args)
+    norm = np.linalg.norm(b_sensor, axis=1)
     quat_z, quat_w = np.sin(heading / 2.0), np.cos(heading / 2.0)
+    path_m = float(np.linalg.norm(np.diff(xy, axis=0), axis=1).sum())
     print(
-        f"field |B| along the path: {norm.min():.1f}-{norm.max():.1f} µT, std "
-        f"{norm.std():.1f} µT; path {args.speed * t_s[-1]:.0f} m",
+        f"|B| read along the path: {norm.min():.1f}-{norm.max():.1f} µT, std "
+        f"{norm.std():.1f} µT; path {path_m:.0f} m",
         file=sys.stderr,
         flush=True,
     )
@@ -344,6 +375,7 @@ def soak(args: argparse.Namespace, work: Path) -> dict:
         "minutes": args.minutes,
         "publish_s": publish_s,
         "speed_mps": args.speed,
+        "floor": args.floor,
         "rate_hz": {"mag": MAG_RATE_HZ, "pose": POSE_RATE_HZ},
     }
 
@@ -355,6 +387,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--drain", type=float, default=300.0, help="time to map the rest [s]")
     parser.add_argument("--m-period", type=float, default=30.0, help="M sampled every [s]")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--floor", choices=("lawnmower", "building"), default="lawnmower",
+        help="the 30 x 30 m Matérn floor mown in rows, or the 60 x 40 m office floor walked",
+    )  # fmt: skip
     parser.add_argument("--json", help="write the results to this JSON file")
     args = parser.parse_args(argv)
     print(
@@ -365,12 +401,16 @@ def main(argv: list[str] | None = None) -> int:
             args.seed,
         )
     )
+    floor = (
+        f"the 60 x 40 m office floor of benchmarks/building.py (seed {args.seed}), walked"
+        if args.floor == "building"
+        else f"at {args.speed:g} m/s, lawnmower rows {ROW_SPACING_M:g} m apart over {SIDE_M:g} "
+        f"x {SIDE_M:g} m; |B| = {FIELD_MEAN_UT:g} µT + Matérn-5/2 (lengthscale "
+        f"{FIELD_LENGTHSCALE_M:g} m, variance {FIELD_VARIANCE_UT2:g} µT²)"
+    )
     print(
         f"{MAG_RATE_HZ:g} Hz MagneticField + {POSE_RATE_HZ:g} Hz PoseStamped for "
-        f"{args.minutes:g} min at {args.speed:g} m/s, lawnmower rows {ROW_SPACING_M:g} m apart "
-        f"over {SIDE_M:g} x {SIDE_M:g} m; |B| = {FIELD_MEAN_UT:g} µT + Matérn-5/2 "
-        f"(lengthscale {FIELD_LENGTHSCALE_M:g} m, variance {FIELD_VARIANCE_UT2:g} µT²); "
-        f"{os.cpu_count()} CPUs\n"
+        f"{args.minutes:g} min, {floor}; {os.cpu_count()} CPUs\n"
     )
     with tempfile.TemporaryDirectory() as tmp:
         r = soak(args, Path(tmp))
