@@ -465,17 +465,19 @@ def write_grids_npz_arrays(
 
 
 def write_grids_npz(path: str | os.PathLike[str], snapshot: MapSnapshot) -> Path:
-    """``.npz`` of a snapshot's grids (see :func:`write_grids_npz_arrays`); a vector map adds
-    its components bx, by, bz (µT) and their variances var_bx, var_by, var_bz (µT²), [H, W]
-    each, the names of the node's ``~/field`` cloud."""
-    x, y = snapshot.grid.cell_centres()
-    layers = dict(snapshot.layers)
-    if snapshot.field_mean is not None and snapshot.field_variance is not None:
+    """``.npz`` of a snapshot's exact values (see :func:`write_grids_npz_arrays`), at full
+    resolution where it has them (``full_resolution_cells``); a vector map adds its
+    components bx, by, bz (µT) and their variances var_bx, var_by, var_bz (µT²), [H, W] each,
+    the names of the node's ``~/field`` cloud."""
+    exact = snapshot.exact
+    x, y = exact.grid.cell_centres()
+    layers = dict(exact.layers)
+    if exact.field_mean is not None and exact.field_variance is not None:
         for k, axis in enumerate("xyz"):
-            layers[f"b{axis}"] = snapshot.field_mean[..., k]
-            layers[f"var_b{axis}"] = snapshot.field_variance[..., k]
+            layers[f"b{axis}"] = exact.field_mean[..., k]
+            layers[f"var_b{axis}"] = exact.field_variance[..., k]
     return write_grids_npz_arrays(
-        path, x, y, snapshot.mean, snapshot.variance, resolution_m=snapshot.grid.resolution_m,
+        path, x, y, exact.mean, exact.variance, resolution_m=exact.grid.resolution_m,
         layers=layers,
     )  # fmt: skip
 

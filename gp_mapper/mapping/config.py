@@ -161,6 +161,11 @@ PARAMETERS: tuple[Setting, ...] = (
     _parameter("max_cells", 40000, "int",
                   "cap on grid cells; the resolution coarsens to stay below it [cells]",
                   min=16, max=4000000),
+    _parameter("full_resolution_cells", 0, "int",
+                  "cap on the cells of the ~/field cloud and grids.npz, kept at resolution "
+                  "over the explored area (coarsened only above this) and redrawn tile by "
+                  "tile; 0 = they hold the published grid (max_cells) [cells]",
+                  min=0, max=100000000),
     _parameter("grid_z", 0.0, "float", "height of the grid when input_dims = 3 [m]",
                   min=-10000.0, max=10000.0),
     _parameter("unknown_variance_ratio", 0.9, "float",
@@ -318,6 +323,7 @@ class MapperConfig:
     margin: float = _default("margin")
     bounds: tuple[float, float, float, float] | None = _default("bounds")
     max_cells: int = _default("max_cells")
+    full_resolution_cells: int = _default("full_resolution_cells")
     grid_z: float = _default("grid_z")
     unknown_variance_ratio: float = _default("unknown_variance_ratio")
     tile_size: float = _default("tile_size")

@@ -49,13 +49,24 @@ class MapProducts(NamedTuple):
     field_variance: np.ndarray | None = None
 
 
-def map_grid(config: MapperConfig, explored_box: Box | None) -> GridSpec | None:
-    """The fixed ``bounds`` grid, or the explored box plus the margin (None before any data)."""
+def map_grid(
+    config: MapperConfig, explored_box: Box | None, max_cells: int | None = None
+) -> GridSpec | None:
+    """The fixed ``bounds`` grid, or the explored box plus the margin (None before any data),
+    within ``max_cells`` (the config's by default)."""
+    cap = config.max_cells if max_cells is None else max_cells
     if config.bounds is not None:
-        return grid_for(config.bounds, config.resolution, config.max_cells)
+        return grid_for(config.bounds, config.resolution, cap)
     if explored_box is None:
         return None
-    return grid_for(explored_box, config.resolution, config.max_cells, config.margin)
+    return grid_for(explored_box, config.resolution, cap, config.margin)
+
+
+def full_resolution_grid(config: MapperConfig, explored_box: Box | None) -> GridSpec | None:
+    """The grid of the full-resolution products (``full_resolution_cells``; None when off)."""
+    if config.full_resolution_cells <= 0:
+        return None
+    return map_grid(config, explored_box, config.full_resolution_cells)
 
 
 def predict_products(

@@ -34,7 +34,12 @@ from gp_mapper.mapping.fit_schedule import FitSchedule
 from gp_mapper.mapping.grid import Box, extend_box
 from gp_mapper.mapping.inputs import InputStage
 from gp_mapper.mapping.map_file import MapData, PathLike, save_map
-from gp_mapper.mapping.map_products import MapProducts, map_grid, predict_products
+from gp_mapper.mapping.map_products import (
+    MapProducts,
+    full_resolution_grid,
+    map_grid,
+    predict_products,
+)
 from gp_mapper.mapping.persistence import load_model_map
 from gp_mapper.mapping.records import (
     HEALTH_OK,
@@ -92,6 +97,7 @@ class MappingPipeline:
         self._explored_box: Box | None = None
         # The last committed map's posterior and arrays: the next redraws what changed.
         self._drawn: tuple[ModelPosterior, MapProducts] | None = None
+        self._drawn_fine: tuple[ModelPosterior, MapProducts] | None = None  # full resolution
         self._num_samples = 0
         self._stamp_ns = 0
         # Published state and statistics (under _snapshot_lock).
@@ -280,6 +286,7 @@ class MappingPipeline:
                 products = self._predict(model.posterior, box, self._drawn)
                 if products is not None:
                     self._drawn = (model.posterior, products)
+                    self._draw_fine(model.posterior, box)
                 summary = report.as_dict()
                 # Only a model at its cap (a tiled map: tiles at theirs) can leave readings out.
                 if at_cap or summary.get("tiles_full"):
@@ -351,6 +358,14 @@ class MappingPipeline:
             )
         return predict_products(posterior, grid, self._config, previous)
 
+    def _draw_fine(self, posterior: ModelPosterior, explored_box: Box | None) -> None:
+        """Redraw the full-resolution map (``full_resolution_cells``) where it changed."""
+        grid = full_resolution_grid(self._config, explored_box)
+        if grid is None:
+            return
+        fine = predict_products(posterior, grid, self._config, self._drawn_fine)
+        self._drawn_fine = (posterior, fine)
+
     def _publish(
         self,
         products: MapProducts,
@@ -384,6 +399,7 @@ class MappingPipeline:
                 model=model.name,
                 field_mean=products.field_mean,
                 field_variance=products.field_variance,
+                fine=None if self._drawn_fine is None else self._drawn_fine[1],
                 trajectory_m=trajectory,
                 report=report,
                 num_samples=num_samples,
@@ -505,7 +521,7 @@ class MappingPipeline:
             self._model = model
             self._schedule = self._new_schedule()
             self._explored_box = None
-            self._drawn = None
+            self._drawn = self._drawn_fine = None
             self._num_samples = 0
             self._stamp_ns = 0
         with self._snapshot_lock:
@@ -557,6 +573,9 @@ class MappingPipeline:
             self._schedule = self._new_schedule()
             self._explored_box = data.explored_box
             self._drawn = None if products is None else (model.posterior, products)
+            self._drawn_fine = None
+            if products is not None:
+                self._draw_fine(model.posterior, data.explored_box)
             self._num_samples = data.num_samples
             self._stamp_ns = data.stamp_ns
         with self._snapshot_lock:

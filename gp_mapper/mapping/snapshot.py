@@ -9,6 +9,7 @@ import numpy as np
 
 from gp_mapper.engine.registry import LEGACY_MODEL
 from gp_mapper.mapping.grid import GridSpec
+from gp_mapper.mapping.map_products import MapProducts
 from gp_mapper.mapping.occupancy import unknown_mask
 
 
@@ -48,6 +49,8 @@ class MapSnapshot:
             "provisional": 1} for a provisional snapshot; {"loaded_from": path} for the
             snapshot a loaded map starts with.
         num_samples: Samples the map has been trained on.
+        fine: The map at full resolution over the explored area (``full_resolution_cells``),
+            for the ``~/field`` cloud and ``grids.npz``; None when off (they hold `grid`).
     """
 
     seq: int
@@ -64,6 +67,7 @@ class MapSnapshot:
     model: str = LEGACY_MODEL
     field_mean: np.ndarray | None = None
     field_variance: np.ndarray | None = None
+    fine: MapProducts | None = None
 
     def __post_init__(self) -> None:
         for name in ("mean", "variance", "prior_variance"):
@@ -97,6 +101,25 @@ class MapSnapshot:
         trajectory = _frozen(np.asarray(self.trajectory_m, dtype=np.float64).reshape(-1, 2))
         object.__setattr__(self, "trajectory_m", trajectory)
         object.__setattr__(self, "report", dict(self.report))
+        if self.fine is not None:
+            fine = self.fine
+            frozen = {n: _frozen(a) for n in ("mean", "variance", "prior_variance", "support_m")
+                      if (a := getattr(fine, n)) is not None}  # fmt: skip
+            layers = {name: _frozen(layer) for name, layer in fine.layers.items()}
+            vector = {n: _frozen(a) for n in ("field_mean", "field_variance")
+                      if (a := getattr(fine, n)) is not None}  # fmt: skip
+            object.__setattr__(self, "fine", fine._replace(**frozen, **vector, layers=layers))
+
+    @property
+    def exact(self) -> MapProducts:
+        """The arrays of the exact values (the ``~/field`` cloud, ``grids.npz``): the
+        full-resolution map where there is one, else this snapshot's grid."""
+        if self.fine is not None:
+            return self.fine
+        return MapProducts(
+            self.grid, self.mean, self.variance, self.prior_variance, self.support_m,
+            self.layers, self.field_mean, self.field_variance,
+        )  # fmt: skip
 
     @property
     def is_vector(self) -> bool:

@@ -94,17 +94,7 @@ def snapshot_messages(
     return MapMessages(
         mean=occupancy_grid(mean_data, grid.origin_m, res, frame_id, stamp, z_m),
         variance=occupancy_grid(var_data, grid.origin_m, res, frame_id, stamp, z_m),
-        field=field_cloud(
-            x,
-            y,
-            snapshot.mean,
-            snapshot.variance,
-            frame_id,
-            stamp,
-            z_m,
-            field_mean=snapshot.field_mean,
-            field_variance=snapshot.field_variance,
-        ),
+        field=exact_cloud(snapshot, frame_id, z_m),
         markers=inducing_markers(
             snapshot.inducing_m, frame_id, stamp, MARKER_DIAMETER_CELLS * res, z_m
         ),
@@ -112,6 +102,17 @@ def snapshot_messages(
         scale=dict(zip(SCALE_KEYS, (mean_lo, mean_hi, var_lo, var_hi), strict=True)),
         arrows=arrows,
     )
+
+
+def exact_cloud(snapshot: MapSnapshot, frame_id: str, z_m: float = 0.0) -> PointCloud2:
+    """``~/field``: the exact values, at full resolution where the snapshot has them
+    (``full_resolution_cells``), else on its grid."""
+    exact = snapshot.exact
+    x, y = exact.grid.cell_centres()
+    return field_cloud(
+        x, y, exact.mean, exact.variance, frame_id, snapshot.stamp_ns, z_m,
+        field_mean=exact.field_mean, field_variance=exact.field_variance,
+    )  # fmt: skip
 
 
 def empty_messages(frame_id: str, stamp_ns: int, resolution_m: float) -> MapMessages:

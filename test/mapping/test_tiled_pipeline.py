@@ -7,6 +7,7 @@ import logging
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from gp_mapper.engine.tiled import ONE_TILE, TiledModel
 from gp_mapper.mapping import MapperConfig, MappingPipeline, MapSnapshot
@@ -129,3 +130,27 @@ def test_an_update_redraws_the_tiles_it_touched_and_the_map_equals_a_whole_redra
     np.testing.assert_allclose(snapshot.mean, whole.mean, rtol=1e-9, atol=1e-9)
     np.testing.assert_allclose(snapshot.variance, whole.variance, rtol=1e-9, atol=1e-9)
     np.testing.assert_array_equal(snapshot.prior_variance, whole.prior_variance)
+
+
+def test_the_full_resolution_map_keeps_the_resolution_the_grid_coarsens(tmp_path: Path) -> None:
+    from gp_mapper.io import write_grids_npz
+
+    events = stream(lawnmower(24.0, 1.0, 1.0, 0.1))
+    config = MapperConfig(batch_size=50, resolution=0.1, engine=FAST_ENGINE, max_cells=400)
+    config = config.replace(tile_size=4.0, tile_overlap=1.0, full_resolution_cells=100_000)
+    pipeline = MappingPipeline(config, background=False)
+    feed(pipeline, events)
+    pipeline.flush()
+    snapshot = pipeline.latest()
+    fine = snapshot.fine
+    assert snapshot.grid.resolution_m > 0.1 and fine is not None
+    assert fine.grid.resolution_m == pytest.approx(0.1) and fine.grid.num_cells > 5000
+    # Redrawn tile by tile, update after update: the map a whole redraw gives.
+    whole = predict_products(pipeline._model.posterior, fine.grid, config)
+    np.testing.assert_allclose(fine.mean, whole.mean, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(fine.variance, whole.variance, rtol=1e-9, atol=1e-9)
+    with np.load(write_grids_npz(tmp_path / "grids.npz", snapshot)) as grids:
+        assert grids["mean"].shape == fine.grid.shape
+    off = MappingPipeline(config.replace(full_resolution_cells=0), background=False)
+    feed(off, events[:300])
+    assert off.latest().fine is None and off.latest().exact.grid == off.latest().grid

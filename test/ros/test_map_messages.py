@@ -14,6 +14,7 @@ from rclpy.serialization import deserialize_message
 from visualization_msgs.msg import Marker
 
 from gp_mapper.mapping.grid import GridSpec
+from gp_mapper.mapping.map_products import MapProducts
 from gp_mapper.mapping.occupancy import occupancy_to_values
 from gp_mapper.mapping.snapshot import MapSnapshot
 from gp_mapper.ros import cloud_messages, grid_messages, marker_messages, stamps
@@ -81,6 +82,24 @@ def test_cloud_holds_exact_values_at_cell_centres(snapshot: MapSnapshot) -> None
     np.testing.assert_array_equal(points["y"][:, 0], y.astype(np.float32))
     np.testing.assert_array_equal(points["mean"], snapshot.mean.astype(np.float32))
     np.testing.assert_array_equal(points["variance"], snapshot.variance.astype(np.float32))
+
+
+def test_the_cloud_holds_the_full_resolution_map_where_there_is_one(
+    snapshot: MapSnapshot,
+) -> None:
+    fine_grid = GridSpec(origin_m=(-1.0, 2.0), resolution_m=0.125, shape=(8, 12))
+    x, y = fine_grid.cell_centres()
+    mean = 48.0 + np.add.outer(y, x)
+    fine = MapProducts(fine_grid, mean, mean / 100.0, np.full(fine_grid.shape, 10.0),
+                       snapshot.support_m, {})  # fmt: skip
+    products = snapshot_messages(
+        dataclasses.replace(snapshot, fine=fine), frame_id="map", unknown_variance_ratio=RATIO
+    )
+    points = cloud_messages.cloud_to_array(products.field)
+    assert points.shape == fine_grid.shape  # the cloud is the fine map's
+    np.testing.assert_array_equal(points["mean"], mean.astype(np.float32))
+    grid = products.mean  # and the grids keep the published grid's cells
+    assert (grid.info.height, grid.info.width) == snapshot.grid.shape
 
 
 def test_markers_hold_the_inducing_points(snapshot: MapSnapshot) -> None:
