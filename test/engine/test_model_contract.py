@@ -79,6 +79,8 @@ def test_meets_the_protocol_of_its_kind(name: str) -> None:
     assert isinstance(model, StreamingModel if kind == "streaming" else BatchModel)
     assert isinstance(model.posterior, ModelPosterior)
     assert model.posterior.support.shape[1] == INPUT_DIM
+    changed = model.posterior.changed_since(model.posterior, TEST_POINTS.numpy())
+    assert changed is None or (changed.dtype == bool and changed.shape == (len(TEST_POINTS),))
     assert model.report is not None and model.report.accepted
     assert isinstance(model.report.as_dict(), dict)
     theta = model.hyperparameters()
