@@ -81,7 +81,8 @@ def replay_bag(
         ConfigError, BagError, MapFileError: bad parameters, bag or resume state (each says
             which file and what is wrong).
     """
-    config = config_from_params_file(params, **(overrides or {}))
+    # Offline: budgets in iterations, so that the same bag gives the same map on any machine.
+    config = config_from_params_file(params, **(overrides or {})).offline()
     set_cpu_threads(config.torch_threads)
     info = bag_info(bag)
     records = read_bag(bag, mag_topic=mag_topic, pose_topic=pose_topic, pose_type="auto")

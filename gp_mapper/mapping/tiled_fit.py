@@ -118,6 +118,7 @@ def fit_tiled(
     from gp_mapper.engine import build_model, model_from_state  # deferred: torch
     from gp_mapper.engine.tiled import TiledModel, TileLayout
 
+    config = config.offline()  # the same map from the same log on any machine, under any load
     layout_values = config.tile_layout()
     if layout_values is None:
         raise MappingError("a tiled fit needs tile_size > 0")

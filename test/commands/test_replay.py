@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import shutil
 import struct
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -130,3 +132,26 @@ def _png_size(path: Path) -> tuple[int, int]:
     data = path.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     return struct.unpack(">II", data[16:24])
+
+
+def test_a_replay_gives_the_same_map_on_an_idle_and_a_loaded_machine(tmp_path: Path) -> None:
+    # A wall-clock fit budget that would bind (50 ms) is the live node's: a replay runs every
+    # fit to fit_iterations, so two CPU hogs beside it change nothing.
+    bag = tmp_path / "world.mcap"
+    write_synthetic_bag(bag, seed=2, duration_s=30.0)
+    overrides = {**FAST, "fit_max_seconds": 0.05, "fit_iterations": 30}
+    idle = replay_bag(bag, tmp_path / "idle", overrides=overrides, progress=False)
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    try:
+        loaded = replay_bag(bag, tmp_path / "loaded", overrides=overrides, progress=False)
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+    with np.load(idle.outputs.state) as a, np.load(loaded.outputs.state) as b:
+        engine = sorted(k for k in a.files if k.startswith("engine."))
+        assert engine and engine == sorted(k for k in b.files if k.startswith("engine."))
+        for key in engine:
+            np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+    with np.load(idle.outputs.grids) as a, np.load(loaded.outputs.grids) as b:
+        np.testing.assert_array_equal(a["mean"], b["mean"])

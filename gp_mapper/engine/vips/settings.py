@@ -60,11 +60,14 @@ SETTINGS: tuple[Setting, ...] = (
             "[points]",
             min=0, max=100000, models=VIPS),
     # 10 s: five 2-s windows of a 200 Hz stream wait behind a fit at most; θ goes on from the
-    # best point at the next fit. Early fits (small maps) take well under a second.
+    # best point at the next fit. Early fits (small maps) take well under a second. A replay
+    # or an offline fit has no wall-clock budget (MapperConfig.offline): the same bag, the
+    # same map, on any machine.
     Setting("fit_max_seconds", 10.0, "float",
-            "wall-time budget of one hyperparameter fit; one that runs out keeps the best "
-            "hyperparameters it evaluated, and the next fit goes on from there; 0 = no "
-            "budget, as in the paper [s]",
+            "wall-time budget of one hyperparameter fit in the live node; one that runs out "
+            "keeps the best hyperparameters it evaluated, and the next fit goes on from "
+            "there; replay and fit run every fit to fit_iterations; 0 = no budget, as in the "
+            "paper [s]",
             min=0.0, max=1.0e5, models=VIPS),
     Setting("pass_noise_variance", 0.0, "float",
             "noise variance added to the fitted one: the part of a reading's error that stays "
