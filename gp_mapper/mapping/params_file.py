@@ -18,7 +18,7 @@ NODE_NAME = "gp_mapper"
 ROS_ONLY_PARAMETERS = frozenset({"use_sim_time"})
 # The node's parameters that hold θ, written to theta.yaml.
 THETA_PARAMETERS = ("kernel", "constant_variance", "kernel_variance", "lengthscale",
-                    "noise_variance")  # fmt: skip
+                    "noise_variance", "pass_noise_variance")  # fmt: skip
 
 
 def load_params_file(path: str | Path, node_name: str = NODE_NAME) -> dict[str, Any]:
@@ -73,7 +73,18 @@ def parse_overrides(items: list[str]) -> dict[str, object]:
 
 
 def theta_yaml(hyperparameters: dict[str, Any]) -> str:
-    """A ``gp_mapper`` parameter file holding θ, every value inside the node's ranges."""
+    """A ``gp_mapper`` parameter file holding θ, every value inside the node's ranges.
+
+    The node adds ``pass_noise_variance`` to the ``noise_variance`` it fits, so the file
+    splits the fitted whole the same way: the model's own pass noise and the rest, or, for a
+    model without one, all of it as white noise and no pass noise. A node given the file
+    starts from the fit's θ exactly, whatever its defaults.
+    """
+    hyperparameters = dict(hyperparameters)
+    if "noise_variance" in hyperparameters:
+        pass_noise = float(hyperparameters.get("pass_noise_variance", 0.0))
+        hyperparameters["noise_variance"] = float(hyperparameters["noise_variance"]) - pass_noise
+        hyperparameters["pass_noise_variance"] = pass_noise
     lines = [
         "# Hyperparameters fitted by gp-mapper fit; the node takes this file as",
         "#   gp_mapper_node --ros-args --params-file theta.yaml",

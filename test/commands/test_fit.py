@@ -364,3 +364,28 @@ def test_replay_resume_of_a_short_solvegp_fit_on_a_real_slice(
     mean, _ = model.predict(torch.as_tensor(X_held))
     rmse = float(np.sqrt(np.mean((mean.numpy() - y_held) ** 2)))
     assert rmse < 0.5 * float(np.std(y_held)), rmse
+
+
+@pytest.mark.parametrize("name", ["vips", "potential", "gam_stream", "exact", "acgp"])
+def test_theta_yaml_gives_the_node_the_fitted_theta_exactly(
+    name: str, synthetic_bag: Path, tmp_path: Path
+) -> None:
+    # Whatever the node's defaults add (its pass noise), the engine a node builds from the
+    # file holds the fit's θ: a streaming model's own split, a batch model's noise all white.
+    from gp_mapper.engine import build_model
+    from gp_mapper.engine.registry import model_kind
+
+    streaming = model_kind(name) == "streaming"
+    overrides = FAST if streaming else QUICK
+    fitted = fit_bag(synthetic_bag, tmp_path / name, model=name, overrides=overrides,
+                     max_samples=0 if streaming else 300, progress=False)  # fmt: skip
+    theta = fitted.report["hyperparameters"]
+    node = {"model": name} if streaming else {}  # a batch fit goes on live as vips
+    if streaming:  # the node runs the fit's model on the fit's target
+        node["target"] = load_map(fitted.outputs.state).config["target"]
+    config = config_from_params_file(fitted.outputs.theta, **node)
+    engine = build_model(config.engine, input_dim=config.input_dims).hyperparameters()
+    for key in ("kernel_variance", "constant_variance", "noise_variance", "lengthscale"):
+        assert engine[key] == pytest.approx(theta[key], rel=1e-9), key
+    expected_pass = theta.get("pass_noise_variance", 0.0)
+    assert config.engine.pass_noise_variance == pytest.approx(expected_pass, rel=1e-12)

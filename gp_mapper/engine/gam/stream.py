@@ -193,6 +193,7 @@ class StreamingAdditiveGP(EngineViews):
         out: Hyperparameters = dict(node_hyperparameters(kernel.part("map"), self.noise_variance))
         for name in kernel.names[1:]:
             out.update({f"{name}_{k}": v for k, v in kernel.part(name).describe().items()})
+        out["pass_noise_variance"] = self._stream.pass_noise_variance  # within noise_variance
         return out
 
     # ------------------------------------------------------------------ operations

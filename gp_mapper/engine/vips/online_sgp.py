@@ -250,8 +250,10 @@ class OnlineSparseGP(PlainInputs):
         return self._report
 
     def hyperparameters(self) -> Hyperparameters:
-        """θ in the node's parameter names (``kernel_variance``, ``lengthscale``, ...)."""
-        return describe_hyperparameters(self._state.kernel, self.noise_variance)
+        """θ in the node's parameter names (``kernel_variance``, ``lengthscale``, ...);
+        ``noise_variance`` is the whole (fitted plus ``pass_noise_variance``, also given)."""
+        theta = describe_hyperparameters(self._state.kernel, self.noise_variance)
+        return {**theta, "pass_noise_variance": self.pass_noise_variance}
 
     # ------------------------------------------------------------------ public operations
     def predict(self, Xs: Tensor | np.ndarray) -> tuple[Tensor, Tensor]:
