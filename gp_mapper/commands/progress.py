@@ -1,4 +1,6 @@
-"""A dependency-free progress bar for long command-line work (stderr, redrawn in place)."""
+"""A dependency-free progress report for long command-line work, on stderr: a bar redrawn in
+place on a terminal, a plain line every ``LOG_PERIOD_S`` otherwise (a log file, a CI job,
+``ros2 launch``), so that captured output still shows the work going on."""
 
 from __future__ import annotations
 
@@ -9,31 +11,46 @@ from typing import TextIO
 BAR_WIDTH = 30
 # Redraw at most this often so the bar costs nothing next to the work it reports.
 REDRAW_PERIOD_S = 0.2
+# Without a terminal: one line this often (a log is read, not watched).
+LOG_PERIOD_S = 10.0
 
 
 class Progress:
-    """``[#####.....]  42%  label`` on one line of ``stream``; quiet when it is not a terminal
-    except for the final line."""
+    """``label [#####.....]  42%  detail, ETA 12 s`` on one line of ``stream`` when it is a
+    terminal; ``label: 42 % detail, ETA 12 s`` lines every ``LOG_PERIOD_S`` when it is not;
+    a last line with the total time either way."""
 
     def __init__(self, label: str, stream: TextIO = sys.stderr) -> None:
         self.label = label
         self.stream = stream
-        self._last = 0.0
         self._start = time.perf_counter()
+        self._last = self._start
         self._live = stream.isatty()
 
     def update(self, fraction: float, detail: str = "") -> None:
         now = time.perf_counter()
-        if not self._live or now - self._last < REDRAW_PERIOD_S:
+        if now - self._last < (REDRAW_PERIOD_S if self._live else LOG_PERIOD_S):
             return
         self._last = now
-        self._draw(fraction, detail, end="\r")
+        fraction = min(max(fraction, 0.0), 1.0)
+        if fraction > 0.0:
+            eta = (now - self._start) * (1.0 - fraction) / fraction
+            detail = f"{detail}, ETA {eta:.0f} s" if detail else f"ETA {eta:.0f} s"
+        if self._live:
+            self._draw(fraction, detail, end="\r")
+        else:
+            self.stream.write(f"{self.label}: {100 * fraction:3.0f} %  {detail}\n")
+            self.stream.flush()
 
     def done(self, detail: str = "") -> None:
-        self._draw(1.0, detail + f"  ({time.perf_counter() - self._start:.1f} s)", end="\n")
+        total = f"  ({time.perf_counter() - self._start:.1f} s)"
+        if self._live:
+            self._draw(1.0, detail + total, end="\n")
+        else:
+            self.stream.write(f"{self.label}: done  {detail}{total}\n")
+            self.stream.flush()
 
     def _draw(self, fraction: float, detail: str, end: str) -> None:
-        fraction = min(max(fraction, 0.0), 1.0)
         filled = round(fraction * BAR_WIDTH)
         bar = "#" * filled + "." * (BAR_WIDTH - filled)
         self.stream.write(f"\r{self.label} [{bar}] {100 * fraction:3.0f}%  {detail}\x1b[K{end}")

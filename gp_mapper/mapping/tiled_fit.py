@@ -110,7 +110,7 @@ def fit_tiled(
         workers: 0 fits the tiles here, one after another; N > 0 on Ray with N workers.
         ray_address: a Ray cluster to join (``ray start --head`` prints it); None starts a
             local runtime for this fit and stops it after.
-        progress: called with the share of tiles done and a detail (tiles, ETA).
+        progress: called with the share of tiles done and "tiles k/n" (the caller adds an ETA).
 
     Raises:
         TileFitError: tiles that failed twice (named); ConfigError: no tiles configured.
@@ -149,9 +149,7 @@ def fit_tiled(
         nonlocal done
         done += 1
         if progress is not None:
-            elapsed = time.perf_counter() - start
-            eta = elapsed * (len(routes) - done) / done
-            progress(done / len(routes), f"tiles {done}/{len(routes)}, ETA {eta:.0f} s")
+            progress(done / len(routes), f"tiles {done}/{len(routes)}")
 
     runner = _SerialRunner() if workers <= 0 else _RayRunner(workers, ray_address)
     with runner:
@@ -162,7 +160,10 @@ def fit_tiled(
         fitted = runner.run([theta_task], lambda key: None)[first]
         fitted = {n: np.array(v, order="C") for n, v in fitted.items()}
         theta_start = model_from_state(fitted, device="cpu").empty_copy().state_dict()
-        states = runner.run([task(key, theta_start) for key in routes], tick)
+        # The largest tiles first: the last task to start is a small one, so the workers end
+        # together (longest-processing-time order); the map does not depend on the order.
+        order = sorted(routes, key=lambda k: (-len(routes[k]), k))
+        states = runner.run([task(key, theta_start) for key in order], tick)
     # One memory layout whoever ran the fit (Ray's transport changes strides, and a kernel's
     # rounding can follow them): the same map bit for bit from any runner.
     states = {k: {n: np.array(v, order="C") for n, v in st.items()} for k, st in states.items()}

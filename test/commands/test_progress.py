@@ -1,0 +1,61 @@
+"""The command line's progress: a bar on a terminal, periodic lines in a log, an ETA."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from gp_mapper.commands import progress as progress_module
+from gp_mapper.commands.progress import LOG_PERIOD_S, Progress
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_without_a_terminal_a_line_comes_every_period_with_an_eta(monkeypatch) -> None:
+    clock = Clock()
+    monkeypatch.setattr(progress_module.time, "perf_counter", clock)
+    log = io.StringIO()
+    bar = Progress("fit vips", log)
+    for step in range(1, 61):  # a minute of work reported every second
+        clock.now += 1.0
+        bar.update(step / 60, f"window {step}")
+    bar.done("M=120")
+    lines = log.getvalue().splitlines()
+    assert len(lines) == 60 // int(LOG_PERIOD_S) + 1 and "\r" not in log.getvalue()
+    assert lines[0] == "fit vips:  17 %  window 10, ETA 50 s"
+    assert lines[-1] == "fit vips: done  M=120  (60.0 s)"
+
+
+def test_on_a_terminal_the_bar_is_redrawn_in_place(monkeypatch) -> None:
+    clock = Clock()
+    monkeypatch.setattr(progress_module.time, "perf_counter", clock)
+    tty = Terminal()
+    bar = Progress("replay", tty)
+    clock.now += 5.0
+    bar.update(0.5)
+    assert tty.getvalue().startswith("\rreplay [###############...............]  50%  ETA 5 s")
+    bar.done()
+    assert tty.getvalue().endswith("(5.0 s)\x1b[K\n")
+
+
+@pytest.mark.parametrize("fraction", [-1.0, 0.0])
+def test_no_eta_before_any_progress(monkeypatch, fraction: float) -> None:
+    clock = Clock()
+    monkeypatch.setattr(progress_module.time, "perf_counter", clock)
+    log = io.StringIO()
+    bar = Progress("fit", log)
+    clock.now += LOG_PERIOD_S
+    bar.update(fraction)
+    assert log.getvalue() == "fit:   0 %  \n"
