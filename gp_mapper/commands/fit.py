@@ -54,6 +54,7 @@ EXAMPLES = """examples:
   gp-mapper fit a.mcap b.mcap --model vips --out out/floor       # tiles as tasks on Ray
   gp-mapper fit floor.mcap --model vips --workers 2 --out out/floor   # one bag, the same way
   gp-mapper fit a.mcap b.mcap --model vips --ray-address HOST:6379 --out out/floor
+  gp-mapper fit a.mcap b.mcap --model acgp --workers 2 --out out/floor_acgp   # batch tiles
 
 then launch the node with the fitted hyperparameters:
   ros2 launch gp_mapper gp_mapper.launch.py params_file:=out/acgp/theta.yaml
@@ -154,8 +155,9 @@ def fit_bag(
     ``out``.
 
     A streaming model (tiled at the default ``tile_size``) streams one bag through the
-    mapping pipeline, the map the node would make (``replay``). Several bags, or ``workers``
-    or ``ray_address`` given, fit its tiles as independent tasks instead
+    mapping pipeline, the map the node would make (``replay``); a batch model is fitted on
+    it whole. Several bags, or ``workers`` or ``ray_address`` given, make a tiled map whose
+    tiles are fitted as independent tasks instead, with either kind of model
     (:mod:`gp_mapper.mapping.tiled_fit`: on Ray with ``workers`` > 0, by default
     ``DEFAULT_WORKERS``, or at ``ray_address``; ``workers=0`` one after another).
 
@@ -168,14 +170,14 @@ def fit_bag(
     set_cpu_threads(config.torch_threads)
     streaming = model_kind(model) == "streaming"
     as_tasks = len(bags) > 1 or workers is not None or ray_address is not None
-    if streaming and as_tasks and config.tile_layout() is not None:
+    if as_tasks and config.tile_layout() is not None:
         topics = (mag_topic, pose_topic)
         workers = DEFAULT_WORKERS if workers is None else workers
-        return _fit_tiled(bags, out, config, topics, workers, ray_address, progress)
+        return _fit_tiled(bags, out, config, spec, topics, workers, ray_address, progress)
     if len(bags) > 1:
         raise ConfigError(
-            f"{len(bags)} bags: several bags make one tiled map (a streaming model with "
-            "tile_size > 0); replay them one after another with --resume otherwise"
+            f"{len(bags)} bags: several bags make one tiled map (tile_size > 0); replay "
+            "them one after another with --resume otherwise"
         )
     bag = bags[0]
     if streaming:
@@ -206,32 +208,33 @@ def _fit_tiled(
     bags: list[Path],
     out: Path,
     config: MapperConfig,
+    spec: EngineSpec,
     topics: tuple[str, str],
     workers: int,
     ray_address: str | None,
     progress: bool,
 ) -> FitResult:
-    """A tiled map of a streaming model on every sample of the bags, tile fits as tasks."""
+    """A tiled map of ``spec``'s model on every sample of the bags, tile fits as tasks."""
     start = time.perf_counter()
-    auxiliary = build_model(config.engine, config.input_dims).auxiliary_inputs
+    auxiliary = build_model(spec, config.input_dims).auxiliary_inputs
     parts = []
     for bag in bags:
         records = read_bag(bag, mag_topic=topics[0], pose_topic=topics[1], pose_type="auto")
         parts.append(collect_samples(records, config))
-    samples = concat_samples(parts).with_auxiliary_inputs(auxiliary, config.engine.gam_run_gap)
+    samples = concat_samples(parts).with_auxiliary_inputs(auxiliary, spec.gam_run_gap)
     if len(samples.y) == 0:
         raise ConfigError(f"{', '.join(map(str, bags))}: no reading could be paired with a pose")
     read_s = time.perf_counter() - start
-    bar = Progress(f"fit {config.engine.model} tiles") if progress else None
+    bar = Progress(f"fit {spec.model} tiles") if progress else None
     fitted = fit_tiled(
-        samples, config, workers=workers if ray_address is None else max(workers, 1),
+        samples, config, spec=spec, workers=workers if ray_address is None else max(workers, 1),
         ray_address=ray_address, progress=None if bar is None else bar.update,
     )  # fmt: skip
     if bar is not None:
         bar.done(f"{fitted.report['tiles']} tiles")
     out.mkdir(parents=True, exist_ok=True)
     outputs = FitOutputs.in_dir(out)
-    name = config.engine.model
+    name = spec.model
     snapshot = map_snapshot(fitted.model, config, samples, name)
     save_map(outputs.state, map_file_data(fitted.model.state_dict(), name, config, samples))
     report = {

@@ -413,13 +413,16 @@ class MapperConfig:
         return MapperConfig.from_dict({**self.to_dict(), **changes})
 
     def offline(self) -> MapperConfig:
-        """These settings for a replay or an offline fit, where the same bag must give the
-        same map on an idle or a loaded machine: no wall-clock budget (``fit_max_seconds``
-        is the live node's, which must keep up with the sensor), so a fit of θ stops at its
-        ``fit_iterations`` whatever the machine's speed."""
-        if self.engine.fit_max_seconds == 0.0:
-            return self
-        return self.replace(fit_max_seconds=0.0)
+        """These settings for a replay or an offline fit (:func:`offline_engine`)."""
+        return dataclasses.replace(self, engine=offline_engine(self.engine))
+
+
+def offline_engine(spec: EngineSpec) -> EngineSpec:
+    """A model's settings for a replay or an offline fit, where the same bag must give the
+    same map on an idle or a loaded machine: no wall-clock budget (``fit_max_seconds`` is the
+    live node's, which must keep up with the sensor), so a fit of θ stops at its
+    ``fit_iterations`` whatever the machine's speed."""
+    return spec if spec.fit_max_seconds == 0.0 else spec.replace(fit_max_seconds=0.0)
 
 
 def parameters_markdown() -> str:

@@ -1,12 +1,14 @@
-"""Offline tiled maps: each tile's readings streamed through its own model, the tiles fitted as
-independent tasks, serially in this process or on Ray.
+"""Offline tiled maps: each tile's readings streamed through its own model (or, for a batch
+model, fitted by it at once), the tiles fitted as independent tasks, serially in this process
+or on Ray.
 
 A whole building's log (one bag or many) is paired and thinned as the node would, routed to
 tiles (:class:`~gp_mapper.engine.tiled.TileLayout`), and each tile's readings, in stamp order,
 are streamed through a model of the configured kind in windows of ``batch_size`` with the
 node's fit schedule: what the node would have built in that tile. The building's θ is fitted
 first, on the first ``THETA_WINDOWS`` windows of the tile holding the most readings; every tile
-starts from it, so the tiles are independent tasks of the same inputs whoever runs them:
+starts from it (a batch model's tiles fit their own θ from the configured start), so the
+tiles are independent tasks of the same inputs whoever runs them:
 ``workers = 0`` runs them here one after another, ``workers = N`` on a Ray runtime (a local
 one started here, or the cluster at ``ray_address``), and both give the same map bit for bit.
 
@@ -17,11 +19,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from gp_mapper.mapping.config import MapperConfig
+from gp_mapper.mapping.config import MapperConfig, offline_engine
 from gp_mapper.mapping.errors import MappingError
 from gp_mapper.mapping.fit_schedule import FitSchedule
 from gp_mapper.mapping.inputs import CollectedSamples
@@ -33,6 +35,9 @@ IN_FLIGHT_PER_WORKER = 2
 ATTEMPTS = 2
 # Windows of the largest tile the building's θ is fitted on before the tiles start from it.
 THETA_WINDOWS = 10
+
+if TYPE_CHECKING:
+    from gp_mapper.engine import EngineSpec
 
 TileKey = tuple[int, int]
 
@@ -83,6 +88,11 @@ def fit_tile(task: TileTask) -> dict[str, np.ndarray]:
 
     set_cpu_threads(1)  # one thread per task: the same numbers in any process
     model = model_from_state(task.start, device="cpu")
+    if model.kind == "batch":  # fitted once on the tile's readings, θ its own
+        report = model.fit(task.X, task.y)
+        if not report.accepted:
+            raise TileFitError(f"tile {task.key}: the fit was refused: {report.reason}")
+        return model.state_dict()
     schedule = FitSchedule(*task.schedule)
     for rows in _windows(len(task.y), task.batch_size):
         decision = schedule.decide(model.num_updates)
@@ -98,6 +108,7 @@ def fit_tiled(
     samples: CollectedSamples,
     config: MapperConfig,
     *,
+    spec: EngineSpec | None = None,
     workers: int = 0,
     ray_address: str | None = None,
     progress: Callable[[float, str], None] | None = None,
@@ -106,7 +117,9 @@ def fit_tiled(
 
     Args:
         samples: the log's samples, with the model's auxiliary columns, in stamp order.
-        config: the mapping parameters (``tile_size`` > 0, a streaming model).
+        config: the mapping parameters (``tile_size`` > 0).
+        spec: the tiles' model and its settings (``gp_mapper.mapping.batch_fit.fit_config``:
+            a streaming or a batch model); None: the config's streaming model.
         workers: 0 fits the tiles here, one after another; N > 0 on Ray with N workers.
         ray_address: a Ray cluster to join (``ray start --head`` prints it); None starts a
             local runtime for this fit and stops it after.
@@ -117,8 +130,11 @@ def fit_tiled(
     """
     from gp_mapper.engine import build_model, model_from_state  # deferred: torch
     from gp_mapper.engine.tiled import TiledModel, TileLayout
+    from gp_mapper.mapping.batch_fit import check_memory
 
-    config = config.offline()  # the same map from the same log on any machine, under any load
+    # The same map from the same log on any machine, under any load.
+    config = config.offline()
+    spec = offline_engine(config.engine if spec is None else spec)
     layout_values = config.tile_layout()
     if layout_values is None:
         raise MappingError("a tiled fit needs tile_size > 0")
@@ -127,11 +143,14 @@ def fit_tiled(
     # Tile (0, 0) centred on the first reading, as a replay of the same log places it.
     layout = TileLayout(*layout_values).check().centred_at(samples.X[0])
     start = time.perf_counter()
-    template = build_model(config.engine, input_dim=config.input_dims)
+    template = build_model(spec, input_dim=config.input_dims)
     routes = layout.route(samples.X)
     if not routes:
         raise MappingError("no sample to fit")
     schedule = (config.fit_first_windows, config.fit_every_windows, config.refit_bound_drop)
+    first = max(routes, key=lambda k: (len(routes[k]), k))
+    if template.kind == "batch":  # the largest tile's dense matrix must fit in memory
+        check_memory(spec, len(routes[first]), 0)
 
     def task(key: TileKey, start_state: dict[str, np.ndarray]) -> TileTask:
         rows = routes[key]
@@ -141,7 +160,6 @@ def fit_tiled(
 
     # The building's θ: fitted on the first windows of the tile with the most readings; every
     # tile (that one too) then starts from it, all in parallel.
-    first = max(routes, key=lambda k: (len(routes[k]), k))
     theta_rows = routes[first][: THETA_WINDOWS * config.batch_size]
     done = 0
 
@@ -153,13 +171,16 @@ def fit_tiled(
 
     runner = _SerialRunner() if workers <= 0 else _RayRunner(workers, ray_address)
     with runner:
-        theta_task = TileTask(
-            first, samples.X[theta_rows], samples.y[theta_rows], template.state_dict(),
-            config.batch_size, schedule,
-        )  # fmt: skip
-        fitted = runner.run([theta_task], lambda key: None)[first]
-        fitted = {n: np.array(v, order="C") for n, v in fitted.items()}
-        theta_start = model_from_state(fitted, device="cpu").empty_copy().state_dict()
+        if template.kind == "batch":  # each tile's fit fits its θ from the configured start
+            theta_start = template.state_dict()
+        else:
+            theta_task = TileTask(
+                first, samples.X[theta_rows], samples.y[theta_rows], template.state_dict(),
+                config.batch_size, schedule,
+            )  # fmt: skip
+            fitted = runner.run([theta_task], lambda key: None)[first]
+            fitted = {n: np.array(v, order="C") for n, v in fitted.items()}
+            theta_start = model_from_state(fitted, device="cpu").empty_copy().state_dict()
         # The largest tiles first: the last task to start is a small one, so the workers end
         # together (longest-processing-time order); the map does not depend on the order.
         order = sorted(routes, key=lambda k: (-len(routes[k]), k))
@@ -172,7 +193,7 @@ def fit_tiled(
     report = {
         "tiles": len(tiles),
         "theta_from_tile": list(first),
-        "theta_samples": len(theta_rows),
+        "theta_samples": 0 if template.kind == "batch" else len(theta_rows),
         "workers": workers,
         "ray_address": ray_address,
         "seconds_fit": time.perf_counter() - start,

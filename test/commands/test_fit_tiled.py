@@ -53,3 +53,13 @@ def test_several_bags_without_tiles_are_refused(bags: list[Path], tmp_path: Path
     args = ["fit", *map(str, bags), "--model", "vips", "--out", str(tmp_path)]
     assert cli_main([*args, "--set", "tile_size=0"]) == 2
     assert "tile_size" in capsys.readouterr().err
+
+
+def test_several_bags_make_one_tiled_map_of_a_batch_model(bags: list[Path], tmp_path: Path) -> None:
+    overrides = {**TILED, "min_spacing": 0.3}  # a few hundred readings: exact GPs per tile
+    fitted = fit_bag(bags, tmp_path / "exact", model="exact", overrides=overrides, workers=0,
+                     progress=False)  # fmt: skip
+    assert fitted.report["tiles"] >= 2 and fitted.snapshot is not None
+    model = read_model(fitted.outputs.state, device="cpu")
+    assert model.kind == "batch" and model.name == "exact" and len(model.tiles) >= 2
+    assert np.isfinite(fitted.snapshot.mean).all() and fitted.outputs.theta.is_file()

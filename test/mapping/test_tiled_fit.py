@@ -55,6 +55,22 @@ def test_a_serial_fit_maps_every_tile(serial) -> None:
     assert sum(report["M_per_tile"].values()) > 0
 
 
+def test_a_batch_model_fits_each_tile_at_once_and_the_map_saves(samples, tmp_path) -> None:
+    from gp_mapper.engine import model_from_state
+
+    spec = CONFIG.engine.replace(model="exact", fit_iterations=5)
+    model, report = fit_tiled(samples, CONFIG, spec=spec, workers=0)
+    assert model.kind == "batch" and model.name == "exact" and len(model.tiles) >= 4
+    assert all(tile.kind == "batch" for tile in model.tiles.values())
+    assert report["theta_samples"] == 0  # each tile fits its own θ
+    mean, var = model.predict(PROBES)
+    err = mean.numpy() - true_field(PROBES.numpy())
+    assert np.sqrt(np.mean(err**2)) < 1.0 and bool((var > 0).all())
+    again = model_from_state(model.state_dict(), device="cpu", expected="exact")
+    assert isinstance(again, TiledModel) and again.kind == "batch"
+    torch.testing.assert_close(again.predict(PROBES)[0], mean, rtol=0.0, atol=0.0)
+
+
 @needs_ray
 def test_ray_with_two_local_workers_gives_the_same_map(samples, serial) -> None:
     ticks: list[float] = []

@@ -1,4 +1,4 @@
-"""A map of any size as tiles, each one streaming model of the configured kind.
+"""A map of any size as tiles, each one model of the configured kind (streaming; batch offline).
 
 Kok & Solin (2018, "Scalable magnetic field SLAM in 3D using Gaussian process maps") build a
 large magnetic map from local GP maps on a block tiling; this is that idea over the model
@@ -106,7 +106,9 @@ class TiledReport:
 
 
 class TiledModel:
-    """A streaming map made of tiles of one model kind (see the module docstring).
+    """A map made of tiles of one model kind (see the module docstring): a streaming map, or,
+    built by an offline fit from tiles of a batch model, a batch map (``kind``) that is
+    predicted from and saved but not updated.
 
     Args:
         template: a fresh model of the kind and settings every tile runs (its θ is the start).
@@ -114,11 +116,11 @@ class TiledModel:
             unanchored origin is centred on the first reading).
     """
 
-    kind = "streaming"
-
     def __init__(self, template: StreamingModel, layout: TileLayout) -> None:
         self.layout = layout.check()
         self._template = template
+        # Tiles of a batch model (an offline fit) make a batch map: fitted, not updated.
+        self.kind = template.kind
         self.name = template.name
         self.device = template.device
         self.auxiliary_inputs = template.auxiliary_inputs
