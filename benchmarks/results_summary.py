@@ -542,6 +542,7 @@ HEADLINE: tuple[tuple[str, str], ...] = (
     ("uci_streaming.py", "VIPS, every set of the run: both targets"),
     ("node_throughput.py", "highest rate with no drops"),
     ("node_soak.py", "200 Hz readings mapped through the node"),
+    ("node_soak.py", "200 Hz on the office floor: mapped, committed-map latency p95"),
     ("calibration.py", "95 % coverage, node defaults, held-out 10-s Aalto blocks"),
     ("vector_field.py", "potential stream, runs split: RMSE x / y / z / ‖B‖"),
     ("building.py", "office floor replayed: tiled map against one map"),
