@@ -126,8 +126,8 @@ def add_fit_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pose-topic", default=DEFAULT_POSE_TOPIC, help="pose topic")
     parser.add_argument(
         "--workers", type=int, metavar="N",
-        help="fit a streaming model's tiles as independent tasks on a local Ray runtime with "
-        "N workers; 0 = one after another in this process (the same map). Several bags: "
+        help="fit the map's tiles as independent tasks on a local Ray runtime with N "
+        "workers; 0 = one after another in this process (the same map). Several bags: "
         f"default {DEFAULT_WORKERS}; one bag: given, else the bag streams as `replay` does",
     )  # fmt: skip
     parser.add_argument(

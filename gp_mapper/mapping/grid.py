@@ -272,14 +272,21 @@ def predict_grid_field(
 def skipped_cells(skip: np.ndarray, tile: int = DEFAULT_TILE_CELLS) -> np.ndarray:
     """[H, W] the cells of the tiles the predictors leave out for ``skip`` [H, W]: those whose
     every cell is skipped."""
+    out = np.zeros(skip.shape, dtype=bool)
+    for rows, cols in _blocks(skip.shape, tile):
+        out[rows, cols] = bool(skip[rows, cols].all())
+    return out
+
+
+def _blocks(shape: tuple[int, int], tile: int) -> Iterator[tuple[slice, slice]]:
+    """The square tiles of about ``tile`` cells a grid of ``shape`` is predicted in."""
+    if tile < 1:
+        raise ValueError(f"tile must be at least 1 cell; got {tile}")
     side = max(1, math.isqrt(tile))
-    H, W = skip.shape
-    out = np.zeros_like(skip, dtype=bool)
+    H, W = shape
     for r0 in range(0, H, side):
         for c0 in range(0, W, side):
-            block = skip[r0 : r0 + side, c0 : c0 + side]
-            out[r0 : r0 + side, c0 : c0 + side] = bool(block.all())
-    return out
+            yield slice(r0, min(r0 + side, H)), slice(c0, min(c0 + side, W))
 
 
 def _tiles(
@@ -295,8 +302,6 @@ def _tiles(
     Square tiles make each a compact block whose far-away support can be skipped
     (`predict_block`), so the work grows with the map's area, not its square.
     """
-    if tile < 1:
-        raise ValueError(f"tile must be at least 1 cell; got {tile}")
     Z = posterior.support
     dims = int(Z.shape[1])
     points = grid.cell_points()
@@ -304,17 +309,13 @@ def _tiles(
         points = np.column_stack([points, np.full(points.shape[0], float(z))])
     elif dims != 2:
         raise ValueError(f"grid prediction needs 2-D or 3-D inputs; the posterior has {dims}")
-    H, W = grid.shape
-    points = points.reshape(H, W, dims)
-    side = max(1, math.isqrt(tile))
-    for r0 in range(0, H, side):
-        for c0 in range(0, W, side):
-            if skip is not None and bool(skip[r0 : r0 + side, c0 : c0 + side].all()):
-                continue
-            block = points[r0 : r0 + side, c0 : c0 + side]
-            h, w = block.shape[:2]
-            Xs = torch.as_tensor(block.reshape(-1, dims), dtype=Z.dtype, device=Z.device)
-            yield slice(r0, r0 + h), slice(c0, c0 + w), Xs
+    points = points.reshape(*grid.shape, dims)
+    for rows, cols in _blocks(grid.shape, tile):
+        if skip is not None and bool(skip[rows, cols].all()):
+            continue
+        block = points[rows, cols]
+        Xs = torch.as_tensor(block.reshape(-1, dims), dtype=Z.dtype, device=Z.device)
+        yield rows, cols, Xs
 
 
 def _host(t: torch.Tensor) -> np.ndarray:

@@ -83,66 +83,57 @@ def predict_products(
     predicted; the rest keep their values. A tiled map so redraws the tiles an update touched,
     not the building; a map of one model is redrawn whole, as without ``previous``.
     """
-    keep = _kept_cells(posterior, grid, previous)
+    placed = None if previous is None else _placement(previous[1].grid, grid)
+    keep = None if placed is None else _kept_cells(posterior, grid, previous[0], placed)
     mean, variance, prior = predict_grid(posterior, grid, z=config.grid_z, skip=keep)
     layers = predict_grid_layers(posterior, grid, z=config.grid_z, skip=keep)
     field = predict_grid_field(posterior, grid, z=config.grid_z, skip=keep)
     field_mean, field_variance = (None, None) if field is None else field
-    if keep is not None and previous is not None:
+    if keep is not None and placed is not None and previous is not None:
         old = previous[1]
         kept = skipped_cells(keep)
-        arrays = ((mean, old.mean), (variance, old.variance), (prior, old.prior_variance))
-        for new, before in arrays:
-            new[kept] = _aligned(before, old.grid, grid)[kept]
-        for name, before in old.layers.items():
-            layer = layers.setdefault(name, np.full(grid.shape, np.nan))
-            layer[kept] = _aligned(before, old.grid, grid)[kept]
+        pairs = [(mean, old.mean), (variance, old.variance), (prior, old.prior_variance)]
+        pairs += [(layers.setdefault(name, np.full(grid.shape, np.nan)), before)
+                  for name, before in old.layers.items()]  # fmt: skip
         if field_mean is not None and old.field_mean is not None:
-            field_mean[kept] = _aligned(old.field_mean, old.grid, grid)[kept]
-            field_variance[kept] = _aligned(old.field_variance, old.grid, grid)[kept]
+            pairs += [(field_mean, old.field_mean), (field_variance, old.field_variance)]
+        new_cells, old_cells = placed
+        for new, before in pairs:  # the kept cells are all on the old grid
+            region = new[new_cells]
+            region[kept[new_cells]] = before[old_cells][kept[new_cells]]
     support = posterior.support.detach().to("cpu").double().numpy()
     return MapProducts(grid, mean, variance, prior, support, layers, field_mean, field_variance)
 
 
-def _offset(old: GridSpec, grid: GridSpec) -> tuple[int, int] | None:
-    """(columns, rows) from the old grid's cell (0, 0) to the same cell in ``grid``; None if
-    their cells are not the same cells (another resolution or a misaligned origin)."""
+Placement = tuple[tuple[slice, slice], tuple[slice, slice]]
+
+
+def _placement(old: GridSpec, grid: GridSpec) -> Placement | None:
+    """Where the old grid's cells stand on ``grid``: (rows, columns) on ``grid`` and the same
+    cells' (rows, columns) on the old grid; None if the grids do not share their cells
+    (another resolution, a misaligned origin) or none at all."""
     if not math.isclose(old.resolution_m, grid.resolution_m, rel_tol=1e-12):
         return None
     shift = (np.asarray(old.origin_m) - np.asarray(grid.origin_m)) / grid.resolution_m
     whole = np.rint(shift)
     if np.abs(shift - whole).max() > 1e-6:
         return None
-    return int(whole[0]), int(whole[1])
-
-
-def _aligned(values: np.ndarray, old: GridSpec, grid: GridSpec) -> np.ndarray:
-    """``values`` [H0, W0, ...] of the old grid placed on ``grid`` [H, W, ...] (NaN where the
-    old grid had no cell); the grids share their cells (:func:`_offset`)."""
-    offset = _offset(old, grid)
-    assert offset is not None
-    di, dj = offset
-    out = np.full(grid.shape + values.shape[2:], np.nan)
+    di, dj = int(whole[0]), int(whole[1])  # columns, rows from the old cell (0, 0)
     (H, W), (H0, W0) = grid.shape, old.shape
     r0, r1, c0, c1 = max(0, dj), min(H, dj + H0), max(0, di), min(W, di + W0)
-    if r0 < r1 and c0 < c1:
-        out[r0:r1, c0:c1] = values[r0 - dj : r1 - dj, c0 - di : c1 - di]
-    return out
+    if not (r0 < r1 and c0 < c1):
+        return None
+    return (slice(r0, r1), slice(c0, c1)), (slice(r0 - dj, r1 - dj), slice(c0 - di, c1 - di))
 
 
 def _kept_cells(
-    posterior: ModelPosterior,
-    grid: GridSpec,
-    previous: tuple[ModelPosterior, MapProducts] | None,
+    posterior: ModelPosterior, grid: GridSpec, before: ModelPosterior, placed: Placement
 ) -> np.ndarray | None:
-    """[H, W] the cells whose last values stand; None: predict every cell."""
-    if previous is None:
-        return None
-    before, old = previous
-    if _offset(old.grid, grid) is None:
-        return None
+    """[H, W] the cells on the old grid that ``posterior`` predicts as ``before`` did: their
+    last values stand; None: predict every cell."""
     changed = posterior.changed_since(before, grid.cell_points())
     if changed is None:
         return None
-    held = np.isfinite(_aligned(old.mean, old.grid, grid))
-    return held & ~np.asarray(changed, dtype=bool).reshape(grid.shape)
+    keep = np.zeros(grid.shape, dtype=bool)
+    keep[placed[0]] = True
+    return keep & ~np.asarray(changed, dtype=bool).reshape(grid.shape)

@@ -11,7 +11,7 @@ import pytest
 
 from gp_mapper.engine.tiled import ONE_TILE, TiledModel
 from gp_mapper.mapping import MapperConfig, MappingPipeline, MapSnapshot
-from gp_mapper.mapping.map_products import _kept_cells, predict_products
+from gp_mapper.mapping.map_products import _kept_cells, _placement, predict_products
 from gp_mapper.mapping.records import HEALTH_ERROR, HEALTH_WARN
 
 from .conftest import FAST_ENGINE
@@ -119,7 +119,10 @@ def test_an_update_redraws_the_tiles_it_touched_and_the_map_equals_a_whole_redra
         feed(pipeline, events[start : start + 100])
         snapshot = pipeline.latest()
         if drawn is not None and snapshot is not None and pipeline._drawn is not drawn:
-            keep = _kept_cells(pipeline._model.posterior, snapshot.grid, drawn)
+            placed = _placement(drawn[1].grid, snapshot.grid)
+            keep = placed and _kept_cells(
+                pipeline._model.posterior, snapshot.grid, drawn[0], placed
+            )
             kept.append(0.0 if keep is None else float(keep.mean()))
     pipeline.flush()
     snapshot = pipeline.latest()

@@ -1,5 +1,5 @@
-"""A map of any size as tiles of one streaming model: routing, blending, state (``model.py``,
-``layout.py``, ``posterior.py``)."""
+"""A map of any size as tiles of one model (streaming; batch offline): routing, blending,
+state (``model.py``, ``layout.py``, ``posterior.py``)."""
 
 from .layout import ONE_TILE, UNANCHORED, TileKey, TileLayout, smooth_step
 from .model import TiledModel, TiledReport, is_tiled_state

@@ -100,7 +100,7 @@ class TiledReport:
             "seconds_total": self.seconds_total,
         }
         out.update({k: v for k, v in self.hyperparameters.items() if isinstance(v, float)})
-        for key, value in self.per_tile.get(self.home, {}).items() if self.home else ():
+        for key, value in self.per_tile.get(self.home, {}).items():
             out.setdefault(key, value)
         return out
 
