@@ -182,9 +182,12 @@ class StreamingModel(Model, Protocol):
         on_selected: Callable[[ModelPosterior], None] | None = None,
         *,
         fit: bool = True,
+        theta_of: StreamingModel | None = None,
     ) -> Report:
         """Absorb a batch X [N, D], y [N]; ``on_selected`` may show a provisional posterior;
-        ``fit=False`` commits under the current θ (a caller that fits on a schedule)."""
+        ``fit=False`` commits under the current θ (a caller that fits on a schedule);
+        ``theta_of``, a model of the same kind and settings, gives the θ to start from (and,
+        unfitted, to commit under) instead of this model's own: a tiled map's shared θ."""
         ...
 
     def empty_copy(self) -> StreamingModel:

@@ -207,6 +207,28 @@ def test_an_empty_copy_keeps_theta_and_holds_no_data(name: str) -> None:
         torch.testing.assert_close(a, b, rtol=0.0, atol=0.0)
 
 
+@pytest.mark.parametrize("name", model_names("streaming"))
+def test_a_streaming_model_takes_another_ones_theta_and_moves_its_posterior(name: str) -> None:
+    source, _ = trained(name)  # a fitted θ
+    model = build_model(EngineSpec(**{**QUICK, "model": name}), INPUT_DIM)
+    X, y = data(seed=1, name=name)
+    assert model.update(X[:30], y[:30], fit=False).accepted  # a posterior under the guess
+    own = model.hyperparameters()
+    assert own != source.hyperparameters()
+    report = model.update(X[30:], y[30:], fit=False, theta_of=source)
+    assert report.accepted and model.hyperparameters() == source.hyperparameters()
+    assert not model.awaits_first_fit  # the θ it took was fitted
+    # The first window's evidence is kept, now under the new θ: the whole-data posterior at
+    # that θ (one window of all readings) is close to it.
+    whole = build_model(EngineSpec(**{**QUICK, "model": name}), INPUT_DIM)
+    assert whole.update(X, y, fit=False, theta_of=source).accepted
+    near = torch.as_tensor(X[:10, :INPUT_DIM])
+    mean, var = model.predict(near)
+    whole_mean, whole_var = whole.predict(near)
+    assert torch.allclose(mean, whole_mean, atol=5 * float(whole_var.sqrt().max()))
+    assert source.hyperparameters() == trained(name)[0].hyperparameters()  # the source as was
+
+
 @pytest.mark.parametrize("name", model_names())
 def test_its_entry_says_what_the_cli_and_the_png_need(name: str) -> None:
     from gp_mapper.engine.settings import SETTING_BY_NAME

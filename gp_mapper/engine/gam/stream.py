@@ -204,8 +204,10 @@ class StreamingAdditiveGP(EngineViews):
         on_selected: Callable[[Posterior], None] | None = None,
         *,
         fit: bool = True,
+        theta_of: StreamingAdditiveGP | None = None,
     ) -> AdditiveUpdateReport:
         """Absorb a window: X [N, d + len(auxiliary_inputs)], y [N] [µT]; atomic.
+        ``theta_of``: start from that model's θ (``OnlineSparseGP.update``).
 
         Raises:
             ValueError: wrong shapes, no rows, NaN or inf.
@@ -218,7 +220,8 @@ class StreamingAdditiveGP(EngineViews):
             def hook(inner: Posterior) -> None:
                 on_selected(_map_layer(inner))
 
-        report = self._stream.update(rows, y_t, hook, fit=fit)
+        stream = None if theta_of is None else theta_of._stream
+        report = self._stream.update(rows, y_t, hook, fit=fit, theta_of=stream)
         if report.accepted:
             self._clock = clock
         nuisance = self.nuisance_summary() if report.accepted else {}

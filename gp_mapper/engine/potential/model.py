@@ -123,8 +123,10 @@ class VectorFieldGP(EngineViews):
         on_selected: Callable[[FieldPosterior], None] | None = None,
         *,
         fit: bool = True,
+        theta_of: VectorFieldGP | None = None,
     ) -> UpdateReport:
-        """Absorb a window: positions X [N, D] and field readings y [N, 3] in map_frame [µT].
+        """Absorb a window: positions X [N, D] and field readings y [N, 3] in map_frame [µT];
+        ``theta_of``: start from that model's θ (``OnlineSparseGP.update``).
 
         Returns:
             The stream's report with ``n`` in readings and ``m_before``/``m_after`` in
@@ -141,7 +143,10 @@ class VectorFieldGP(EngineViews):
             def hook(inner: Posterior) -> None:
                 on_selected(FieldPosterior(inner, self.input_dim))
 
-        report = self._stream.update(field_rows(spatial(X_t)), field_targets(y_t), hook, fit=fit)
+        report = self._stream.update(
+            field_rows(spatial(X_t)), field_targets(y_t), hook, fit=fit,
+            theta_of=None if theta_of is None else theta_of._stream,
+        )  # fmt: skip
         self._report = dataclasses.replace(
             report, n=X_t.shape[0], m_before=m_before, m_after=self.num_inducing
         )

@@ -8,11 +8,13 @@ interface, so a tile is whatever streaming model the map runs (``vips``, ``gam_s
 - A window's readings go to every tile that takes them (:meth:`TileLayout.route`); only those
   tiles are updated, so an update costs what the touched tiles cost, however many tiles the
   map has. Each tile holds at most ``max_inducing`` points; the map has no total cap.
-- A new tile starts from the map's current θ (``empty_copy`` of the reference tile: the last
-  one whose θ was fitted), so the building's θ carries into rooms not seen yet. When the fit
-  schedule asks for a fit, θ is refitted in the window's home tile (the one holding most of
-  its readings), on that tile's bound; the other touched tiles take their share under their
-  own θ. One fit a window, as in an untiled map.
+- θ is the building's, one for the map: the reference tile's (the last one whose θ was
+  fitted). When the fit schedule asks for a fit, θ is refitted in the window's home tile (the
+  one holding most of its readings), on that tile's bound, starting from the map's θ; every
+  other tile the window touches, and a tile it opens, takes its share under that θ
+  (``update(..., theta_of=...)``: its carried posterior moves to it as to a fitted θ). One
+  fit a window, as in an untiled map; a tile no window reaches keeps the θ it was last
+  updated under until one does.
 - The map is the tiles' blend (:class:`~.posterior.BlendedPosterior`): continuous across
   tile edges.
 - A window is atomic over the tiles it touches: if one tile refuses it, the tiles that had
@@ -212,8 +214,10 @@ class TiledModel:
         on_selected: Callable[[ModelPosterior], None] | None = None,
         *,
         fit: bool = True,
+        theta_of: TiledModel | None = None,
     ) -> TiledReport:
         """Give each tile the window's readings it takes; atomic over the tiles touched.
+        ``theta_of``: another tiled map whose θ this one takes (``StreamingModel.update``).
 
         ``on_selected`` is passed to a single touched tile (a provisional map of a window in
         several tiles would be a blend of some updated and some old tiles, so none is shown).
@@ -236,7 +240,7 @@ class TiledModel:
         per_tile: dict[TileKey, dict[str, Any]] = {}
         reports = {}
         # The home tile first: a tile this window opens starts from the θ it has just fitted.
-        source = self._theta_source()
+        source = (theta_of or self)._theta_source()
         for key in [home, *(k for k in routes if k != home)]:
             rows = routes[key]
             tile = self._tiles.get(key)
@@ -247,7 +251,9 @@ class TiledModel:
             idx = torch.as_tensor(rows)
             Xk = X[idx] if isinstance(X, Tensor) else np.asarray(X)[rows]
             yk = y[idx] if isinstance(y, Tensor) else np.asarray(y)[rows]
-            report = tile.update(Xk, yk, on_selected if single else None, fit=fit and key == home)
+            report = tile.update(
+                Xk, yk, on_selected if single else None, fit=fit and key == home, theta_of=source
+            )
             if not report.accepted:
                 self._restore(saved, updated)
                 reason = f"tile {key[0]}_{key[1]} refused the window: {report.reason}"

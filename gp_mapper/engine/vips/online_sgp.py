@@ -283,6 +283,7 @@ class OnlineSparseGP(PlainInputs):
         on_selected: Callable[[Posterior], None] | None = None,
         *,
         fit: bool = True,
+        theta_of: OnlineSparseGP | None = None,
     ) -> UpdateReport:
         """Absorb one batch: screen outliers, select inducing points (θ_o), fit θ, commit.
 
@@ -301,6 +302,11 @@ class OnlineSparseGP(PlainInputs):
                 The committed state does not depend on it.
             fit: re-fit θ by L-BFGS (False: commit under θ_o; the selection and the posterior
                 update alone cost a fraction of the fit, so a caller may fit on a schedule).
+            theta_of: a model of the same settings whose θ this batch starts from instead of
+                this model's own (a tiled map's shared θ): the fit starts there, and without a
+                fit the batch is committed under it. The carried posterior moves to it as it
+                moves to a fitted θ (Bui et al. 2017: the old approximate likelihood is kept
+                with K'_aa at the θ it was made under; the prior is the new θ's).
 
         Returns:
             The report (also kept as ``report``); if ``accepted`` is False the state is
@@ -309,7 +315,8 @@ class OnlineSparseGP(PlainInputs):
         Raises:
             ValueError: empty batch, wrong shapes, NaN or inf values.
         """
-        self._report = self._update(X, y, on_selected, fit)
+        start = None if theta_of is None else theta_of._state
+        self._report = self._update(X, y, on_selected, fit, start)
         return self._report
 
     def _update(
@@ -318,11 +325,14 @@ class OnlineSparseGP(PlainInputs):
         y: Tensor | np.ndarray,
         on_selected: Callable[[Posterior], None] | None = None,
         fit_theta: bool = True,
+        theta_start: _State | None = None,
     ) -> UpdateReport:
         """The update itself; ``update`` keeps its report."""
         X_t, y_t = self._validate(X, y)
         start = time.perf_counter()
         state = self._state
+        # The θ the fit starts from and, unfitted, the batch is committed under.
+        origin = state if theta_start is None else theta_start
         m_before = self.num_inducing
         n_batch = X_t.shape[0]
         # Outliers reach neither the running statistics, nor the selection, nor the fit.
@@ -391,8 +401,8 @@ class OnlineSparseGP(PlainInputs):
                 on_selected(provisional)
         fit_start = time.perf_counter()
 
-        kernel = copy.deepcopy(state.kernel)
-        noise = copy.deepcopy(state.noise)
+        kernel = copy.deepcopy(origin.kernel)
+        noise = copy.deepcopy(origin.noise)
         for p in (*kernel.parameters(), *noise.parameters()):
             p.requires_grad_(True)
         old, Z, n = state.carried, selection.Z, X_t.shape[0]
@@ -435,20 +445,20 @@ class OnlineSparseGP(PlainInputs):
         # unfitted θ is θ_o, which the check never refuses.
         fit_refused = (
             fit_problem(
-                state.kernel,
-                float(state.noise.variance.detach()),
+                origin.kernel,
+                float(origin.noise.variance.detach()),
                 kernel,
                 float(noise.variance.detach()),
                 y_t,
                 X_t,
-                guess=not state.theta_fitted,
+                guess=not origin.theta_fitted,
                 group=group,
             )
             if fitting
             else ""
         )
         if fit_refused:
-            kernel, noise = state.kernel, state.noise  # never modified in place: shared
+            kernel, noise = origin.kernel, origin.noise  # never modified in place: shared
         elif self.theta_memory and fit_theta and fit.ok and fit.iterations > 0:
             # If the curvature fails, this window's evidence is lost; the others' stays.
             with contextlib.suppress(NumericalError, RuntimeError):
@@ -468,7 +478,7 @@ class OnlineSparseGP(PlainInputs):
             p.requires_grad_(False)
         # A fit that failed or ran out before its first step left θ at its start.
         moved = fitting and fit.ok and fit.iterations > 0 and not fit_refused
-        theta_fitted = state.theta_fitted or moved
+        theta_fitted = origin.theta_fitted or moved
         self._state = _State(
             kernel, noise, carried, stats, state.num_updates + 1, posterior, theta_fitted
         )

@@ -128,6 +128,17 @@ def test_a_new_tile_starts_from_the_maps_theta() -> None:
     assert model.tiles[(2, 0)].hyperparameters() == theta
 
 
+def test_every_tile_a_window_touches_takes_the_maps_theta() -> None:
+    X, y = walk()
+    model = tiled()
+    stream(model, X, y)
+    edge = (X[:, 0] > 3.5) & (X[:, 0] < 8.5)  # tiles (0, 0), (1, 0), (2, 0) and their rows
+    report = model.update(X[edge], y[edge])
+    assert report.accepted and len(report.touched) >= 3
+    theta = model.hyperparameters()  # fitted in the window's home tile
+    assert all(model.tiles[k].hyperparameters() == theta for k in report.touched)
+
+
 def test_a_full_tile_that_loses_readings_is_named() -> None:
     X, y = walk()
     model = tiled(max_inducing=8)
