@@ -18,7 +18,8 @@ after every batch:
 
 All use maximum likelihood (no hyperprior) in float64. The time per batch is the training step
 (our ``update``; the exact/SGPR fit), median and total; the ratios are peer / ours. The metrics
-are RMSE and NLPD after the final batch.
+are RMSE, NLPD, the 95 % coverage and the mean 95 % interval width (y's predictive: latent
+variance plus σ²) after the final batch.
 
 ``--sweep``: the cost of one engine update against the number of inducing points M (100 ...
 5000, batch N = 500) and against the batch size N (M = 500) on synthetic 8-D data, with M forced
@@ -54,12 +55,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import (
     add_run_arguments,
+    coverage95,
     data_dir,
     format_table,
     header,
     nlpd,
     rmse,
     warm_up,
+    width95,
     write_json,
 )
 from magnetic_streaming import batches, load, test_set
@@ -133,6 +136,8 @@ def result(mean, var_y, yt, seconds: list[float], **extra: Any) -> dict[str, Any
     return {
         "rmse": rmse(mean, yt),
         "nlpd": nlpd(mean, var_y, yt),
+        "coverage95": coverage95(mean, var_y, yt),
+        "width95": width95(var_y),
         "seconds": seconds,
         "median_s": float(np.median(seconds)),
         "max_s": float(np.max(seconds)),
@@ -336,6 +341,8 @@ def side_by_side(args: argparse.Namespace, device: torch.device, dtype: torch.dt
                     labels[name],
                     f"{r['rmse']:.4g}",
                     f"{r['nlpd']:.3f}",
+                    f"{r['coverage95']:.3f}",
+                    f"{r['width95']:.4g}",
                     f"{r['noise_variance']:.3g}",
                     f"{r['median_s']:.3f} / {r['max_s']:.3f}",
                     f"{r['total_s']:.1f}",
@@ -344,7 +351,17 @@ def side_by_side(args: argparse.Namespace, device: torch.device, dtype: torch.dt
             )
         print(
             format_table(
-                ["method", "RMSE", "NLPD", "σ²", "s/batch median / max", "s total", "time ratio"],
+                [
+                    "method",
+                    "RMSE",
+                    "NLPD",
+                    "coverage95",
+                    "width95",
+                    "σ²",
+                    "s/batch median / max",
+                    "s total",
+                    "time ratio",
+                ],
                 rows,
             )
         )
