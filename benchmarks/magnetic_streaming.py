@@ -2,8 +2,9 @@
 
 Streams invensense path 3 of the Aalto data in 20 time-ordered batches (inputs (x, y) in m,
 target ‖B‖ in µT, Constant(500) + Matérn-5/2, noise 0.1) and tests on paths 1, 2, 4 and 5.
-Prints, for each method, M after batches 1/5/10/15/20, the final RMSE and NLPD, the RMSE on
-test points within 0.25 m of the training path, the worst batch RMSE and the engine's time;
+Prints, for each method, M after batches 1/5/10/15/20, the final RMSE and NLPD, the 95 %
+coverage and mean 95 % interval width (of ‖B‖'s predictive, noise added as for the NLPD), the
+RMSE on test points within 0.25 m of the training path, the worst batch RMSE and the engine's time;
 plus an exact GP on path 3 as the full-batch reference.
 
     python benchmarks/magnetic_streaming.py [--json out.json] [--device cpu] [--quick]
@@ -25,12 +26,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import (
     add_run_arguments,
+    coverage95,
     data_dir,
     format_table,
     header,
     nlpd,
     rmse,
     warm_up,
+    width95,
     write_json,
 )
 
@@ -84,6 +87,8 @@ def run_stream(spec: EngineSpec, X, y, Xt, yt, seen) -> dict:
         "M": sizes,
         "rmse": batch_rmse[-1],
         "nlpd": nlpd(mean, var_y, yt),
+        "coverage95": coverage95(mean, var_y, yt),
+        "width95": width95(var_y),
         "rmse_seen": rmse(mean[seen], yt[seen]),
         "rmse_batches": batch_rmse,
         "seconds": seconds,
@@ -105,6 +110,8 @@ def run_exact(X, y, Xt, yt, seen, points: int, device, dtype) -> dict:
         "points": int(idx.size),
         "rmse": rmse(mean, yt),
         "nlpd": nlpd(mean, var, yt),
+        "coverage95": coverage95(mean, var, yt),
+        "width95": width95(var),
         "rmse_seen": rmse(mean[seen], yt[seen]),
         "seconds": fit_s,
     }
@@ -164,6 +171,8 @@ def main(argv: list[str] | None = None) -> int:
                 " / ".join(sizes),
                 f"{r['rmse']:.2f}",
                 f"{r['nlpd']:.2f}",
+                f"{r['coverage95']:.3f}",
+                f"{r['width95']:.1f}",
                 f"{r['rmse_seen']:.2f}",
                 f"{max(r['rmse_batches']):.1f}",
                 f"{np.median(s):.3f} / {s.max():.3f}",
@@ -177,6 +186,8 @@ def main(argv: list[str] | None = None) -> int:
                 "-",
                 f"{exact['rmse']:.2f}",
                 f"{exact['nlpd']:.2f}",
+                f"{exact['coverage95']:.3f}",
+                f"{exact['width95']:.1f}",
                 f"{exact['rmse_seen']:.2f}",
                 "-",
                 "-",
@@ -190,6 +201,8 @@ def main(argv: list[str] | None = None) -> int:
                 "M after 1/5/10/15/20",
                 "RMSE µT",
                 "NLPD",
+                "coverage95",
+                "width95 µT",
                 "RMSE seen",
                 "worst batch RMSE",
                 "s/batch median/max",
