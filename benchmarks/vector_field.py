@@ -33,9 +33,11 @@ components by one curl-free field, turns that discrepancy into wild field where 
 Columns: RMSE of each component and of ‖B‖ [µT]; NLPD (vector rows: of the three components,
 the mean over components and test points, each under N(mean, var + σ²); the norm row: of
 ‖B‖); the NLPD of ‖B‖ for every row (vector rows by the delta method of
-``potential.norm_moments`` on the predictive covariance plus σ² I); final M (independent: the
-sum and each axis); engine seconds in total and the median per batch (independent: the three
-streams' seconds of a batch summed). The exact row's seconds are its fit.
+``potential.norm_moments`` on the predictive covariance plus σ² I); the 95 % coverage and
+mean 95 % interval width of the same two predictives (``cov95 / width95``: the components' as
+the NLPD's, ‖B‖'s as the NLPD ‖B‖'s); final M (independent: the sum and each axis); engine
+seconds in total and the median per batch (independent: the three streams' seconds of a batch
+summed). The exact row's seconds are its fit.
 
     python benchmarks/vector_field.py [--splits runs,stream] [--models ...] [--kernel se]
         [--exact-points 1200] [--set kernel_variance=100] [--fit-every-batch]
@@ -59,12 +61,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import (
     add_run_arguments,
+    coverage95,
     data_dir,
     format_table,
     header,
     nlpd,
     rmse,
     warm_up,
+    width95,
     write_json,
 )
 from magnetic_streaming import batches as stream_batches
@@ -214,6 +218,11 @@ def vector_scores(mean: np.ndarray, var: np.ndarray, cov_y: np.ndarray, Bt: np.n
             c: nlpd(mean[:, i], var[:, i], Bt[:, i]) for i, c in enumerate(COMPONENTS)
         },
         "nlpd_norm": nlpd(nm, nv, norm_t),
+        # Over components and test readings, as the NLPD; ‖B‖'s as the NLPD ‖B‖.
+        "coverage95": coverage95(mean, var, Bt),
+        "width95": width95(var),
+        "coverage95_norm": coverage95(nm, nv, norm_t),
+        "width95_norm": width95(nv),
     }
 
 
@@ -330,6 +339,10 @@ def run_norm(spec: EngineSpec, split: Split, dtype: torch.dtype, how: Protocol) 
         "rmse": {"x": None, "y": None, "z": None, "norm": rmse(mean, yt)},
         "nlpd": nlpd(mean, var_y, yt),
         "nlpd_norm": nlpd(mean, var_y, yt),
+        "coverage95": coverage95(mean, var_y, yt),
+        "width95": width95(var_y),
+        "coverage95_norm": coverage95(mean, var_y, yt),
+        "width95_norm": width95(var_y),
         "M": model.num_inducing,
         **timing([e["seconds"] for e in log]),
         "M_per_batch": [e["M"] for e in log],
@@ -425,6 +438,8 @@ def table(results: dict[str, dict]) -> str:
                 *(fmt(r["rmse"][c]) for c in (*COMPONENTS, "norm")),
                 fmt(r["nlpd"]),
                 fmt(r["nlpd_norm"]),
+                f"{fmt(r['coverage95'], 3)} / {fmt(r['width95'], 1)}",
+                f"{fmt(r['coverage95_norm'], 3)} / {fmt(r['width95_norm'], 1)}",
                 m,
                 seconds,
                 per_batch,
@@ -432,8 +447,9 @@ def table(results: dict[str, dict]) -> str:
             ]
         )
     columns = [
-        "model", "RMSE Bx", "RMSE By", "RMSE Bz", "RMSE ‖B‖", "NLPD¹", "NLPD ‖B‖", "final M",
-        "engine s total", "s/batch median", "θ refused²",
+        "model", "RMSE Bx", "RMSE By", "RMSE Bz", "RMSE ‖B‖", "NLPD¹", "NLPD ‖B‖",
+        "cov95 / width95 µT¹", "cov95 / width95 ‖B‖", "final M", "engine s total",
+        "s/batch median", "θ refused²",
     ]  # fmt: skip
     return format_table(columns, rows)
 
@@ -583,9 +599,10 @@ def main(argv: list[str] | None = None) -> int:
         )
         print(table(results[name]))
     print(
-        "\n¹ NLPD: vector rows, the three components' (mean over components and test readings, "
-        "each under N(mean, var + σ²)); norm row, ‖B‖'s. NLPD ‖B‖: every row's ‖B‖ "
-        "(vector rows by the delta method on the predictive covariance + σ² I)."
+        "\n¹ NLPD, cov95 / width95: vector rows, the three components' (mean over components "
+        "and test readings, each under N(mean, var + σ²)); norm row, ‖B‖'s. NLPD ‖B‖, cov95 / "
+        "width95 ‖B‖: every row's ‖B‖ (vector rows by the delta method on the predictive "
+        "covariance + σ² I)."
     )
     print(
         "² batches whose fitted θ the engine's health check refused (committed under the "
