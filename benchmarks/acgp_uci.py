@@ -20,7 +20,8 @@ For each set and shuffle:
 - ``--exact-fit``: the exact GP fitted itself (L-BFGS on log p(y), same start and budget).
 Metrics in the paper's units: RMSE/10⁻² and NLPD/10⁻¹ of the standardised test targets (the
 authors' ``recording.py`` scores standardised y with the noise added to the latent variance),
-log p(y)/10⁴.
+log p(y)/10⁴; beside them (not in the paper) the 95 % coverage and mean 95 % interval width of
+the same predictive, in standardised units.
 
 Block size: the paper used m = 40 · 256 = 10240 (its CPU threads × the OpenBLAS block); on these
 train sets (5461 to 30487 points) that is most or all of the data. The quick mode uses m = 1024 so
@@ -51,7 +52,17 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import add_run_arguments, data_dir, format_table, header, nlpd, rmse, write_json
+from common import (
+    add_run_arguments,
+    coverage95,
+    data_dir,
+    format_table,
+    header,
+    nlpd,
+    rmse,
+    width95,
+    write_json,
+)
 from uci_data import Split, load_uci, standardised_split
 
 from gp_mapper.engine import ExactGP
@@ -141,8 +152,14 @@ def matern32_ard(dims: int, init: str = "authors") -> Matern32:
 
 
 def scores(mean: np.ndarray, var_y: np.ndarray, y: np.ndarray) -> dict[str, float]:
-    """RMSE and NLPD of standardised targets under N(mean, var_y)."""
-    return {"rmse": rmse(mean, y), "nlpd": nlpd(mean, var_y, y)}
+    """RMSE, NLPD, 95 % coverage and mean 95 % width of standardised targets under
+    N(mean, var_y)."""
+    return {
+        "rmse": rmse(mean, y),
+        "nlpd": nlpd(mean, var_y, y),
+        "coverage95": coverage95(mean, var_y, y),
+        "width95": width95(var_y),
+    }
 
 
 def tensor(a: np.ndarray, device: torch.device) -> torch.Tensor:
@@ -231,6 +248,22 @@ def cell(ms: tuple[float, float], digits: int) -> str:
     return f"{ms[0]:.{digits}f} ± {ms[1]:.{digits}f}"
 
 
+def paper_units(runs: dict[str, list[float]]) -> dict[str, tuple[float, float]]:
+    """Mean ± std of RMSE and NLPD in the paper's units, of coverage95 and width95 as they are
+    (where the runs have them: an older ``--json`` may not)."""
+    out = {"rmse": mean_std(runs["rmse"], RMSE_UNIT), "nlpd": mean_std(runs["nlpd"], NLPD_UNIT)}
+    out.update({k: mean_std(runs[k], 1.0) for k in ("coverage95", "width95") if k in runs})
+    return out
+
+
+def _cell_or_dash(row: dict[str, tuple[float, float]], key: str) -> str:
+    return cell(row[key], 3) if key in row else "-"
+
+
+def _at(runs: dict[str, list[float]], key: str, i: int) -> str:
+    return f"{runs[key][i]:.3f}" if key in runs else "-"
+
+
 def within(value: float, paper: tuple[float, float]) -> bool:
     return abs(value - paper[0]) <= BAND_STDS * paper[1]
 
@@ -242,24 +275,12 @@ def print_tables(results: dict[str, dict[str, Any]], settings: dict[str, Any]) -
         paper = PAPER[name]
         acgp, exact = r["acgp"], r["exact_at_theta"]
         ours = {
-            "acgp": {
-                "rmse": mean_std(acgp["rmse"], RMSE_UNIT),
-                "nlpd": mean_std(acgp["nlpd"], NLPD_UNIT),
-                "logp": mean_std(exact["log_p"], LOGP_UNIT),
-            },
-            "exact at θ_ACGP": {
-                "rmse": mean_std(exact["rmse"], RMSE_UNIT),
-                "nlpd": mean_std(exact["nlpd"], NLPD_UNIT),
-                "logp": mean_std(exact["log_p"], LOGP_UNIT),
-            },
+            "acgp": {**paper_units(acgp), "logp": mean_std(exact["log_p"], LOGP_UNIT)},
+            "exact at θ_ACGP": {**paper_units(exact), "logp": mean_std(exact["log_p"], LOGP_UNIT)},
         }
         if "exact_fit" in r:
             fit = r["exact_fit"]
-            ours["exact fitted"] = {
-                "rmse": mean_std(fit["rmse"], RMSE_UNIT),
-                "nlpd": mean_std(fit["nlpd"], NLPD_UNIT),
-                "logp": mean_std(fit["log_p"], LOGP_UNIT),
-            }
+            ours["exact fitted"] = {**paper_units(fit), "logp": mean_std(fit["log_p"], LOGP_UNIT)}
         label = PAPER_NAMES.get(name, name)
         n = r["N"]
         m_over_n = [m / n for m in acgp["M"]]
@@ -272,13 +293,14 @@ def print_tables(results: dict[str, dict[str, Any]], settings: dict[str, Any]) -
             )  # fmt: skip
             rows.append(
                 [label, f"ours: {model}", cell(row["rmse"], 2), cell(row["nlpd"], 2),
-                 cell(row["logp"], 4), *extra]
+                 cell(row["logp"], 4), _cell_or_dash(row, "coverage95"),
+                 _cell_or_dash(row, "width95"), *extra]
             )  # fmt: skip
         for model in ("acgp", "exact"):
             p = paper[model]
             rows.append(
                 [label, f"paper: {'ACGP' if model == 'acgp' else 'Exact'}",
-                 cell(p["rmse"], 2), cell(p["nlpd"], 2), cell(p["logp"], 4), "", ""]
+                 cell(p["rmse"], 2), cell(p["nlpd"], 2), cell(p["logp"], 4), "", "", "", ""]
             )  # fmt: skip
         ok_rmse = within(ours["acgp"]["rmse"][0], paper["acgp"]["rmse"])
         ok_nlpd = within(ours["acgp"]["nlpd"][0], paper["acgp"]["nlpd"])
@@ -291,11 +313,22 @@ def print_tables(results: dict[str, dict[str, Any]], settings: dict[str, Any]) -
     shuffles = len(next(iter(results.values()))["acgp"]["rmse"])
     print(
         f"\n## Tables 2/3 layout: mean ± std over {shuffles} shuffle(s); RMSE/10⁻², NLPD/10⁻¹ "
-        "(standardised targets), log p(y)/10⁴ = exact evidence at the model's θ\n"
+        "(standardised targets), log p(y)/10⁴ = exact evidence at the model's θ; coverage95 "
+        "and width95 (standardised units) of y's central 95 % interval\n"
     )
     print(
         format_table(
-            ["dataset", "model", "RMSE ↓", "NLPD ↓", "log p(y) ↑", "M / N (ACGP)", "s / shuffle"],
+            [
+                "dataset",
+                "model",
+                "RMSE ↓",
+                "NLPD ↓",
+                "log p(y) ↑",
+                "coverage95",
+                "width95",
+                "M / N (ACGP)",
+                "s / shuffle",
+            ],
             rows,
         )
     )
@@ -307,6 +340,7 @@ def print_tables(results: dict[str, dict[str, Any]], settings: dict[str, Any]) -
             detail.append(
                 [PAPER_NAMES.get(name, name), str(r["seeds"][i]), f"{a['M'][i]} / {r['N']}",
                  f"{a['rmse'][i] / RMSE_UNIT:.2f}", f"{a['nlpd'][i] / NLPD_UNIT:.2f}",
+                 _at(a, "coverage95", i), _at(a, "width95", i),
                  f"{r['exact_at_theta']['log_p'][i] / LOGP_UNIT:.4f}",
                  f"{a['estimate'][i] / LOGP_UNIT:.4f}", str(a["fit_restarts"][i]),
                  str(a["fit_iterations"][i]), f"{a['seconds'][i]:.0f}",
@@ -314,7 +348,8 @@ def print_tables(results: dict[str, dict[str, Any]], settings: dict[str, Any]) -
             )  # fmt: skip
     print(
         format_table(
-            ["dataset", "shuffle", "M / N", "RMSE", "NLPD", "log p(y) exact", "(N/M) log p(y_M)",
+            ["dataset", "shuffle", "M / N", "RMSE", "NLPD", "coverage95", "width95",
+             "log p(y) exact", "(N/M) log p(y_M)",
              "restarts", "L-BFGS it.", "ACGP s", "exact@θ s"],
             detail,
         )
