@@ -21,7 +21,8 @@ Methods (each on the same split, validation carve-out, initial θ and minibatch 
 
 Test log-likelihood and RMSE are in the standardised units of the split (the paper's scale: its
 RMSE values can only be those of standardised targets); the log-likelihood adds σ² to the latent
-variance. Time per epoch is the fit's wall time over its epochs, validation pass included, for
+variance, and so do the 95 % coverage and mean 95 % interval width beside it (not in the
+paper). Time per epoch is the fit's wall time over its epochs, validation pass included, for
 every method alike.
 
 N differs from the paper's: the files here are treforevans/uci_datasets' (shared/data/uci), e.g.
@@ -50,7 +51,16 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import add_run_arguments, data_dir, format_table, header, warm_up, write_json
+from common import (
+    add_run_arguments,
+    coverage95,
+    data_dir,
+    format_table,
+    header,
+    warm_up,
+    width95,
+    write_json,
+)
 from uci_data import Split, load_uci, standardised_split
 
 from gp_mapper.engine.core import Matern32
@@ -185,11 +195,25 @@ def mean_se(values: list[float]) -> tuple[float, float]:
 
 @dataclass(frozen=True)
 class Result:
-    """One method on one split: test LL, RMSE and the fit's seconds per epoch."""
+    """One method on one split: test LL, RMSE, 95 % coverage and mean 95 % width, and the
+    fit's seconds per epoch."""
 
     ll: float
     rmse: float
+    coverage95: float
+    width95: float
     s_per_epoch: float
+
+
+def result(mean: np.ndarray, var_y: np.ndarray, y: np.ndarray, s_per_epoch: float) -> Result:
+    """The test scores of y under N(mean, var_y)."""
+    return Result(
+        log_lik(mean, var_y, y),
+        rmse(mean, y),
+        coverage95(mean, var_y, y),
+        width95(var_y),
+        s_per_epoch,
+    )
 
 
 # ---------------------------------------------------------------------- ours
@@ -234,11 +258,7 @@ def run_ours(
     var_y = var.cpu().numpy() + model.noise_variance
     m = mean.cpu().numpy()
     epochs_run = max(int(report.details["epochs_run"]), 1)
-    return Result(
-        log_lik(m, var_y, s.y_test),
-        rmse(m, s.y_test),
-        float(report.details["seconds_fit"]) / epochs_run,
-    )
+    return result(m, var_y, s.y_test, float(report.details["seconds_fit"]) / epochs_run)
 
 
 # ---------------------------------------------------------------------- GPyTorch's SVGP
@@ -329,7 +349,7 @@ def run_gpytorch(
         likelihood.load_state_dict(best_state[1])
     mu, var_y = predictive(torch.as_tensor(s.X_test, dtype=dtype, device=device))
     m, v = mu.cpu().numpy(), var_y.cpu().numpy()
-    return Result(log_lik(m, v, s.y_test), rmse(m, s.y_test), seconds / max(epochs_run, 1))
+    return result(m, v, s.y_test, seconds / max(epochs_run, 1))
 
 
 def gpytorch_available() -> bool:
@@ -345,6 +365,8 @@ def summarise(results: list[Result]) -> dict[str, Any]:
     return {
         "ll": [r.ll for r in results],
         "rmse": [r.rmse for r in results],
+        "coverage95": [r.coverage95 for r in results],
+        "width95": [r.width95 for r in results],
         "s_per_epoch": float(np.mean([r.s_per_epoch for r in results])),
     }
 
@@ -365,6 +387,8 @@ def table(name: str, rows: dict[str, dict[str, Any]], M: int) -> str:
                 LABELS[key].format(M=M, M2=2 * M),
                 fmt(*ll),
                 fmt(*rm),
+                fmt(*mean_se(summary["coverage95"])),
+                fmt(*mean_se(summary["width95"])),
                 f"{summary['s_per_epoch']:.3f}",
                 "-" if ref is None else fmt(ref[0], ref[1]),
                 "-" if ref is None else fmt(ref[2], ref[3]),
@@ -374,6 +398,8 @@ def table(name: str, rows: dict[str, dict[str, Any]], M: int) -> str:
         "method",
         "test LL",
         "test RMSE",
+        "coverage95",
+        "width95",
         "s/epoch",
         f"paper LL (Table {PAPER_TABLE.get(name, '-')}, M={PAPER_INDUCING})",
         "paper RMSE",
