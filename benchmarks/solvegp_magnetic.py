@@ -9,8 +9,9 @@ The training bag is written with ``gp_mapper.io.bag_writer`` from the Aalto arra
 test/commands/test_replay.py's ``aalto_slice_bag``): the field messages of the kept blocks, the
 pose stream of the whole run, runs joined one after another with ``SEQUENCE_GAP_S`` between.
 
-Rows (each one ``gp-mapper fit`` on that bag, scored on the held-out blocks; RMSE and NLPD of ‖B‖
-in µT with the noise added to the latent variance; wall time of the whole fit command):
+Rows (each one ``gp-mapper fit`` on that bag, scored on the held-out blocks; RMSE, NLPD, 95 %
+coverage and mean 95 % interval width of ‖B‖ in µT with the noise added to the latent variance;
+wall time of the whole fit command):
 
 * ``solvegp``: the batch model (SOLVE-GP, the node's settings), scored on its own fitted state;
 * ``solvegp→stream``: the same fit's map_state.npz, the streaming model that carries it on;
@@ -44,7 +45,16 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from acgp_magnetic import ACGP_MAX_POINTS, ACGP_REFINEMENTS, EXACT_POINTS, aalto_dir
-from common import add_run_arguments, format_table, header, nlpd, rmse, write_json
+from common import (
+    add_run_arguments,
+    coverage95,
+    format_table,
+    header,
+    nlpd,
+    rmse,
+    width95,
+    write_json,
+)
 
 from gp_mapper.commands.fit import fit_bag
 from gp_mapper.commands.replay import replay_bag
@@ -119,13 +129,21 @@ def write_bag(runs: Runs, bag: Path) -> int:
     return int(train.sum())
 
 
+def scores(mean: np.ndarray, var_y: np.ndarray, y: np.ndarray) -> dict[str, float]:
+    """RMSE, NLPD, 95 % coverage and mean 95 % width [µT] of y under N(mean, var_y)."""
+    return {
+        "rmse": rmse(mean, y),
+        "nlpd": nlpd(mean, var_y, y),
+        "coverage95": coverage95(mean, var_y, y),
+        "width95": width95(var_y),
+    }
+
+
 def score(state: Path, X: np.ndarray, y: np.ndarray) -> dict[str, float]:
-    """RMSE and NLPD [µT] of the model in ``state`` on (X, y)."""
+    """The scores of the model in ``state`` on (X, y), the noise added to the latent variance."""
     model = model_from_state(load_map(state).engine_state, device="cpu")
     mean, var = model.predict(torch.as_tensor(X, dtype=torch.float64))
-    m = mean.numpy()
-    var_y = var.numpy() + model.posterior.noise_variance
-    return {"rmse": rmse(m, y), "nlpd": nlpd(m, var_y, y)}
+    return scores(mean.numpy(), var.numpy() + model.posterior.noise_variance, y)
 
 
 def fit_row(
@@ -191,8 +209,7 @@ def fit_in_process(
         "accepted": True,
         "N": len(samples.y),
         "M": report.m_after,
-        "rmse": rmse(m, y),
-        "nlpd": nlpd(m, var_y, y),
+        **scores(m, var_y, y),
         "seconds": seconds,
     }
 
@@ -270,11 +287,14 @@ def main(argv: list[str] | None = None) -> int:
             results[f"{name} (in-process)"] = results[name]["in_process"]
     table = [
         [name, str(r.get("N", "-")), str(r.get("M", "-")), cell(r, "rmse"), cell(r, "nlpd"),
-         f"{r['seconds']:.0f}", "" if r.get("accepted") else str(r.get("reason"))[:90]]
+         cell(r, "coverage95", 3), cell(r, "width95", 1), f"{r['seconds']:.0f}",
+         "" if r.get("accepted") else str(r.get("reason"))[:90]]
         for name, r in results.items()
     ]  # fmt: skip
     print(f"\nheld-out blocks of runs 1-5 ({y_test.size} readings, ‖B‖ std {y_test.std():.2f} µT)")
-    print(format_table(["model", "N", "M", "RMSE µT", "NLPD", "seconds", "failure"], table))
+    columns = ["model", "N", "M", "RMSE µT", "NLPD", "coverage95", "width95 µT", "seconds",
+               "failure"]  # fmt: skip
+    print(format_table(columns, table))
 
     handoff: dict[str, Any] = {}
     solve = results.get("solvegp", {})
@@ -303,11 +323,14 @@ def main(argv: list[str] | None = None) -> int:
             on6, on15 = score(state, X6, y6), score(state, X_test, y_test)
             handoff[name] = {"run6": on6, "runs1to5": on15, "seconds": seconds}
             table.append(
-                [name, f"{on6['rmse']:.2f}", f"{on6['nlpd']:.2f}", f"{on15['rmse']:.2f}",
-                 f"{on15['nlpd']:.2f}", f"{seconds:.0f}"]
+                [name, f"{on6['rmse']:.2f}", f"{on6['nlpd']:.2f}",
+                 f"{on6['coverage95']:.3f} / {on6['width95']:.1f}", f"{on15['rmse']:.2f}",
+                 f"{on15['nlpd']:.2f}", f"{on15['coverage95']:.3f} / {on15['width95']:.1f}",
+                 f"{seconds:.0f}"]
             )  # fmt: skip
         print(f"\nhandoff: continued on run {HANDOFF_RUN} ({y6.size} held-out readings)")
-        columns = ["map", "run 6 RMSE", "run 6 NLPD", "runs 1-5 RMSE", "runs 1-5 NLPD", "seconds"]
+        columns = ["map", "run 6 RMSE", "run 6 NLPD", "run 6 cov95 / width95", "runs 1-5 RMSE",
+                   "runs 1-5 NLPD", "runs 1-5 cov95 / width95", "seconds"]  # fmt: skip
         print(format_table(columns, table))
     write_json(
         args.json,
