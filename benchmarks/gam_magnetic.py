@@ -10,17 +10,18 @@ ones ``gam_stream`` (the VIPS engine over the block kernel), all with the node's
     curve ``gp_mapper.io.synthetic.HEADING_BIAS_SHAPE``), fitted on ``--samples`` random
     readings by ``fit_bag`` with ``components`` offset+map (the single map GP) and
     offset+map+heading (additive; the heading from the bag's pose orientation). Scored against
-    the TRUE field ‖B‖ on a 0.2 m grid over the area the path covers: RMSE and NLPD (µT; the
-    map layer's latent mean and variance, no noise), and the RMSE of the fitted heading curve
-    against the true one.
+    the TRUE field ‖B‖ on a 0.2 m grid over the area the path covers: RMSE, NLPD, 95 % coverage
+    and mean 95 % interval width (µT; the map layer's latent mean and variance, no noise), and
+    the RMSE of the fitted heading curve against the true one.
 (b) ``aalto_runs``: the Aalto invensense runs 1, 2, 4 and 5 as one bag (``convert aalto``,
     runs 5 s apart on one time line), paired as ``gp-mapper fit`` pairs them, every 10th
     sample kept (N ≈ 3300), fitted as offset+map (single) and offset+map+run (additive; runs
     found from the time gaps, gam_run_gap) and offset+map+run+drift. Scored on run 3 (‖B‖,
-    RMSE and NLPD in µT). Run 3 is a run the fit never saw: its offset and its drift are
-    unknown, so the additive rows predict the map layer (offset + map) and add the run
-    offset's prior variance and the drift's prior variance to the map's and the noise's. The
-    exact GP's figure on this split, 4.18 µT RMSE (our reference), is printed beside them.
+    RMSE, NLPD, 95 % coverage and width in µT). Run 3 is a run the fit never saw: its offset
+    and its drift are unknown, so the additive rows predict the map layer (offset + map) and
+    add the run offset's prior variance and the drift's prior variance to the map's and the
+    noise's. The exact GP's figure on this split, 4.18 µT RMSE (our reference), is printed
+    beside them.
 
 (a) streamed: the same bag through ``gp-mapper fit --model gam_stream`` (the pipeline, as
     ``replay`` streams it: every reading, windows of ``batch_size``, the node's fit schedule),
@@ -30,8 +31,9 @@ ones ``gam_stream`` (the VIPS engine over the block kernel), all with the node's
     as ``convert aalto`` lays them; θ fitted on the first 5 windows and every 10th after).
     Runs 6-9 were recorded after metal shelves were brought in: the field differs from runs
     1-5 and changes across runs. Each of runs 6-9 is scored on its last minute, predicted from
-    everything streamed before it (that minute is absorbed after it is scored): RMSE and NLPD
-    of ‖B‖ (µT) of the stationary map (offset+map), the map with run offsets
+    everything streamed before it (that minute is absorbed after it is scored): RMSE, NLPD,
+    95 % coverage and width of ‖B‖ (µT; over runs 6-9: the RMS of their RMSE, the mean of
+    the rest) of the stationary map (offset+map), the map with run offsets
     (offset+map+run) and with a drift too (offset+map+run+drift, Matérn-3/2 in time on
     sliding inducing times); the additive rows predict the reading, nuisance included
     (``predict_reading``: the current run's offset and the drift at that time).
@@ -53,7 +55,17 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import add_run_arguments, data_dir, format_table, header, nlpd, rmse, write_json
+from common import (
+    add_run_arguments,
+    coverage95,
+    data_dir,
+    format_table,
+    header,
+    nlpd,
+    rmse,
+    width95,
+    write_json,
+)
 
 from gp_mapper.commands.fit import fit_bag
 from gp_mapper.engine import EngineSpec, build_model, model_from_state
@@ -91,6 +103,16 @@ FIT_FIRST_WINDOWS = 5
 FIT_EVERY_WINDOWS = 10
 
 
+def scores(mean: np.ndarray, var: np.ndarray, y: np.ndarray) -> dict[str, float]:
+    """RMSE, NLPD, 95 % coverage and mean 95 % width of y under N(mean, var)."""
+    return {
+        "rmse": rmse(mean, y),
+        "nlpd": nlpd(mean, var, y),
+        "coverage95": coverage95(mean, var, y),
+        "width95": width95(var),
+    }
+
+
 def covered_grid() -> np.ndarray:
     xmin, xmax, ymin, ymax = COVERED_M
     gx, gy = np.meshgrid(
@@ -126,8 +148,7 @@ def heading_world(args: argparse.Namespace) -> dict[str, Any]:
         model = model_from_state(load_map(result.outputs.state).engine_state, device="cpu")
         mean, var = (t.numpy() for t in model.predict(torch.as_tensor(grid)))
         entry = {
-            "rmse": rmse(mean, truth),
-            "nlpd": nlpd(mean, var, truth),
+            **scores(mean, var, truth),
             "seconds": seconds,
             "N": int(result.report["samples_used"]),
             "hyperparameters": result.report["hyperparameters"],
@@ -154,8 +175,7 @@ def heading_world(args: argparse.Namespace) -> dict[str, Any]:
         model = model_from_state(load_map(result.outputs.state).engine_state, device="cpu")
         mean, var = (t.numpy() for t in model.predict(torch.as_tensor(grid)))
         entry = {
-            "rmse": rmse(mean, truth),
-            "nlpd": nlpd(mean, var, truth),
+            **scores(mean, var, truth),
             "seconds": seconds,
             "N": int(result.report["samples_used"]),
             "M": int(result.report["M"]),
@@ -222,8 +242,7 @@ def aalto_runs(args: argparse.Namespace) -> dict[str, Any]:
             unknown += theta["drift_zero_mean_matern32_variance"]
         var_y = var + model.noise_variance + unknown
         out[row] = {
-            "rmse": rmse(mean, yt),
-            "nlpd": nlpd(mean, var_y, yt),
+            **scores(mean, var_y, yt),
             "seconds": seconds,
             "elbo": report.lower,
             "hyperparameters": theta,
@@ -236,7 +255,7 @@ def aalto_runs(args: argparse.Namespace) -> dict[str, Any]:
 
 def stream_runs(model: Any, runs: dict[int, Any], args: argparse.Namespace) -> dict[int, Any]:
     """Stream the runs in order; score each changed run's last minute before absorbing it."""
-    windows, offset_s, scores = 0, 0.0, {}
+    windows, offset_s, per_run = 0, 0.0, {}
 
     def absorb(X: np.ndarray, y: np.ndarray) -> None:
         nonlocal windows
@@ -258,11 +277,10 @@ def stream_runs(model: Any, runs: dict[int, Any], args: argparse.Namespace) -> d
             predict = model.predict_reading if model.auxiliary_inputs else model.predict
             mean, var = (v.cpu().numpy() for v in predict(X[held]))
             var_y = var + model.noise_variance
-            scores[r] = {"rmse": rmse(mean, y[held]), "nlpd": nlpd(mean, var_y, y[held]),
-                         "n": int(held.sum())}  # fmt: skip
+            per_run[r] = {**scores(mean, var_y, y[held]), "n": int(held.sum())}
             absorb(X[held], y[held])
-    scores["windows"] = windows
-    return scores
+    per_run["windows"] = windows
+    return per_run
 
 
 def changing_field(args: argparse.Namespace) -> dict[str, Any]:
@@ -276,13 +294,16 @@ def changing_field(args: argparse.Namespace) -> dict[str, Any]:
                           fit_iterations=args.stream_iterations, seed=SEED)  # fmt: skip
         model = build_model(spec, 2)
         start = time.perf_counter()
-        scores = stream_runs(model, runs, args)
+        per_run = stream_runs(model, runs, args)
         seconds = time.perf_counter() - start
-        windows = scores.pop("windows")
+        windows = per_run.pop("windows")
         out[row] = {
-            "per_run": scores,
-            "rmse": float(np.sqrt(np.mean([scores[r]["rmse"] ** 2 for r in CHANGED_RUNS]))),
-            "nlpd": float(np.mean([scores[r]["nlpd"] for r in CHANGED_RUNS])),
+            "per_run": per_run,
+            "rmse": float(np.sqrt(np.mean([per_run[r]["rmse"] ** 2 for r in CHANGED_RUNS]))),
+            **{
+                k: float(np.mean([per_run[r][k] for r in CHANGED_RUNS]))
+                for k in ("nlpd", "coverage95", "width95")
+            },
             "seconds": seconds,
             "M": model.num_inducing,
             "windows": windows,
@@ -295,6 +316,12 @@ def changing_field(args: argparse.Namespace) -> dict[str, Any]:
 
 def fmt(value: Any, spec: str = ".3f") -> str:
     return "" if value is None else format(value, spec)
+
+
+def score_cells(entry: dict[str, Any]) -> list[str]:
+    """RMSE, NLPD, coverage95 and width95 of a row (blank where it has none: a rejected fit)."""
+    return [fmt(entry.get("rmse")), fmt(entry.get("nlpd")), fmt(entry.get("coverage95")),
+            fmt(entry.get("width95"), ".2f")]  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -340,15 +367,14 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['single']['N']} readings; scored against the true ‖B‖ on the covered "
               "area")  # fmt: skip
         print(format_table(
-            ["model", "components", "RMSE µT", "NLPD", "heading-curve RMSE µT", "seconds"],
-            [["single", "offset+map", fmt(r["single"]["rmse"]), fmt(r["single"]["nlpd"]), "",
+            ["model", "components", "RMSE µT", "NLPD", "coverage95", "width95 µT",
+             "heading-curve RMSE µT", "seconds"],
+            [["single", "offset+map", *score_cells(r["single"]), "",
               fmt(r["single"]["seconds"], ".0f")],
-             ["additive", "offset+map+heading", fmt(r["additive"]["rmse"]),
-              fmt(r["additive"]["nlpd"]), fmt(r["additive"].get("heading_rmse")),
-              fmt(r["additive"]["seconds"], ".0f")],
-             *[[row.replace("_", " (") + ")", components, fmt(r[row]["rmse"]),
-                fmt(r[row]["nlpd"]), fmt(r[row].get("heading_rmse")),
-                fmt(r[row]["seconds"], ".0f")]
+             ["additive", "offset+map+heading", *score_cells(r["additive"]),
+              fmt(r["additive"].get("heading_rmse")), fmt(r["additive"]["seconds"], ".0f")],
+             *[[row.replace("_", " (") + ")", components, *score_cells(r[row]),
+                fmt(r[row].get("heading_rmse")), fmt(r[row]["seconds"], ".0f")]
                for row, components in (("single_streamed", "offset+map"),
                                        ("additive_streamed", "offset+map+heading"))]],
         ))  # fmt: skip
@@ -361,11 +387,12 @@ def main(argv: list[str] | None = None) -> int:
         for row, components in (("single", "offset+map"), ("additive", "offset+map+run"),
                                 ("additive_drift", "offset+map+run+drift")):  # fmt: skip
             e = r.get(row, {})
-            table.append([row, components, fmt(e.get("rmse")), fmt(e.get("nlpd")),
+            table.append([row, components, *score_cells(e),
                           fmt(e.get("seconds"), ".0f")])  # fmt: skip
         table.append(["exact GP (reference)", "Constant + Matérn-5/2",
-                      fmt(EXACT_REFERENCE_RMSE_UT, ".2f"), "", ""])  # fmt: skip
-        print(format_table(["model", "components", "RMSE µT", "NLPD", "seconds"], table))
+                      fmt(EXACT_REFERENCE_RMSE_UT, ".2f"), "", "", "", ""])  # fmt: skip
+        print(format_table(["model", "components", "RMSE µT", "NLPD", "coverage95",
+                            "width95 µT", "seconds"], table))  # fmt: skip
     if "changing_field" in results:
         r = results["changing_field"]
         print(f"\n## (c) changing_field: invensense runs 1-9 streamed in order (every {THIN}th "
@@ -377,10 +404,10 @@ def main(argv: list[str] | None = None) -> int:
             e = r[row]
             table.append([row, components,
                           *[fmt(e["per_run"][k]["rmse"]) for k in CHANGED_RUNS],
-                          fmt(e["rmse"]), fmt(e["nlpd"]), str(e["M"]),
-                          fmt(e["seconds"], ".0f")])  # fmt: skip
+                          *score_cells(e), str(e["M"]), fmt(e["seconds"], ".0f")])  # fmt: skip
         print(format_table(["model", "components", *[f"run {k} RMSE" for k in CHANGED_RUNS],
-                            "RMSE (all)", "NLPD", "M", "seconds"], table))  # fmt: skip
+                            "RMSE (all)", "NLPD", "coverage95", "width95 µT", "M", "seconds"],
+                           table))  # fmt: skip
     write_json(args.json, results)
     return 0
 
