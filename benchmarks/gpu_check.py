@@ -329,6 +329,8 @@ def section_stream(out: Partial, ctx: Context) -> None:
             "M": r["M"][-1],
             "rmse": r["rmse"],
             "nlpd": r["nlpd"],
+            "coverage95": r["coverage95"],
+            "width95": r["width95"],
             "update_s_median": float(np.median(r["seconds"])),
             "update_s_total": float(np.sum(r["seconds"])),
             "wall_s": time.perf_counter() - start,
@@ -678,7 +680,8 @@ def row_figures(name: str, result: dict[str, Any]) -> list[str]:
                 p = paper.get(key)
                 lines.append(
                     f"{dataset} {key}: NLL {_fmt(_first(r['nll']), '.3f')}, RMSE "
-                    f"{_fmt(_first(r['rmse']), '.3f')}, {_fmt(_first(r['seconds']), '.0f')} s, "
+                    f"{_fmt(_first(r['rmse']), '.3f')}{_interval(r)}, "
+                    f"{_fmt(_first(r['seconds']), '.0f')} s, "
                     f"{_fmt(_first(r['epochs']), '.0f')} epochs"
                     + (
                         f" (paper NLL {p.nll[0]} ± {p.nll[1]}, RMSE {p.rmse[0]} ± {p.rmse[1]}, "
@@ -699,6 +702,7 @@ def row_figures(name: str, result: dict[str, Any]) -> list[str]:
                 nlpd = _first(r["nlpd"]) / units.get("nlpd", 1.0)
                 lines.append(
                     f"{dataset} {key}: RMSE {rmse:.2f}, NLPD {nlpd:.2f} (paper's units)"
+                    + _interval(r)
                     + (
                         f", M {_first(r['M'])}, {_fmt(_first(r['seconds']), '.0f')} s, "
                         f"{_first(r['fit_message'])}"
@@ -722,10 +726,21 @@ def row_figures(name: str, result: dict[str, Any]) -> list[str]:
                 p = PAPER.get(dataset, {}).get(key)
                 lines.append(
                     f"{dataset} {key}: test LL {_fmt(_first(r['ll']), '.3f')}, RMSE "
-                    f"{_fmt(_first(r['rmse']), '.3f')}, {_fmt(r['s_per_epoch'], '.2f')} s/epoch"
+                    f"{_fmt(_first(r['rmse']), '.3f')}{_interval(r)}, "
+                    f"{_fmt(r['s_per_epoch'], '.2f')} s/epoch"
                     + (f" (paper LL {p[0]} ± {p[1]}, RMSE {p[2]} ± {p[3]})" if p else "")
                 )
     return lines
+
+
+def _interval(r: dict[str, Any]) -> str:
+    """The 95 % coverage and width of a row's first run (standardised units), where it has them."""
+    if "coverage95" not in r:  # a result of a script from before they were scored
+        return ""
+    return (
+        f", coverage95 {_fmt(_first(r['coverage95']), '.3f')}, "
+        f"width95 {_fmt(_first(r['width95']), '.3f')}"
+    )
 
 
 def _fmt(value: Any, spec: str = ".1f") -> str:
@@ -810,6 +825,8 @@ def markdown(summary: dict[str, Any]) -> str:
                 str(st[k]["M"]),
                 _fmt(st[k]["rmse"], ".2f"),
                 _fmt(st[k]["nlpd"], ".2f"),
+                _fmt(st[k].get("coverage95"), ".3f"),
+                _fmt(st[k].get("width95"), ".1f"),
                 _fmt(st[k]["update_s_median"], ".3f"),
                 _fmt(st[k]["update_s_total"], ".1f"),
             ]
@@ -820,7 +837,19 @@ def markdown(summary: dict[str, Any]) -> str:
             "",
             "The magnetometer stream (path 3, 20 batches, VIPS δ = 0.095):",
             "",
-            format_table(["device", "M", "RMSE µT", "NLPD", "s/batch median", "s total"], table),
+            format_table(
+                [
+                    "device",
+                    "M",
+                    "RMSE µT",
+                    "NLPD",
+                    "coverage95",
+                    "width95 µT",
+                    "s/batch median",
+                    "s total",
+                ],
+                table,
+            ),
         ]
     for name, row in summary["rows"].items():
         argv = " ".join(a for a in row.get("argv", []) if not a.endswith(".json") and a != "--json")
