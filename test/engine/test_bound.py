@@ -128,35 +128,6 @@ def test_first_batch_bound_is_titsias_sgpr(rng: np.random.Generator) -> None:
     assert ours == pytest.approx(ref, rel=1e-8)
 
 
-@pytest.mark.parametrize("groups", [1, 3])
-def test_a_window_offset_is_titsias_bound_with_its_noise_covariance(
-    rng: np.random.Generator, groups: int
-) -> None:
-    """With a shared offset per group the bound is log N(y; 0, Q + Σ) − tr(Σ⁻¹(K − Q))/2,
-    Σ = σ²I + σ²_pass Σ_g 1_g 1_gᵀ; with every reading inducing, the exact marginal likelihood."""
-    from gp_mapper.engine import SquaredExponential
-
-    X = torch.as_tensor(rng.uniform(0, 5, (40, 1)))
-    y = torch.sin(X[:, 0]) + 0.3
-    group = torch.as_tensor(rng.integers(0, groups, 40))
-    k = SquaredExponential(1.0, 0.7).double()
-    s2, sp2 = 0.05, 0.4
-    G = np.eye(groups)[group.numpy()]
-    Sigma = s2 * np.eye(40) + sp2 * G @ G.T
-    for Z in (X[:7], X):
-        with torch.no_grad():
-            ours = float(
-                online_bound(k, torch.tensor(s2, dtype=torch.float64), Z, X, y, None, 0.0,
-                             pass_variance=sp2, group=group)[0].value  # fmt: skip
-            )
-            Kuu, Kuf, Kff = np64(k.K(Z)), np64(k.K(Z, X)), np64(k.K(X))
-        Q = Kuf.T @ np.linalg.lstsq(Kuu, Kuf, rcond=None)[0]
-        trace = np.trace(np.linalg.solve(Sigma, Kff - Q))
-        ref = gauss_logpdf(np64(y), Q + Sigma) - 0.5 * trace
-        assert ours == pytest.approx(ref, rel=1e-6)
-    assert ours == pytest.approx(gauss_logpdf(np64(y), Kff + Sigma), rel=1e-5)
-
-
 @pytest.mark.parametrize("with_old", [True, False])
 def test_prefix_bounds_from_one_factorisation_equal_each_prefix_evaluated_alone(
     online_toy: OnlineToy, with_old: bool

@@ -117,7 +117,7 @@ class AdditiveVips:
         def bounds_of(rows: Tensor) -> Tensor:
             return whitened_bound_prefixes(
                 rows[:, :n], rows[:, 2 * n :], y, kff_sum, problem.noise_variance,
-                old if has_old else None, offset=problem.offset,
+                old if has_old else None,
             )  # fmt: skip
 
         found = vips_search(pc, problem, n, bounds_of, self.delta)

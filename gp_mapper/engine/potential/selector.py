@@ -156,7 +156,7 @@ class PotentialVips:
             # First batch: the uniform field's rows are new inducing variables like the rest.
             return whitened_bound_prefixes(
                 rows[:, :n], rows[:, n + C :], y, kff_sum, problem.noise_variance,
-                old if has_old else None, offset=problem.offset,
+                old if has_old else None,
             )  # fmt: skip
 
         # The greedy pivots towards L* are worth it while they are cheaper than the Schur

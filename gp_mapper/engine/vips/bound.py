@@ -22,7 +22,6 @@ from ..core.linalg import (
     solve_lower,
 )
 from .posterior import CarriedPosterior
-from .window_offset import WindowOffset
 
 
 class BoundTerms(NamedTuple):
@@ -42,7 +41,6 @@ def whitened_bound(
     noise_variance: Tensor,
     old: CarriedPosterior | None,
     Kaa: Tensor | None = None,
-    offset: WindowOffset | None = None,
 ) -> BoundTerms:
     """L̂ from the whitened cross-covariances.
 
@@ -59,17 +57,15 @@ def whitened_bound(
         old: the carried posterior of the previous batch, or None for the first batch.
         Kaa: the old inducing variables' prior covariance under the new θ, K_θ(Z_a, Z_a) + εI
             with the new set's jitter ε [M_a, M_a] (None with U).
-        offset: the window's shared offset (``window_offset.py``); None: white noise σ².
 
     Returns:
         BoundTerms.
     """
     N = y.shape[0]
     s2 = noise_variance
-    V, y, kff_diag_sum, log_det = _whitened_window(V, y, kff_diag_sum, offset)
     d1 = (V @ V.mT) / s2
     Lb_c = (V @ y) / s2
-    value = -0.5 * N * (LOG_2PI + torch.log(s2)) - 0.5 * (y @ y) / s2 - 0.5 * log_det
+    value = -0.5 * N * (LOG_2PI + torch.log(s2)) - 0.5 * (y @ y) / s2
     value = value - 0.5 * kff_diag_sum / s2 + 0.5 * torch.diagonal(d1).sum()
     P = d1
     if old is not None and old.num_inducing > 0:
@@ -103,7 +99,6 @@ def whitened_bound_prefixes(
     noise_variance: Tensor,
     old: CarriedPosterior | None,
     Kaa: Tensor | None = None,
-    offset: WindowOffset | None = None,
 ) -> Tensor:
     """L̂ for every leading prefix of a nested inducing set, from one factorisation [M_b].
 
@@ -122,10 +117,9 @@ def whitened_bound_prefixes(
     """
     N = y.shape[0]
     s2 = noise_variance
-    V, y, kff_diag_sum, log_det = _whitened_window(V, y, kff_diag_sum, offset)
     d1 = (V @ V.mT) / s2
     Lb_c = (V @ y) / s2
-    constant = -0.5 * N * (LOG_2PI + torch.log(s2)) - 0.5 * (y @ y) / s2 - 0.5 * log_det
+    constant = -0.5 * N * (LOG_2PI + torch.log(s2)) - 0.5 * (y @ y) / s2
     constant = constant - 0.5 * kff_diag_sum / s2
     per_row = 0.5 * torch.diagonal(d1)
     P = d1
@@ -148,15 +142,6 @@ def whitened_bound_prefixes(
     w = solve_lower(L_D, Lb_c)
     per_row = per_row + 0.5 * w * w - torch.log(torch.diagonal(L_D))
     return constant + torch.cumsum(per_row, dim=0)
-
-
-def _whitened_window(
-    V: Tensor, y: Tensor, kff_diag_sum: Tensor, offset: WindowOffset | None
-) -> tuple[Tensor, Tensor, Tensor, Tensor | float]:
-    """The window's rows, targets and trace under its offset's whitening (unchanged without)."""
-    if offset is None:
-        return V, y, kff_diag_sum, 0.0
-    return offset.rows(V), offset.targets(y), offset.kff_sum(kff_diag_sum), offset.log_det
 
 
 class Factors(NamedTuple):
@@ -219,15 +204,11 @@ def online_bound(
     jitter: float | Jitter,
     *,
     same_set: bool = False,
-    pass_variance: float = 0.0,
-    group: Tensor | None = None,
 ) -> tuple[BoundTerms, Factors]:
     """L̂ for inducing inputs Z under (kernel, σ²); differentiable in both (``same_set``:
-    see :func:`factors`). With ``pass_variance`` > 0 the window's readings share an offset of
-    that variance per output ``group`` (``window_offset.py``) and σ² is the white part."""
+    see :func:`factors`)."""
     f = factors(kernel, Z, X, old, jitter, same_set=same_set)
-    offset = WindowOffset.of(kernel, X, noise_variance, pass_variance, group)
-    return whitened_bound(f.V, f.U, y, f.kff_diag_sum, noise_variance, old, f.Kaa, offset), f
+    return whitened_bound(f.V, f.U, y, f.kff_diag_sum, noise_variance, old, f.Kaa), f
 
 
 def carry(Z: Tensor, f: Factors, terms: BoundTerms) -> CarriedPosterior:

@@ -40,7 +40,6 @@ from .robust import screen_outliers
 from .selectors import Selection, SelectionProblem, Selector, Vips, selector_from_spec
 from .stats import GroupedStats
 from .theta_memory import ThetaMemory
-from .window_offset import WindowOffset
 
 STATE_FORMAT_VERSION = 1
 DEFAULT_MAX_INDUCING = setting_default("max_inducing")
@@ -76,22 +75,13 @@ def _posterior_at(
     same_set = same_prior and old is not None and torch.equal(Z, old.Z)
     with torch.no_grad():
         terms, factors = online_bound(
-            kernel, noise.fitted_variance, Z, X, y, old, jitter, same_set=same_set,
-            pass_variance=noise.pass_variance, group=kernel.target_groups(X),
-        )  # fmt: skip
+            kernel, noise.variance, Z, X, y, old, jitter, same_set=same_set
+        )
         carried = carry(Z, factors, terms)
         posterior = Posterior.from_carried(kernel, carried, float(noise.variance))
     if not all(bool(torch.isfinite(t).all()) for t in (carried.P, carried.v, posterior.W)):
         raise NumericalError("posterior has non-finite values")
     return terms, carried, posterior
-
-
-def _window_offset(
-    kernel: Kernel, noise: GaussianNoise, X: Tensor, group: Tensor | None
-) -> WindowOffset | None:
-    """The window's shared offset under a fixed θ (what a selection sees), or None."""
-    with torch.no_grad():
-        return WindowOffset.of(kernel, X, noise.fitted_variance, noise.pass_variance, group)
 
 
 def _same_theta(kernel: Kernel, other: Kernel) -> bool:
@@ -371,13 +361,12 @@ class OnlineSparseGP(PlainInputs):
             X_t,
             y_t,
             state.kernel,
-            state.noise.fitted_variance.detach(),
+            state.noise.variance.detach(),
             state.carried,
             l_noise,
             self.max_inducing,
             self.jitter,
             self.seed + state.num_updates,
-            _window_offset(state.kernel, state.noise, X_t, group),
         )
 
         def rejected(reason: str, **extra: Any) -> UpdateReport:
@@ -435,9 +424,8 @@ class OnlineSparseGP(PlainInputs):
 
         def window_bound() -> Tensor:
             return online_bound(
-                kernel, noise.fitted_variance, region.Z, X_t, y_t, region.old, self.jitter,
-                pass_variance=noise.pass_variance, group=group,
-            )[0].value  # fmt: skip
+                kernel, noise.variance, region.Z, X_t, y_t, region.old, self.jitter
+            )[0].value
 
         def loss() -> Tensor:
             objective = window_bound()

@@ -20,7 +20,6 @@ from ..core.linalg import Jitter
 from ..settings import check, default
 from .bound import whitened_bound_prefixes
 from .posterior import CarriedPosterior
-from .window_offset import WindowOffset
 
 # Above this many new points L* is no longer the value with every datum inducing but the bound
 # with this many greedy pivots, a lower proxy of it (the authors' code uses 5000 random points;
@@ -44,8 +43,6 @@ class SelectionProblem(NamedTuple):
     max_inducing: int
     jitter: Jitter
     seed: int
-    # The window's shared offset (the pass noise, ``window_offset.py``); None: white noise.
-    offset: WindowOffset | None = None
 
 
 class Selection(NamedTuple):
@@ -131,9 +128,8 @@ class Vips:
         def bounds_of(R: Tensor) -> Tensor:
             """L̂ at every prefix of the rows ``L_b⁻¹ K(b, [X; Z_a])`` of an inducing set b."""
             return whitened_bound_prefixes(
-                R[:, :N], R[:, N:], y, kff_sum, problem.noise_variance, old,
-                offset=problem.offset,
-            )  # fmt: skip
+                R[:, :N], R[:, N:], y, kff_sum, problem.noise_variance, old
+            )
 
         found = vips_search(pc, problem, N, bounds_of, self.delta)
         Z = torch.cat([_old_Z(problem), X[pc.pivots[: found.num_added]]])
