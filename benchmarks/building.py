@@ -15,13 +15,15 @@ fit of the same bag (what ``gp-mapper fit --model vips`` runs) one tile after an
 time is the fit's.
 
     python benchmarks/building.py [--rows global,tiled] [--tile-size M] [--set NAME=VALUE]
-        [--seed 0] [--minutes 20] [--scratch /tmp/gp_mapper_building] [--json out.json]
+        [--seed 0] [--minutes 20] [--pass-offset-ut SD] [--scratch /tmp/gp_mapper_building]
+        [--json out.json]
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import itertools
 import json
 import resource
 import subprocess
@@ -31,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from scipy.spatial import cKDTree
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -44,6 +47,8 @@ SCORE_RESOLUTION_M = 0.1
 # The first and last stretches of the stream whose update times are compared [s].
 STRETCH_S = 300.0
 Z95 = 1.959963984540054
+# Bands of distance to the path the score is also broken into [m].
+DISTANCE_BANDS_M = (0.0, 0.1, 0.2, PATH_RADIUS_M + 0.01)
 
 
 def row_overrides(row: str, args: argparse.Namespace) -> dict[str, Any]:
@@ -61,12 +66,18 @@ def row_overrides(row: str, args: argparse.Namespace) -> dict[str, Any]:
 
 def building_bag(args: argparse.Namespace) -> Path:
     """The floor's bag in the scratch folder (written once per seed and duration)."""
-    from gp_mapper.io.building import write_building_bag
+    from gp_mapper.io.building import DEFAULT_PASS_OFFSET_UT, write_building_bag
 
-    bag = args.scratch / f"floor_seed{args.seed}_{args.minutes:g}min"
+    offsets = (
+        "" if args.pass_offset_ut == DEFAULT_PASS_OFFSET_UT else f"_offset{args.pass_offset_ut:g}"
+    )
+    bag = args.scratch / f"floor_seed{args.seed}_{args.minutes:g}min{offsets}"
     if not bag.exists():
         print(f"writing {bag} ...", file=sys.stderr, flush=True)
-        write_building_bag(bag, seed=args.seed, duration_s=60.0 * args.minutes)
+        write_building_bag(
+            bag, seed=args.seed, duration_s=60.0 * args.minutes,
+            pass_offset_ut=args.pass_offset_ut,
+        )  # fmt: skip
     return bag
 
 
@@ -236,11 +247,25 @@ def score(model: Any, args: argparse.Namespace, duration_s: float, config: Any) 
         prior = model.posterior.prior_variance(torch.as_tensor(cells)).numpy()
     err = mean - truth
     thirds = np.array_split(np.argsort(first, kind="stable"), 3)
+    covered = np.abs(err) <= Z95 * np.sqrt(var)
+    # On the path the error is what the passes' offsets leave; off it, the field between.
+    distance = cKDTree(walk.position_m).query(cells)[0]
+    by_distance = []
+    for lo, hi in itertools.pairwise(DISTANCE_BANDS_M):
+        inside = (distance >= lo) & (distance < hi)
+        if inside.any():
+            by_distance.append({
+                "from_m": lo, "to_m": hi, "n": int(inside.sum()),
+                "coverage95": float(covered[inside].mean()),
+                "rmse": float(np.sqrt(np.mean(err[inside] ** 2))),
+                "sd_median": float(np.median(np.sqrt(var[inside]))),
+            })  # fmt: skip
     return {
         "rmse_thirds": [float(np.sqrt(np.mean(err[t] ** 2))) for t in thirds],
         "rmse": float(np.sqrt(np.mean(err**2))),
         "baseline": float(np.std(truth)),
-        "coverage95": float(np.mean(np.abs(err) <= Z95 * np.sqrt(var))),
+        "coverage95": float(covered.mean()),
+        "by_distance": by_distance,
         "unknown_share": float(np.mean(var > config.unknown_variance_ratio * prior)),
         "tiles": len(model.tiles) if isinstance(model, TiledModel) else 1,
         "stream_s": duration_s,
@@ -263,13 +288,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3, help="offline fits timed (median)")
     parser.add_argument("--minutes", type=float, default=20.0, help="length of the walk")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    parser.add_argument(
+        "--pass-offset-ut", type=float, default=None,
+        help="sd of the per-pass offsets of the floor's readings [µT] (a diagnosis: 0 shows "
+        "what the offsets cost); the floor's default",
+    )  # fmt: skip
     parser.add_argument("--scratch", type=Path, default=Path("/tmp/gp_mapper_building"))
     parser.add_argument("--json", help="write the results to this JSON file")
     parser.add_argument("--row", help=argparse.SUPPRESS)  # a child process: one row
     parser.add_argument("--row-out", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    from gp_mapper.io.building import DEFAULT_PASS_OFFSET_UT
     from gp_mapper.mapping.params_file import parse_overrides
 
+    if args.pass_offset_ut is None:
+        args.pass_offset_ut = DEFAULT_PASS_OFFSET_UT
     args.set = parse_overrides(args.set)
     args.scratch.mkdir(parents=True, exist_ok=True)
     if args.row:
@@ -298,6 +331,13 @@ def main(argv: list[str] | None = None) -> int:
         ])  # fmt: skip
     print(f"# office floor, seed {args.seed}, {args.minutes:g} min at 100 Hz")
     print(format_table(headers, table))
+    for name, r in rows.items():
+        bands = "; ".join(
+            f"[{b['from_m']:g}, {b['to_m']:g}) m: {b['coverage95']:.3f} (RMSE {b['rmse']:.2f}, "
+            f"sd {b['sd_median']:.2f})"
+            for b in r.get("by_distance", [])
+        )
+        print(f"  {name}: coverage95 by distance to the path: {bands}")
     payload: dict[str, Any] = {"seed": args.seed, "minutes": args.minutes, "rows": rows}
     if "offline_serial" in rows and "offline_ray" in rows:
         serial, ray = rows["offline_serial"], rows["offline_ray"]
