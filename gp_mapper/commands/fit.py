@@ -24,6 +24,7 @@ from gp_mapper.io import bag_info, read_bag, write_grids_npz, write_nav2_map, wr
 from gp_mapper.io.errors import IoLayerError
 from gp_mapper.mapping import MapperConfig, MapSnapshot
 from gp_mapper.mapping.batch_fit import (
+    DEFAULT_MAX_MINUTES,
     fit_config,
     fit_records,
     map_file_data,
@@ -122,6 +123,11 @@ def add_fit_arguments(parser: argparse.ArgumentParser) -> None:
         help="fit on a random subset of N samples (seeded by --seed); 0 = all",
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of --max-samples (default 0)")
+    parser.add_argument(
+        "--max-minutes", type=float, default=DEFAULT_MAX_MINUTES, metavar="M",
+        help="refuse a batch fit estimated to take longer than M minutes on this machine (the "
+        f"estimate is printed first); 0 = no limit (default {DEFAULT_MAX_MINUTES:g})",
+    )  # fmt: skip
     parser.add_argument("--mag-topic", default=DEFAULT_MAG_TOPIC, help="magnetometer topic")
     parser.add_argument("--pose-topic", default=DEFAULT_POSE_TOPIC, help="pose topic")
     parser.add_argument(
@@ -150,6 +156,7 @@ def fit_bag(
     progress: bool = True,
     workers: int | None = None,
     ray_address: str | None = None,
+    max_minutes: float = DEFAULT_MAX_MINUTES,
 ) -> FitResult:
     """Fit ``model`` on ``bag`` (one, or several for a tiled map) and write the products into
     ``out``.
@@ -173,7 +180,9 @@ def fit_bag(
     if as_tasks and config.tile_layout() is not None:
         topics = (mag_topic, pose_topic)
         workers = DEFAULT_WORKERS if workers is None else workers
-        return _fit_tiled(bags, out, config, spec, topics, workers, ray_address, progress)
+        return _fit_tiled(
+            bags, out, config, spec, topics, workers, ray_address, progress, max_minutes
+        )
     if len(bags) > 1:
         raise ConfigError(
             f"{len(bags)} bags: several bags make one tiled map (tile_size > 0); replay "
@@ -187,7 +196,7 @@ def fit_bag(
     bar = Progress(f"fit {model}") if progress else None
     result = fit_records(
         records, config, spec, max_samples=max_samples, seed=seed, messages=messages,
-        source=str(bag), progress=None if bar is None else bar.update,
+        source=str(bag), progress=None if bar is None else bar.update, max_minutes=max_minutes,
     )  # fmt: skip
     if bar is not None:
         bar.done(f"accepted={result.fit.accepted} M={result.fit.m_after}")
@@ -213,6 +222,7 @@ def _fit_tiled(
     workers: int,
     ray_address: str | None,
     progress: bool,
+    max_minutes: float = DEFAULT_MAX_MINUTES,
 ) -> FitResult:
     """A tiled map of ``spec``'s model on every sample of the bags, tile fits as tasks."""
     start = time.perf_counter()
@@ -229,6 +239,7 @@ def _fit_tiled(
     fitted = fit_tiled(
         samples, config, spec=spec, workers=workers if ray_address is None else max(workers, 1),
         ray_address=ray_address, progress=None if bar is None else bar.update,
+        max_minutes=max_minutes,
     )  # fmt: skip
     if bar is not None:
         bar.done(f"{fitted.report['tiles']} tiles")
@@ -350,6 +361,7 @@ def run_fit(args: argparse.Namespace) -> int:
             pose_topic=args.pose_topic,
             workers=args.workers,
             ray_address=args.ray_address,
+            max_minutes=args.max_minutes,
         )
     except (ConfigError, MapFileError, IoLayerError, ValueError, TileFitError) as err:
         print(f"gp-mapper fit: error: {err}", file=sys.stderr)

@@ -18,6 +18,7 @@ from .errors import StateError
 from .model import ModelKind
 
 if TYPE_CHECKING:
+    from .cost import FitCost
     from .model import Model
     from .spec import EngineSpec
 
@@ -46,6 +47,8 @@ class ModelEntry(NamedTuple):
             ``components``; any other model refuses them.
         dense_points: for a fit that factors a dense kernel matrix over the data, how many
             points it spans for N samples under a spec (the memory check); None otherwise.
+        fit_cost: for a batch model, the work of a fit of N samples under a spec (``cost.py``:
+            the time estimate a fit prints, and refuses past its budget); None: no estimate.
     """
 
     name: str
@@ -59,6 +62,7 @@ class ModelEntry(NamedTuple):
     support_label: str = "inducing points"
     takes_components: bool = False
     dense_points: Callable[[EngineSpec, int], int] | None = None
+    fit_cost: Callable[[EngineSpec, int], FitCost] | None = None
 
 
 # Each model: its kind and the package that holds it (its settings in ``settings.py``, its

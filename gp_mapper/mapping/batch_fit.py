@@ -46,6 +46,10 @@ BYTES_PER_SAMPLE = 2 * 8 * (3 + 1 + 1 + 4)
 # A fit may use at most this share of the machine's memory for its largest matrix (the exact
 # GP's K, ACGP's preallocated factor): the rest is for the process, the grid and the OS.
 MEMORY_SHARE = 0.5
+# A fit estimated to take longer than this is refused before it starts, with advice; the
+# command line's --max-minutes sets another budget (0: none). Half an hour: a fit a user
+# waits for at the desk, not one left overnight by mistake.
+DEFAULT_MAX_MINUTES = 30.0
 # The fitted model's own state, beside the map file, when the map file holds the streaming
 # model that continues it.
 FITTED_STATE = "fitted_state.npz"
@@ -173,6 +177,58 @@ def check_memory(spec: EngineSpec, n: int, messages: int) -> None:
         )
 
 
+class FitEstimate(NamedTuple):
+    """A batch fit's estimated time on this machine, before it starts."""
+
+    seconds: float
+    text: str  # "up to 120 L-BFGS evaluations of 2.1 Tflop, ~12 min at 31 Gflop/s"
+    rate: float  # this machine's measured rate [flop/s]
+
+
+def fit_estimate(spec: EngineSpec, n: int) -> FitEstimate | None:
+    """The time a fit of ``n`` samples takes here, from the model's cost (``engine.cost``) and
+    this machine's measured rate; None for a model without a cost or a fit on a GPU."""
+    from gp_mapper.engine import resolve_device
+    from gp_mapper.engine.cost import measured_flop_rate
+
+    cost_of = model_entry(spec.model).fit_cost
+    if cost_of is None or resolve_device(spec.device).type != "cpu":
+        return None
+    rate = measured_flop_rate()
+    cost = cost_of(spec, n)
+    return FitEstimate(cost.seconds(rate), cost.describe(rate), rate)
+
+
+def check_time(spec: EngineSpec, n: int, max_minutes: float) -> FitEstimate | None:
+    """The fit's estimate, refused past ``max_minutes`` (0: no budget) with advice.
+
+    Raises:
+        ConfigError: saying how long the fit would take and how to make it shorter.
+    """
+    estimate = fit_estimate(spec, n)
+    if estimate is None or max_minutes <= 0 or estimate.seconds <= 60.0 * max_minutes:
+        return estimate
+    cost_of = model_entry(spec.model).fit_cost
+    assert cost_of is not None
+    budget = 60.0 * max_minutes
+    fits = _largest_within(lambda k: cost_of(spec, k).seconds(estimate.rate) <= budget, n)
+    raise ConfigError(
+        f"the {spec.model} fit on {n} samples would take {estimate.text}: more than "
+        f"--max-minutes {max_minutes:g}. Subsample (--max-samples {fits} fits the budget), "
+        "stream the bag with a streaming model (--model vips), fit tiles (several bags or "
+        "--workers N: each tile its own readings), or allow it with --max-minutes"
+    )
+
+
+def _largest_within(fits: Callable[[int], bool], n: int) -> int:
+    """The largest k ≤ n with ``fits(k)`` (monotone), by bisection; 0 if none."""
+    lo, hi = 0, n
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid - 1)
+    return lo
+
+
 def fit_records(
     records: Iterable[Pose | FieldReading],
     config: MapperConfig,
@@ -183,6 +239,7 @@ def fit_records(
     messages: int = 0,
     source: str = "",
     progress: Callable[[float, str], None] | None = None,
+    max_minutes: float = DEFAULT_MAX_MINUTES,
 ) -> BatchFit:
     """Fit the batch model of ``spec`` on a whole recording and predict its map.
 
@@ -195,10 +252,11 @@ def fit_records(
         messages: the recording's magnetometer readings, for the memory check (0: unknown).
         source: the recording's name, for messages and the report.
         progress: called with the fit's fraction done and a detail.
+        max_minutes: refuse a fit estimated to take longer (0: no budget).
 
     Raises:
-        ConfigError: no sample could be paired, or the fit would not fit in memory;
-            ValueError from the model on data it refuses.
+        ConfigError: no sample could be paired, the fit would not fit in memory, or its
+            estimate is past ``max_minutes``; ValueError from the model on data it refuses.
     """
     start = time.perf_counter()
     samples = collect_samples(records, config)
@@ -213,6 +271,9 @@ def fit_records(
     if n == 0:
         raise ConfigError(f"{source}: no magnetometer reading could be paired with a pose")
     check_memory(spec, n, messages)
+    estimate = check_time(spec, n, max_minutes)
+    if estimate is not None:
+        _LOG.info("%s fit on %d samples: %s", spec.model, n, estimate.text)
     fit = gp.fit(samples.X, samples.y, progress=progress)
     summary = fit.as_dict()  # log_evidence and bounds are in some models' reports only
     report = {
@@ -226,6 +287,7 @@ def fit_records(
         "M_over_N": int(fit.m_after or 0) / max(n, 1),
         "seconds_read": read_s,
         "seconds_fit": fit.seconds_total,
+        "seconds_estimated": None if estimate is None else estimate.seconds,
         "log_evidence": summary.get("log_evidence"),
         "lower": summary.get("lower"),
         "upper": summary.get("upper"),

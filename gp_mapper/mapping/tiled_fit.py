@@ -112,6 +112,7 @@ def fit_tiled(
     workers: int = 0,
     ray_address: str | None = None,
     progress: Callable[[float, str], None] | None = None,
+    max_minutes: float = 0.0,
 ) -> TiledFit:
     """Fit the tiled map of ``config`` on every sample of a log.
 
@@ -124,13 +125,15 @@ def fit_tiled(
         ray_address: a Ray cluster to join (``ray start --head`` prints it); None starts a
             local runtime for this fit and stops it after.
         progress: called with the share of tiles done and "tiles k/n" (the caller adds an ETA).
+        max_minutes: refuse a batch model's fit whose largest tile alone is estimated to take
+            longer (``batch_fit.check_time``; 0: no budget).
 
     Raises:
         TileFitError: tiles that failed twice (named); ConfigError: no tiles configured.
     """
     from gp_mapper.engine import build_model, model_from_state  # deferred: torch
     from gp_mapper.engine.tiled import TiledModel, TileLayout
-    from gp_mapper.mapping.batch_fit import check_memory
+    from gp_mapper.mapping.batch_fit import check_memory, check_time
 
     # The same map from the same log on any machine, under any load.
     config = config.offline()
@@ -149,8 +152,9 @@ def fit_tiled(
         raise MappingError("no sample to fit")
     schedule = (config.fit_first_windows, config.fit_every_windows, config.refit_bound_drop)
     first = max(routes, key=lambda k: (len(routes[k]), k))
-    if template.kind == "batch":  # the largest tile's dense matrix must fit in memory
+    if template.kind == "batch":  # the largest tile must fit in memory and in the budget
         check_memory(spec, len(routes[first]), 0)
+        check_time(spec, len(routes[first]), max_minutes)
 
     def task(key: TileKey, start_state: dict[str, np.ndarray]) -> TileTask:
         rows = routes[key]

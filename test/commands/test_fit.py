@@ -195,6 +195,45 @@ def test_the_memory_check_reads_the_dense_points_from_the_model_entry(
     fit_module.check_memory(capped, n, n)
 
 
+def test_a_fit_estimated_past_its_budget_is_refused_with_a_sample_count_that_fits(
+    synthetic_bag: Path, tmp_path: Path, capsys
+) -> None:
+    from gp_mapper.engine import EngineSpec, model_entry, model_names
+    from gp_mapper.mapping import batch_fit as fit_module
+
+    for name in model_names("batch"):  # every batch model says what a fit costs
+        cost = model_entry(name).fit_cost
+        assert cost is not None, name
+        spec = EngineSpec(model=name)
+        assert 0 < cost(spec, 1000).flops < cost(spec, 4000).flops  # more samples, more work
+    spec = EngineSpec(model="exact")
+    with pytest.raises(ConfigError, match=r"--max-samples (\d+) fits the budget") as refused:
+        fit_module.check_time(spec, 20_000, 30.0)
+    fits = int(refused.value.args[0].split("--max-samples ")[1].split()[0])
+    estimate = fit_module.fit_estimate(spec, fits)
+    assert 0 < fits < 20_000 and estimate is not None and estimate.seconds <= 30.0 * 60.0
+    assert fit_module.check_time(spec, 20_000, 0.0) is not None  # no budget: only the estimate
+    # The command line: the estimate refuses before any fit, and says so.
+    args = ["fit", str(synthetic_bag), "--model", "exact", "--out", str(tmp_path / "x"),
+            "--max-minutes", "0.0001"]  # fmt: skip
+    assert cli_main(args) == 2
+    assert "more than --max-minutes 0.0001" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()
+
+
+def test_an_exact_fit_reports_progress_at_every_evaluation(synthetic_bag: Path) -> None:
+    from gp_mapper.engine import EngineSpec, build_model
+
+    X = np.random.default_rng(0).uniform(0.0, 3.0, (200, 2))
+    y = np.sin(X[:, 0]) + 0.1 * np.random.default_rng(1).standard_normal(200)
+    model = build_model(EngineSpec(model="exact", fit_iterations=5, device="cpu"), 2)
+    seen: list[tuple[float, str]] = []
+    assert model.fit(X, y, progress=lambda f, s: seen.append((f, s))).accepted
+    evaluations = [f for f, s in seen if s.startswith("evaluation")]
+    assert len(evaluations) >= 3 and evaluations == sorted(evaluations)
+    assert all(0.0 < f < 1.0 for f in evaluations) and seen[-1][0] == 1.0
+
+
 def test_fit_on_a_real_slice_predicts_held_out_readings(magnetic_dir: Path, tmp_path: Path) -> None:
     bag, X_held, y_held = aalto_slice_bag(magnetic_dir, tmp_path)
     result = fit_bag(

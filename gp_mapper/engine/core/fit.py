@@ -41,6 +41,7 @@ def fit_hyperparameters(
     params: Sequence[nn.Parameter],
     max_iterations: int,
     max_seconds: float = 0.0,
+    on_evaluation: Callable[[int, int, float], None] | None = None,
 ) -> FitResult:
     """Minimise ``loss_fn()`` over ``params`` with L-BFGS and a strong-Wolfe line search.
 
@@ -54,6 +55,8 @@ def fit_hyperparameters(
         max_seconds: wall-time budget (0: none). When it is spent the fit stops at its next
             evaluation and keeps the best parameters evaluated so far: a live map waits for
             no fit longer than this.
+        on_evaluation: called after each evaluation with (evaluations so far, the most the
+            fit may make: ``max_evaluations(max_iterations)``, the loss), for progress.
     """
     start = [p.detach().clone() for p in params]
 
@@ -98,6 +101,8 @@ def fit_hyperparameters(
         if value < best_loss:
             best_loss, best = value, [p.detach().clone() for p in params]
         loss.backward()
+        if on_evaluation is not None:
+            on_evaluation(evaluations, max_evaluations(max_iterations), value)
         return loss
 
     reason = "converged"
@@ -122,6 +127,12 @@ def fit_hyperparameters(
         return FitResult(False, loss_before, loss_before, evaluations, "fit made the bound worse")
     iterations = int(optimiser.state[optimiser._params[0]].get("n_iter", 0))
     return FitResult(True, loss_before, loss_after, iterations, reason)
+
+
+def max_evaluations(max_iterations: int) -> int:
+    """The most loss evaluations one :func:`fit_hyperparameters` makes: torch's L-BFGS stops
+    at ``max_eval``, 1.25 · ``max_iter`` by default (line-search trials included)."""
+    return max_iterations * 5 // 4
 
 
 def single_step_lbfgs(params: Sequence[Tensor], lr: float = 1.0) -> torch.optim.LBFGS:

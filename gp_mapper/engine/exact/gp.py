@@ -115,7 +115,8 @@ class ExactGP(PlainInputs, BatchModelBase):
         Args:
             X, y: the data [N, D], [N]; None fits the data given at construction.
             max_iterations: L-BFGS iterations (default ``fit_iterations``).
-            progress: called with (fraction, status) at the start and end.
+            progress: called with (fraction, status) at the start, after each evaluation of
+                log p(y) (one Cholesky of the N × N matrix) and at the end.
 
         Returns:
             The report; if not ``accepted`` the model is exactly as before.
@@ -138,7 +139,7 @@ class ExactGP(PlainInputs, BatchModelBase):
             candidate.noise.raw_variance.copy_(self.noise.raw_variance)
         if progress is not None:
             progress(0.0, f"exact GP on {n} points")
-        result = candidate._fit_theta(iterations)
+        result = candidate._fit_theta(iterations, progress)
         try:
             posterior = ExactPosterior.from_data(
                 candidate.kernel, X_t, y_t, candidate.noise_variance
@@ -167,14 +168,23 @@ class ExactGP(PlainInputs, BatchModelBase):
             progress(1.0, f"log p(y) = {lml:.1f}")
         return self._report
 
-    def _fit_theta(self, iterations: int) -> FitResult:
+    def _fit_theta(self, iterations: int, progress: ProgressCallback | None = None) -> FitResult:
         params = [*self.kernel.parameters(), *self.noise.parameters()]
         for p in params:
             p.requires_grad_(True)
         n = self._data()[0].shape[0]
+
+        def evaluated(done: int, most: int, loss: float) -> None:
+            # One evaluation is one Cholesky of the N × N kernel matrix and its gradient.
+            if progress is not None:
+                progress(
+                    done / (most + 1), f"evaluation {done} (at most {most}): −log p(y)/N {loss:.6g}"
+                )
+
         result = fit_hyperparameters(
-            lambda: -self.log_marginal_likelihood() / n, params, iterations
-        )
+            lambda: -self.log_marginal_likelihood() / n, params, iterations,
+            on_evaluation=evaluated,
+        )  # fmt: skip
         for p in params:
             p.requires_grad_(False)
         return result
