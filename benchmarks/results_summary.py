@@ -519,6 +519,38 @@ def vector_field_rows(data: dict[str, Any], path: Path) -> Iterator[Row]:
 
 
 # Folder under results/ (or file name prefix) -> the extractor of that benchmark's rows.
+# fit_models.py: every model's offline fit finishes within 15 minutes here at its defaults,
+# with a progress line at least every 10 s, or is refused at once by its estimate.
+FIT_MINUTES = 15.0
+
+
+def fit_models_rows(data: dict[str, Any], path: Path) -> Iterator[Row]:
+    """Each model's ``gp-mapper fit`` on Aalto runs 1-2, scored on run 3 (the runs scored on the
+    validation run 4 under ``validation/`` are not rows)."""
+    if "validation" in path.parts or data.get("holdout") != 3:
+        return
+    bench = "fit_models.py"
+    gap_target = float(data.get("progress_target_s", 10.0))
+    for name, r in data.get("models", {}).items():
+        settings = data.get("settings") or {}
+        label = f"gp-mapper fit --model {name}" + "".join(
+            f" --set {k}={v}" for k, v in settings.items()
+        )
+        if "rmse" in r:
+            ours = (f"{r['seconds']:.0f} s, M {r['M']}, run 3: {r['rmse']:.2f} µT, NLPD "
+                    f"{r['nlpd']:.2f}, coverage {r['coverage95']:.3f}; progress gap "
+                    f"{r['progress_gap_s']:.0f} s")  # fmt: skip
+            ok = r["seconds"] <= 60.0 * FIT_MINUTES and r["progress_gap_s"] <= gap_target
+        else:
+            why = "cut" if r.get("cut") else " ".join(r.get("stderr_tail", [])[-1:])
+            ours = f"not finished after {r['seconds']:.0f} s: {why[:120]}"
+            ok = r.get("returncode") == 2 and r["seconds"] <= 60.0  # refused before any work
+        yield _row(
+            data, bench, f"{label} on Aalto runs 1-2", ours, "",
+            f"≤ {FIT_MINUTES:g} min, progress ≤ {gap_target:g} s apart, or refused at once", ok,
+        )  # fmt: skip
+
+
 EXTRACTORS: dict[str, Callable[[dict[str, Any], Path], Iterator[Row]]] = {
     "gpu_check": gpu_check_rows,
     "magnetic_streaming": magnetic_streaming_rows,
@@ -534,6 +566,7 @@ EXTRACTORS: dict[str, Callable[[dict[str, Any], Path], Iterator[Row]]] = {
     "solvegp_magnetic": solvegp_magnetic_rows,
     "gam_friedman": gam_friedman_rows,
     "gam_magnetic": gam_magnetic_rows,
+    "fit_models": fit_models_rows,
 }
 
 # The README's "Results" table: (benchmark, metric) of summary rows, in this order.

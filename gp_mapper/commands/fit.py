@@ -337,6 +337,8 @@ def summary(result: FitResult) -> str:
         f"model {r['model']}: {r['samples_used']} samples used, M = {r['M']} "
         f"(M/N = {r['M_over_N']:.3f})",
     ]
+    if r.get("reason"):  # how the fit stopped (ACGP: whether its rule fired, and the gap)
+        lines.append(f"fit: {r['reason']}")
     if r.get("log_evidence") is not None:
         bounds = ""
         if r.get("lower") is not None and r.get("upper") is not None:

@@ -326,7 +326,11 @@ class AdaptiveCholeskyGP(PlainInputs, CommittedFit):
         elif result.exact:
             reason = f"no stop: all {N} points factorised (exact GP)"
         else:
-            reason = f"tolerance not reached by N_max={M}: the estimate is extrapolated"
+            gap = "" if last is None else f" (relative gap {last.relative_gap:.3g} at the stop)"
+            reason = (
+                f"rule not fired within the budget of {M} points (acgp_max_points){gap}, "
+                f"target r={self.rel_tol:g}: the evidence is extrapolated"
+            )
         details: dict[str, Any] = {
             "log_evidence_estimate": extrapolated_log_evidence(result.log_density, M, N),
             "log_density_subset": result.log_density,

@@ -64,6 +64,21 @@ def test_report_says_what_the_fit_did(fitted: AdaptiveCholeskyGP) -> None:
     assert all(isinstance(v, (int, float, str, bool, type(None))) for v in flat.values())
 
 
+def test_a_fit_whose_rule_does_not_fire_stops_at_its_budget_and_says_so(
+    sample: GpSample,
+) -> None:
+    model = AdaptiveCholeskyGP(
+        SquaredExponential(1.0, 0.15), NOISE, rel_tol=1e-9, max_points=300, jitter=0.0, **FAST
+    )
+    report = model.fit(sample.X, sample.y, optimise=False)
+    assert report.accepted and model.num_points == 300
+    flat = report.as_dict()
+    assert flat["stopped"] is False and flat["relative_gap"] > 1e-9
+    assert "rule not fired within the budget of 300 points" in report.reason
+    assert f"relative gap {flat['relative_gap']:.3g}" in report.reason
+    assert torch.isfinite(model.predict(sample.X[:10])[0]).all()  # a usable map
+
+
 def test_hyperparameters_in_node_names() -> None:
     kernel = Constant(500.0) + SquaredExponential(2.0, [0.5, 0.7], ard_dims=2)
     model = AdaptiveCholeskyGP(kernel, 0.3, device="cpu")
