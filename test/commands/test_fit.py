@@ -196,10 +196,12 @@ def test_the_memory_check_reads_the_dense_points_from_the_model_entry(
 
 
 def test_a_fit_estimated_past_its_budget_is_refused_with_a_sample_count_that_fits(
-    synthetic_bag: Path, tmp_path: Path, capsys
+    synthetic_bag: Path, tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from gp_mapper.engine import EngineSpec, model_entry, model_names
+    from gp_mapper.engine import EngineSpec, cost, model_entry, model_names
     from gp_mapper.mapping import batch_fit as fit_module
+
+    monkeypatch.setattr(cost, "measured_flop_rate", lambda: 3.0e10)  # one rate for every call
 
     for name in model_names("batch"):  # every batch model says what a fit costs
         cost = model_entry(name).fit_cost
