@@ -72,6 +72,37 @@ class _State:
     num_updates: int
 
 
+class _EvaluationProgress:
+    """Progress at every evaluation of the refinement's loss (a stopped Cholesky and its
+    gradient: seconds each on a large factor), at the share of the budget the refinement last
+    reported, so a log shows the fit working between its iterations."""
+
+    def __init__(self, progress: Callable[[float, str], None]) -> None:
+        self._progress = progress
+        self._fraction = 0.0
+        self._count = 0
+
+    def report(self, fraction: float, status: str) -> None:
+        """The refinement's own progress (after an iteration or a restart)."""
+        self._fraction = fraction
+        self._progress(fraction, status)
+
+    def counted(
+        self, loss_at: Callable[[float], Callable[[], Tensor]]
+    ) -> Callable[[float], Callable[[], Tensor]]:
+        def at(r: float) -> Callable[[], Tensor]:
+            loss = loss_at(r)
+
+            def evaluated() -> Tensor:
+                self._count += 1
+                self._progress(self._fraction, f"  evaluation {self._count} at r={r:.3g}")
+                return loss()
+
+            return evaluated
+
+        return at
+
+
 class AdaptiveCholeskyGP(PlainInputs, CommittedFit):
     """ACGP (Bartels et al. 2023): exact GP regression on an adaptively sized random subset.
 
@@ -225,14 +256,19 @@ class AdaptiveCholeskyGP(PlainInputs, CommittedFit):
             params = [*kernel.parameters(), *noise.parameters()]
             for p in params:
                 p.requires_grad_(True)
+
+            def loss_at(r: float) -> Callable[[], Tensor]:
+                return self._loss(kernel, noise, Xp, yp, r)
+
+            tracker = None if progress is None else _EvaluationProgress(progress)
             refinement = refine_hyperparameters(
-                lambda r: self._loss(kernel, noise, Xp, yp, r),
+                loss_at if tracker is None else tracker.counted(loss_at),
                 params,
                 refinements=self.refinements,
                 max_iterations=self.fit_iterations,
                 tolerance_floor=self.rel_tol,
                 keep_history=KEEP_HISTORY,
-                progress=progress,
+                progress=None if tracker is None else tracker.report,
             )
             freeze_parameters(kernel, noise)
         fitted = time.perf_counter()

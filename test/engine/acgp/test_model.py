@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -77,6 +78,20 @@ def test_a_fit_whose_rule_does_not_fire_stops_at_its_budget_and_says_so(
     assert "rule not fired within the budget of 300 points" in report.reason
     assert f"relative gap {flat['relative_gap']:.3g}" in report.reason
     assert torch.isfinite(model.predict(sample.X[:10])[0]).all()  # a usable map
+
+
+def test_a_fit_reports_progress_at_every_evaluation(sample: GpSample) -> None:
+    model = AdaptiveCholeskyGP(SquaredExponential(1.0, 0.3), NOISE, rel_tol=0.05, **FAST)
+    seen: list[tuple[float, str]] = []
+    assert model.fit(sample.X, sample.y, progress=lambda f, s: seen.append((f, s))).accepted
+    evaluations = [f for f, s in seen if s.strip().startswith("evaluation")]
+    iterations = [s for _, s in seen if "iteration" in s]
+    assert len(evaluations) > len(iterations) >= 1  # more often than the iterations
+    # An evaluation repeats the share of the budget the refinement reported last.
+    for (before, _), (fraction, status) in itertools.pairwise(seen):
+        if status.strip().startswith("evaluation"):
+            assert fraction == before
+    assert seen[-1][0] == 1.0
 
 
 def test_hyperparameters_in_node_names() -> None:
