@@ -23,6 +23,7 @@ import re
 import resource
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -74,18 +75,18 @@ def run_model(name: str, args: argparse.Namespace, bag: Path) -> dict[str, Any]:
     start = time.perf_counter()
     stamps: list[float] = []
     lines: list[str] = []
-    deadline = start + 60.0 * args.cut_minutes
     with subprocess.Popen(
         command, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True
     ) as child:
         assert child.stderr is not None
+        # The cut holds whether or not the fit prints: a timer, not the next line, kills it.
+        watchdog = threading.Timer(60.0 * args.cut_minutes, child.kill)
+        watchdog.start()
         for line in child.stderr:  # the progress lines a log would hold, with their times
             stamps.append(time.perf_counter())
             lines.append(line.rstrip())
-            if stamps[-1] > deadline:
-                child.kill()
-                break
         child.wait()
+        watchdog.cancel()
     wall = time.perf_counter() - start
     gaps = np.diff([start, *stamps, start + wall])
     found = (re.search(r"fit on \d+ samples: (.*)", line) for line in lines)
