@@ -107,8 +107,18 @@ def child(fit_args: list[str], rss_out: Path) -> int:
     from gp_mapper.cli import main as cli_main
 
     code = cli_main(fit_args)
-    rss_out.write_text(str(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0))
+    rss_out.write_text(str(peak_rss_mb()))
     return code
+
+
+def peak_rss_mb() -> float:
+    """This process's own peak RSS [MB]: VmHWM of its memory map (``ru_maxrss`` after an exec
+    keeps the forking parent's peak, which would count the driver's memory in every fit)."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024.0
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
 def score(out: Path, holdout: int) -> dict[str, Any]:

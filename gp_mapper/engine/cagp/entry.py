@@ -49,22 +49,20 @@ def build_cagp_cg(spec: EngineSpec, input_dim: int) -> CaGPCG:
     )
 
 
-# One epoch takes as long as a product of ~2·10⁴ · N · actions flops with block actions
-# (CaGP-Opt: each action's block of the kernel and its gradient; measured 0.38 s at N 2000,
-# 0.88 s at N 4000, 512 actions) and of ~13 N³ with conjugate-gradient actions (CaGP-CG: a
+# One epoch takes as long as a product of ~8500 N² flops with block actions (CaGP-Opt: the
+# kernel against every action's block and its gradient; measured 0.38 s at N 2000, 0.88 s at
+# N 4000 and ~60 s at N 17 794, 512 actions: the large log is the one that matters, smaller
+# ones come out below the estimate) and of ~13 N³ with conjugate-gradient actions (CaGP-CG: a
 # solve with the whole kernel matrix per epoch; 2.5 s at N 2000, 19 s at N 4000), float64,
 # one thread.
-OPT_EPOCH_FLOPS_PER_N_ACTION = 2.0e4
+OPT_EPOCH_FLOPS_PER_N2 = 8500.0
 CG_EPOCH_FLOPS_PER_N3 = 13.0
 
 
 def cagp_fit_cost(spec: EngineSpec, n: int, opt: bool) -> FitCost:
     """The fit's work: every epoch run (``cagp_epochs``; validation may stop it sooner)."""
-    actions = min(n, spec.cagp_actions)
-    if opt:
-        per = OPT_EPOCH_FLOPS_PER_N_ACTION * float(n) * actions
-    else:
-        per = CG_EPOCH_FLOPS_PER_N3 * float(n) ** 3
+    nf = float(n)
+    per = OPT_EPOCH_FLOPS_PER_N2 * nf**2 if opt else CG_EPOCH_FLOPS_PER_N3 * nf**3
     return FitCost(spec.cagp_epochs, "epochs", per, per)
 
 
