@@ -576,7 +576,10 @@ class SolveGP(PlainInputs, CommittedFit):
             kernel, float(noise.variance.detach()), X[idx], y[idx],
             fit_iterations=PREFIT_ITERATIONS,
         )  # fmt: skip
-        report = gp.fit()
+        # Its evaluations report at the pre-fit's start: the epochs' progress comes after.
+        report = gp.fit(
+            progress=None if progress is None else lambda _, status: progress(0.0, status)
+        )
         details = {
             "points": n,
             "accepted": report.accepted,

@@ -123,6 +123,18 @@ def test_progress_reports_each_epoch_with_its_elbo() -> None:
     assert len(model.elbo_history) == 3
 
 
+def test_the_prefit_reports_its_evaluations_before_the_epochs() -> None:
+    calls: list[tuple[float, str]] = []
+    settings = {**QUICK, "validation": 0.0, "prefit_points": 40}
+    model = SolveGP(kernel(), 0.05, **settings)  # type: ignore[arg-type]
+    X, y = data()
+    model.fit(X, y, progress=lambda f, s: calls.append((f, s)))
+    prefit = [(f, s) for f, s in calls if s.startswith("evaluation")]
+    assert prefit and all(f == 0.0 for f, _ in prefit)  # the epochs' share starts after it
+    first_epoch = next(i for i, (_, s) in enumerate(calls) if s.startswith("epoch"))
+    assert calls.index(prefit[-1]) < first_epoch
+
+
 def test_layers_add_up_to_the_prediction() -> None:
     model = fitted()
     layers = model.layers(TEST_POINTS)
