@@ -114,6 +114,7 @@ def run_model(
     result = fit_bag(
         bag, out / model, model=model, max_samples=max_samples, overrides=overrides,
         progress=False,
+        max_minutes=0,  # the protocol's fit, not the command's budget
     )  # fmt: skip
     seconds = time.perf_counter() - start
     report = result.report

@@ -164,6 +164,7 @@ def fit_row(
             max_samples=EXACT_POINTS if model == "exact" else 0,
             overrides=overrides,
             progress=False,
+            max_minutes=0,  # the protocol's fit, not the command's budget
         )
     except Exception as err:  # a benchmark row, not a crash: the error is the finding
         seconds = time.perf_counter() - start
