@@ -46,7 +46,7 @@ DEFAULT_WORKERS = 2
 
 EXAMPLES = """examples:
   gp-mapper fit run.mcap --model acgp --out out/acgp
-  gp-mapper fit run.mcap --model exact --max-samples 5000 --out out/exact
+  gp-mapper fit run.mcap --model exact --max-samples 3000 --out out/exact
   gp-mapper fit run.mcap --model solvegp --set solve_inducing=256 --out out/solve
   gp-mapper fit run.mcap --model vips --params config/gp_mapper.yaml --out out/vips
   gp-mapper fit run.mcap --model potential --out out/potential   # the field vector
