@@ -477,6 +477,9 @@ class AdditiveGP(PlainInputs, BatchModelBase):
         """One L-BFGS iteration at a time with our own stop; a failed step keeps the last good
         parameters (the line search can probe a θ where a factorisation fails)."""
         optimiser = single_step_lbfgs(params)
+        # Near convergence one iteration's line search can take many evaluations (tens of
+        # seconds on a large log): each evaluation reports, so a log shows the fit working.
+        at = {"iteration": 1, "evaluations": 0}
 
         def closure() -> Tensor:
             optimiser.zero_grad()
@@ -484,11 +487,18 @@ class AdditiveGP(PlainInputs, BatchModelBase):
             if not torch.isfinite(value):
                 raise NumericalError("the ELBO became non-finite")
             value.backward()
+            at["evaluations"] += 1
+            if progress is not None:
+                progress(
+                    (at["iteration"] - 1) / self.iterations,
+                    f"iteration {at['iteration']}: evaluation {at['evaluations']}",
+                )
             return value
 
         good = [p.detach().clone() for p in params]
         previous, small = math.inf, 0
         for it in range(1, self.iterations + 1):
+            at["iteration"] = it
             try:
                 value = float(optimiser.step(closure).detach())
             except NumericalError as err:

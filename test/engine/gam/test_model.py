@@ -100,3 +100,17 @@ def test_unfitted_model_says_so(problem: Problem) -> None:
     assert model.posterior is None and model.report is None
     with pytest.raises(RuntimeError, match="not fitted"):
         model.predict(TEST_POINTS)
+
+
+def test_a_fit_reports_progress_at_every_evaluation(problem: Problem) -> None:
+    model = AdditiveGP(problem.components, NOISE, iterations=ITERATIONS, device="cpu",
+                       dtype=DTYPE)  # fmt: skip
+    seen: list[tuple[float, str]] = []
+    assert model.fit(problem.X, problem.y, progress=lambda f, s: seen.append((f, s))).accepted
+    evaluations = [(f, s) for f, s in seen if ": evaluation " in s]
+    iterations = [s for _, s in seen if "−ELBO/N" in s]
+    assert len(evaluations) > len(iterations) >= 1  # line searches evaluate more than once
+    for fraction, status in evaluations:  # at the start of the iteration it belongs to
+        k = int(status.split(":")[0].removeprefix("iteration "))
+        assert fraction == (k - 1) / ITERATIONS
+    assert seen[-1][0] == 1.0
