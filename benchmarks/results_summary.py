@@ -520,7 +520,7 @@ def vector_field_rows(data: dict[str, Any], path: Path) -> Iterator[Row]:
 
 # Folder under results/ (or file name prefix) -> the extractor of that benchmark's rows.
 # fit_models.py: every model's offline fit finishes within 15 minutes here at its defaults,
-# with a progress line at least every 10 s, or is refused at once by its estimate.
+# with a progress line at least every 10 s; the exact GP may be refused at once instead.
 FIT_MINUTES = 15.0
 
 
@@ -544,10 +544,12 @@ def fit_models_rows(data: dict[str, Any], path: Path) -> Iterator[Row]:
         else:
             why = "cut" if r.get("cut") else " ".join(r.get("stderr_tail", [])[-1:])
             ours = f"not finished after {r['seconds']:.0f} s: {why[:120]}"
-            ok = r.get("returncode") == 2 and r["seconds"] <= 60.0  # refused before any work
+            # The issue accepts one refusal: the exact GP's, before any work.
+            ok = name == "exact" and r.get("returncode") == 2 and r["seconds"] <= 60.0
         yield _row(
             data, bench, f"{label} on Aalto runs 1-2", ours, "",
-            f"≤ {FIT_MINUTES:g} min, progress ≤ {gap_target:g} s apart, or refused at once", ok,
+            f"≤ {FIT_MINUTES:g} min, progress ≤ {gap_target:g} s apart (exact: refused at once)",
+            ok,
         )  # fmt: skip
 
 
