@@ -37,7 +37,7 @@ from scipy.spatial import cKDTree
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import format_table, write_json
+from common import Z95, format_table, write_json
 
 NS_PER_S = 1_000_000_000
 ROWS = ("global", "tiled", "global_cap", "offline_serial", "offline_ray")
@@ -46,7 +46,6 @@ PATH_RADIUS_M = 0.3
 SCORE_RESOLUTION_M = 0.1
 # The first and last stretches of the stream whose update times are compared [s].
 STRETCH_S = 300.0
-Z95 = 1.959963984540054
 # Bands of distance to the path the score is also broken into [m].
 DISTANCE_BANDS_M = (0.0, 0.1, 0.2, PATH_RADIUS_M + 0.01)
 

@@ -222,7 +222,7 @@ def _fit_tiled(
     workers: int,
     ray_address: str | None,
     progress: bool,
-    max_minutes: float = DEFAULT_MAX_MINUTES,
+    max_minutes: float,
 ) -> FitResult:
     """A tiled map of ``spec``'s model on every sample of the bags, tile fits as tasks."""
     start = time.perf_counter()

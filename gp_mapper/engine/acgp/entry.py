@@ -34,11 +34,15 @@ def build_acgp(spec: EngineSpec, input_dim: int) -> AdaptiveCholeskyGP:
 ITERATION_FLOPS_PER_M3 = 9.0
 
 
+def factor_points(spec: EngineSpec, n: int) -> int:
+    """The most points the factor holds for N samples: the cap, else every sample."""
+    return min(n, spec.acgp_max_points) if spec.acgp_max_points else n
+
+
 def acgp_fit_cost(spec: EngineSpec, n: int) -> FitCost:
     """The fit's work if the stopping rule never fires: the refinement's iteration budget
     (``fit_iterations`` over all restarts), each over the points its factor may hold."""
-    m = float(min(n, spec.acgp_max_points) if spec.acgp_max_points else n)
-    per = ITERATION_FLOPS_PER_M3 * m**3
+    per = ITERATION_FLOPS_PER_M3 * float(factor_points(spec, n)) ** 3
     return FitCost(spec.fit_iterations, "L-BFGS iterations", per, per / 3.0)
 
 
@@ -54,6 +58,6 @@ def entry(name: str) -> ModelEntry:
         lambda n: {"acgp_rel_tol": 0.0, "fit_iterations": 0},  # never stops: all n kept
         support_label="kept points",
         # its factor grows until the bounds agree: at most the cap, else every sample
-        dense_points=lambda spec, n: min(n, spec.acgp_max_points) if spec.acgp_max_points else n,
+        dense_points=factor_points,
         fit_cost=acgp_fit_cost,
     )

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core.fit import max_evaluations
 from ..core.linalg import Jitter
 from ..cost import FitCost
-from ..exact.entry import EVALUATION_FLOPS_PER_N3
+from ..exact.entry import exact_fit_cost
 from ..registry import ModelEntry, model_kind
 from ..spec import DTYPES, EngineSpec, build_kernel, build_selector, stream_options, vips_options
 from .continuation import to_streaming_state
-from .model import SolveGP
+from .model import PREFIT_ITERATIONS, SolveGP
 
 
 def build_solvegp(spec: EngineSpec, input_dim: int) -> SolveGP:
@@ -69,9 +68,10 @@ def solvegp_fit_cost(spec: EngineSpec, n: int) -> FitCost:
     after the exact pre-fit of θ on ``solve_prefit_points``."""
     m = spec.solve_inducing + spec.solve_orthogonal
     per = EPOCH_FLOPS_PER_SAMPLE_M2 * float(n) * m * m
-    prefit = float(min(n, spec.solve_prefit_points))
-    prefit_flops = max_evaluations(spec.fit_iterations) * EVALUATION_FLOPS_PER_N3 * prefit**3
-    return FitCost(spec.solve_epochs, "epochs", per, prefit_flops)
+    prefit = exact_fit_cost(
+        spec.replace(fit_iterations=PREFIT_ITERATIONS), min(n, spec.solve_prefit_points)
+    )
+    return FitCost(spec.solve_epochs, "epochs", per, prefit.flops)
 
 
 def entry(name: str) -> ModelEntry:
