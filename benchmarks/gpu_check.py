@@ -15,7 +15,8 @@ cut):
    predicted past the section's time is skipped and said so. Target: M = 5000 in <= 100 ms.
 4. ``stream``: the VIPS paper's magnetometer stream (invensense path 3 in 20 batches, VIPS at
    δ = 0.095, tested on paths 1, 2, 4, 5) on the GPU and on the CPU.
-5. ``tiled_replay``: the building floor through the tiled map, once the map has tiles.
+5. ``tiled_replay``: the office floor of ``benchmarks/building.py`` (a 10-minute walk) through the
+   tiled map at the node's defaults, on the GPU and on the CPU when time is left.
 6. The batch papers' GPU rows, each cut to fit and said so: CaGP-Opt on parkinsons and bike
    (Wenger et al. 2024, Table 1: i = 512, 1000 epochs, all rows, one seed), ACGP on pol and
    bike (Bartels et al. 2023, Table 3: m = 10 240, L-BFGS capped, one shuffle), SOLVE-GP at
@@ -69,6 +70,9 @@ UPDATE_N = 1000
 UPDATE_REPEATS = 3
 UPDATE_TARGET_MS = 100.0
 AGREEMENT_TARGET = 1e-8
+# The tiled replay's walk [min]: long enough for several tiles, short enough for its share.
+TILED_MINUTES = 10.0
+TILED_MINUTES_DRY = 0.5
 LOG_TAIL_LINES = 40
 
 
@@ -340,10 +344,40 @@ def section_stream(out: Partial, ctx: Context) -> None:
 
 
 def section_tiled_replay(out: Partial, ctx: Context) -> None:
-    """The building floor through the tiled map. The map has no tiles in this version: the
-    section says so in the JSON, and the change that brings tiles fills it in."""
-    out.data["skipped"] = "the map has no tiles in this version"
+    """The building floor (``benchmarks/building.py``, a shorter walk) through the tiled map
+    at the node's defaults, on the GPU and then on the CPU (all its cores) if time is left:
+    replay speed, update p95 early and late, the map's error and coverage."""
+    import building
+
+    minutes = TILED_MINUTES_DRY if ctx.dry_run else TILED_MINUTES
+    out.data["minutes"] = minutes
     out.save()
+    for label, device in (("gpu", ctx.device), ("cpu", "cpu")):
+        left = ctx.deadline - time.monotonic()
+        wall = out.data.get("gpu", {}).get("wall_s")
+        if label == "cpu" and wall and left < 1.5 * wall:
+            out.data["cpu_skipped"] = f"{left:.0f} s left, the GPU replay took {wall:.0f} s"
+            out.save()
+            return
+        result = ctx.scratch / f"tiled_{label}.json"
+        argv = [
+            "--rows", "tiled", "--minutes", f"{minutes:g}", "--set", f"device={device}",
+            "--threads", "0", "--scratch", str(ctx.scratch / "building"), "--json", str(result),
+        ]  # fmt: skip
+        start = time.perf_counter()
+        code = building.main(argv)
+        if code:
+            raise RuntimeError(f"building.py exited with {code}")
+        row = json.loads(result.read_text())["rows"]["tiled"]
+        keys = ("rmse", "baseline", "coverage95", "M_total", "tiles", "lost_readings", "wall_s",
+                "realtime_factor", "update_s_p95", "updates", "rss_mb", "map_digest")  # fmt: skip
+        out.data[label] = {k: row[k] for k in keys} | {"section_s": time.perf_counter() - start}
+        print(f"  tiled replay on {label}: {out.data[label]}", flush=True)
+        out.save()
+    gpu, cpu = out.data["gpu"], out.data.get("cpu")
+    if cpu:
+        out.data["cpu_over_gpu_wall"] = cpu["wall_s"] / gpu["wall_s"]
+        out.save()
 
 
 @dataclass(frozen=True)
@@ -426,7 +460,7 @@ SECTIONS = [
     Section("agreement", 20, section_agreement),
     Section("update_ms", 75, section_update_ms),
     Section("stream", 20, section_stream, "magnetic"),
-    Section("tiled_replay", 2, section_tiled_replay),
+    Section("tiled_replay", 90, section_tiled_replay),
     Section("cagp_parkinsons", 50, seed_section("cagp_parkinsons"), "uci/parkinsons"),
     Section("acgp_pol", 45, seed_section("acgp_pol"), "uci/pol"),
     Section("acgp_bike", 45, seed_section("acgp_bike"), "uci/bike"),
@@ -654,6 +688,7 @@ def summarise(results: dict[str, Any]) -> dict[str, Any]:
         "agreement": agreement,
         "update_ms": update,
         "stream": results.get("stream", {}),
+        "tiled_replay": results.get("tiled_replay", {}),
         "rows": rows,
         "targets": targets,
         "env": env,
@@ -747,6 +782,10 @@ def _fmt(value: Any, spec: str = ".1f") -> str:
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return "-"
     return format(value, spec)
+
+
+TILED_HEADERS = ["device", "RMSE µT", "const", "cov95", "M", "tiles", "lost", "wall s",
+                 "× real time", "upd p95 first/last s"]  # fmt: skip
 
 
 def markdown(summary: dict[str, Any]) -> str:
@@ -851,6 +890,29 @@ def markdown(summary: dict[str, Any]) -> str:
                 table,
             ),
         ]
+    tr = summary.get("tiled_replay", {})
+    if "gpu" in tr:
+        table = []
+        for k in ("gpu", "cpu"):
+            if k not in tr:
+                continue
+            r, p95 = tr[k], tr[k]["update_s_p95"]
+            table.append([
+                k, _fmt(r["rmse"], ".2f"), _fmt(r["baseline"], ".2f"),
+                _fmt(r["coverage95"], ".3f"), str(r["M_total"]), str(r["tiles"]),
+                str(r["lost_readings"]), _fmt(r["wall_s"], ".0f"),
+                _fmt(r["realtime_factor"], ".1f"),
+                f"{_fmt(p95['first_5min'], '.2f')} / {_fmt(p95['last_5min'], '.2f')}",
+            ])  # fmt: skip
+        lines += [
+            "",
+            f"The office floor through the tiled map (node defaults, {tr['minutes']:g} min at "
+            "100 Hz, `benchmarks/building.py --rows tiled`):",
+            "",
+            format_table(TILED_HEADERS, table),
+        ]
+        if "cpu_skipped" in tr:
+            lines += [f"- cpu: skipped, {tr['cpu_skipped']}"]
     for name, row in summary["rows"].items():
         argv = " ".join(a for a in row.get("argv", []) if not a.endswith(".json") and a != "--json")
         lines += ["", f"{name}: `python {row.get('script')} {argv}` ({row.get('protocol')})"]

@@ -54,11 +54,16 @@ def test_the_dry_run_takes_every_section_and_writes_the_issue_shape(tmp_path: Pa
     assert all(t is not None and t > 0.0 for t in update["gpu"] + update["cpu"])
     assert update["profile"]["wall_ms"] > 0.0 and update["profile"]["top"]
     assert result["stream"]["gpu"]["M"] == result["stream"]["cpu"]["M"] > 0
+    # The office floor replayed twice on the CPU: the same map bit for bit, nothing lost.
+    tiled = result["tiled_replay"]
+    assert tiled["gpu"]["lost_readings"] == tiled["cpu"]["lost_readings"] == 0
+    assert tiled["gpu"]["map_digest"] == tiled["cpu"]["map_digest"]
     assert set(result["rows"]) == set(SEED_ROWS)
     for name, row in result["rows"].items():
         assert row["returncode"] == 0 and row["result"]["datasets"], name
     table = (tmp_path / "gpu_check.md").read_text()
     assert "Agreement with the CPU" in table and "One VIPS update" in table
+    assert "The office floor through the tiled map" in table
     log = (tmp_path / "gpu_check.log").read_text()
     assert all(f"===== {section.name} (" in log for section in SECTIONS)
 
