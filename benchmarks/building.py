@@ -188,6 +188,18 @@ def offline_row(
     }
 
 
+def machine(args: argparse.Namespace) -> str:
+    """What the replays ran on: the GPU's name when the rows' device is one, else the CPU."""
+    import os
+
+    import torch
+
+    device = str(args.set.get("device", "auto"))
+    if device != "cpu" and torch.cuda.is_available():
+        return f"{torch.cuda.get_device_name()} (device {device})"
+    return f"CPU, {os.cpu_count()} cores, {args.threads or os.cpu_count()} torch threads"
+
+
 def state_digest(state: dict[str, np.ndarray]) -> str:
     """A hash of every array of a model's state: equal hashes, the same map bit for bit."""
     h = hashlib.sha256()
@@ -337,7 +349,9 @@ def main(argv: list[str] | None = None) -> int:
             for b in r.get("by_distance", [])
         )
         print(f"  {name}: coverage95 by distance to the path: {bands}")
-    payload: dict[str, Any] = {"seed": args.seed, "minutes": args.minutes, "rows": rows}
+    payload: dict[str, Any] = {
+        "seed": args.seed, "minutes": args.minutes, "rows": rows, "machine": machine(args),
+    }  # fmt: skip
     if "offline_serial" in rows and "offline_ray" in rows:
         serial, ray = rows["offline_serial"], rows["offline_ray"]
         payload["ray_speedup"] = serial["wall_s"] / ray["wall_s"]
