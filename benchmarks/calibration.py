@@ -59,6 +59,7 @@ from gp_mapper.io.bag_writer import MAG_FRAME_ID, TESLA_PER_MICROTESLA
 from gp_mapper.io.heading import heading_from_track, yaw_to_quaternion
 from gp_mapper.mapping import FieldReading, MapperConfig, MappingPipeline, Pose
 from gp_mapper.mapping.params_file import parse_overrides
+from gp_mapper.mapping.pass_noise import PAIR_RADIUS_M, between_pass_noise
 
 RUNS = (1, 2, 3, 4, 5)
 BLOCK_S = 10.0
@@ -72,11 +73,6 @@ NS_PER_S = 1_000_000_000
 # The exact GP reference of --diagnose: every 8th streamed reading (~3000 points at 6.25 Hz),
 # a Cholesky this machine factors in seconds.
 EXACT_STRIDE = 8
-# Readings this close are at "the same place" for the pass-noise estimate [m]: a tenth of the
-# smallest lengthscale a fit here reaches, so the field differs little between them.
-PAIR_RADIUS_M = 0.01
-# MAD to standard deviation for a Gaussian.
-MAD_TO_STD = 1.4826
 # Distances to the nearest streamed reading at which coverage is broken down [m].
 DISTANCE_EDGES_M = (0.0, 0.05, 0.2, 0.5, math.inf)
 
@@ -271,8 +267,8 @@ def diagnose_variants(base: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """The controlled variations (overrides on top of ``base``)."""
     return {
         "node defaults": dict(base),
-        # The pass noise: with the within-pass noise only (0), and near the between-pass excess
-        # the streamed readings show (pass_noise_estimate).
+        # The pass noise held by hand instead of measured (the defaults' auto): none (white
+        # noise alone), the former node default (1 µT²) and near what the readings show.
         "pass noise 0": {**base, "pass_noise_variance": 0.0},
         "pass noise 1 µT²": {**base, "pass_noise_variance": 1.0},
         "pass noise 2 µT²": {**base, "pass_noise_variance": 2.0},
@@ -292,23 +288,10 @@ def diagnose_variants(base: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def pass_noise_estimate(split: Split, streamed: np.ndarray) -> dict[str, float]:
-    """Half the mean squared difference of streamed readings at nearly the same place (µT²).
-
-    Within a pass (stamps under 10 s apart) it is the noise a window sees and fits; between
-    passes (stamps 10 s or more apart) it adds the error that stays the same along a pass.
-    """
-    X, y = split.xy_m[streamed], split.target[streamed]
+    """The between-pass noise of the streamed readings, measured as the node measures it
+    (``pass_noise_variance: auto``, ``gp_mapper.mapping.pass_noise``) on all of them at once."""
     t = split.stamps_ns[streamed] / NS_PER_S
-    pairs = cKDTree(X).query_pairs(PAIR_RADIUS_M, output_type="ndarray")
-    dt = np.abs(t[pairs[:, 0]] - t[pairs[:, 1]])
-    d = y[pairs[:, 0]] - y[pairs[:, 1]]
-    out = {}
-    for name, sel in (("within", dt < BLOCK_S), ("between", dt >= BLOCK_S)):
-        out[f"{name}_pass"] = float(0.5 * np.mean(d[sel] ** 2))
-        # The same from the MAD, as the outlier screen measures spread.
-        out[f"{name}_pass_robust"] = float(0.5 * (MAD_TO_STD * np.median(np.abs(d[sel]))) ** 2)
-        out[f"{name}_pairs"] = int(sel.sum())
-    return out
+    return between_pass_noise(split.xy_m[streamed], split.target[streamed], t).as_dict()
 
 
 def run_diagnosis(split: Split, base: dict[str, Any], stride: int, names: list[str]) -> dict:
@@ -317,11 +300,11 @@ def run_diagnosis(split: Split, base: dict[str, Any], stride: int, names: list[s
     variants = diagnose_variants(base)
     estimate = pass_noise_estimate(split, streamed)
     print(
-        f"same-place pairs (< {PAIR_RADIUS_M} m) of streamed readings, half mean squared "
-        f"difference [µT²]: within a pass {estimate['within_pass']:.3f} (robust "
-        f"{estimate['within_pass_robust']:.3f}, {estimate['within_pairs']} pairs), between "
-        f"passes {estimate['between_pass']:.3f} (robust {estimate['between_pass_robust']:.3f}, "
-        f"{estimate['between_pairs']} pairs)",
+        f"between-pass noise of the streamed readings (pairs within {PAIR_RADIUS_M} m): "
+        f"{estimate['pass_noise_variance']:.3f} µT² (half mean squared difference "
+        f"{estimate['pass_noise_between']:.3f} between passes, "
+        f"{estimate['pass_noise_between_pairs']} pairs; {estimate['pass_noise_within']:.3f} "
+        f"within a pass)",
         flush=True,
     )
     results: dict[str, dict] = {"_pass_noise_estimate": estimate}

@@ -195,6 +195,16 @@ class StreamingModel(Model, Protocol):
         tiled map starts a new tile, so the building's θ carries over."""
         ...
 
+    @property
+    def pass_noise_variance(self) -> float:
+        """σ²_pass [µT²]: the noise variance added to the fitted one for what stays the same
+        along a pass (``core/noise.py``)."""
+        ...
+
+    def set_pass_noise_variance(self, variance: float) -> None:
+        """Set σ²_pass for the windows to come (a map that measures it from its data)."""
+        ...
+
 
 @runtime_checkable
 class BatchModel(Model, Protocol):

@@ -19,6 +19,7 @@ from .core.linalg import Jitter
 from .gam.settings import parse_components
 from .registry import model_names
 from .settings import SETTING_BY_NAME, default
+from .settings.setting import AUTO
 from .vips.selectors import ConditionalVariance, FixedSize, Oips, Selector, Vips
 
 if TYPE_CHECKING:
@@ -77,7 +78,7 @@ class EngineSpec:
     max_inducing: int = default("max_inducing")
     hyperprior_scale: float = default("hyperprior_scale")
     outlier_z: float = default("outlier_z")
-    pass_noise_variance: float = default("pass_noise_variance")
+    pass_noise_variance: float | str = default("pass_noise_variance")
     theta_memory: bool = default("theta_memory")
     local_fit_inducing: int = default("local_fit_inducing")
     fit_max_seconds: float = default("fit_max_seconds")
@@ -185,7 +186,11 @@ def stream_options(spec: EngineSpec) -> dict[str, Any]:
         "fit_iterations": spec.fit_iterations,
         "hyperprior_scale": spec.hyperprior_scale,
         "outlier_z": spec.outlier_z,
-        "pass_noise_variance": spec.pass_noise_variance,
+        # "auto": the map measures it from its data and sets it (mapping/pass_noise.py); the
+        # model starts with none.
+        "pass_noise_variance": 0.0
+        if spec.pass_noise_variance == AUTO
+        else spec.pass_noise_variance,
         "jitter": Jitter(spec.jitter, spec.jitter_relative),
     }
 

@@ -34,6 +34,7 @@ from gp_mapper.mapping.inputs import CollectedSamples, collect_samples
 from gp_mapper.mapping.map_file import MapData, save_map
 from gp_mapper.mapping.map_products import map_grid, predict_products
 from gp_mapper.mapping.params_file import config_from_params_file
+from gp_mapper.mapping.pass_noise import measured_pass_noise
 from gp_mapper.mapping.records import FieldReading, Pose
 from gp_mapper.mapping.snapshot import MapSnapshot
 from gp_mapper.mapping.windowing import VECTOR_TARGET
@@ -286,6 +287,9 @@ def fit_records(
     estimate = check_time(spec, n, max_minutes)
     if estimate is not None:
         _LOG.info("%s fit on %d samples: %s", spec.model, n, estimate.text)
+    # What the readings show of the between-pass noise; a batch model fits all of a reading's
+    # error as one noise, so it is reported, not added.
+    pass_noise = measured_pass_noise(samples, config, spec, gp)
     fit = gp.fit(samples.X, samples.y, progress=progress)
     summary = fit.as_dict()  # log_evidence and bounds are in some models' reports only
     report = {
@@ -306,6 +310,7 @@ def fit_records(
         "hyperparameters": gp.hyperparameters(),
         "fit": summary,
         "drops": samples.drops,
+        **({} if pass_noise is None else {"pass_noise": pass_noise.as_dict()}),
     }
     snapshot = map_snapshot(gp, config, samples, spec.model) if fit.accepted else None
     return BatchFit(gp, samples, fit, snapshot, report, config, spec)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from gp_mapper.engine.settings import Setting, node_settings
-from gp_mapper.engine.settings.setting import SettingValue
+from gp_mapper.engine.settings.setting import AUTO, SettingValue
 from gp_mapper.mapping.errors import ConfigError
 from gp_mapper.mapping.windowing import TARGETS, VECTOR_TARGET
 
@@ -213,10 +213,11 @@ PARAMETERS: tuple[Setting, ...] = (
 # Where the node's default differs from the engine's (the paper's protocol, `EngineSpec()`).
 # pass_noise_variance: a magnetometer's reading error has a part that stays the same along a
 # pass (heading-dependent calibration residue, pose offset), which no window can tell from the
-# field. On the Aalto runs' validation blocks (calibration.py --diagnose, phase 3; the test
-# blocks unseen) 1 µT² took the 95 % coverage from 0.873 to 0.934 and the RMSE from 9.25 to
-# 5.02 µT; 2 µT² (the between-pass excess those readings show) gave 2.83 µT but 0.901.
-NODE_ENGINE_DEFAULTS: Mapping[str, Any] = {"pass_noise_variance": 1.0}
+# field. It is the sensor's and the robot's, so the node measures it from the readings of
+# different passes at the same place (mapping/pass_noise.py) rather than assume one value: a
+# constant chosen on one sensor's validation blocks (1 µT² on the Aalto runs) is wrong for
+# another robot, and wrong for data with no between-pass error at all (the synthetic demo).
+NODE_ENGINE_DEFAULTS: Mapping[str, Any] = {"pass_noise_variance": AUTO}
 
 
 def _engine_parameter(setting: Setting) -> Setting:
@@ -365,6 +366,11 @@ class MapperConfig:
             xmin, xmax, ymin, ymax = self.bounds
             if not (xmin < xmax and ymin < ymax):
                 raise ConfigError(f"bounds needs xmin < xmax and ymin < ymax; got {self.bounds}")
+
+    @property
+    def pass_noise_auto(self) -> bool:
+        """Whether the map measures σ²_pass from its data (``pass_noise_variance: auto``)."""
+        return self.engine.pass_noise_variance == AUTO
 
     def tile_layout(self) -> tuple[float, float] | None:
         """(size, overlap) of the map's tiles [m]; None for one model over the whole map."""

@@ -40,12 +40,14 @@ from gp_mapper.mapping.map_products import (
     map_grid,
     predict_products,
 )
+from gp_mapper.mapping.pass_noise import MIN_BETWEEN_PAIRS, PassNoiseEstimator
 from gp_mapper.mapping.persistence import load_model_map
 from gp_mapper.mapping.records import (
     HEALTH_OK,
     DropCounts,
     FieldReading,
     Pose,
+    Window,
     update_health,
 )
 from gp_mapper.mapping.snapshot import MapSnapshot
@@ -94,6 +96,8 @@ class MappingPipeline:
         self._model = model if model is not None else self._new_model()
         self._inputs.await_first_fit(self._model.awaits_first_fit)
         self._schedule = self._new_schedule()
+        # pass_noise_variance: auto: the readings the between-pass noise is measured on.
+        self._pass_noise = self._new_pass_noise(self._model)
         self._explored_box: Box | None = None
         # The last committed map's posterior and arrays: the next redraws what changed.
         self._drawn: tuple[ModelPosterior, MapProducts] | None = None
@@ -201,6 +205,25 @@ class MappingPipeline:
             config.fit_first_windows, config.fit_every_windows, config.refit_bound_drop
         )
 
+    def _new_pass_noise(self, model: StreamingModel) -> PassNoiseEstimator | None:
+        if not self._config.pass_noise_auto:
+            return None
+        return PassNoiseEstimator(with_heading="yaw" in model.auxiliary_inputs)
+
+    def _measure_pass_noise(self, model: StreamingModel) -> dict[str, Any]:
+        """Before a fit of θ: measure σ²_pass on the readings so far and give it to the model
+        (once enough passes overlap; until then the model keeps its own: none for a new map,
+        the saved one for a loaded map)."""
+        if self._pass_noise is None:
+            return {}
+        estimate = self._pass_noise.estimate()
+        if estimate.between_pairs >= MIN_BETWEEN_PAIRS:
+            model.set_pass_noise_variance(estimate.variance)
+        return {
+            "pass_noise_variance": float(model.pass_noise_variance),
+            "pass_noise_pairs": estimate.between_pairs,
+        }
+
     def _new_model(self) -> StreamingModel:
         from gp_mapper.engine import build_model, model_names  # deferred: torch
         from gp_mapper.engine.registry import model_kind
@@ -262,7 +285,9 @@ class MappingPipeline:
                     except Exception:
                         logger.exception("the provisional map failed; the fitted one follows")
 
+            pass_noise_before = model.pass_noise_variance
             try:
+                pass_noise = self._measure_pass_noise(model) if not skip_fit else {}
                 X = window_model_inputs(window, model.auxiliary_inputs)
                 report = model.update(X, window.y, on_selected, fit=not skip_fit)
                 reason = report.reason
@@ -270,6 +295,8 @@ class MappingPipeline:
             except Exception as err:  # counted and logged below; the previous map stands
                 logger.exception("model update on %d samples raised", n)
                 reason, accepted = f"{type(err).__name__}: {err}", False
+            if not accepted:  # the map as it was, its noise too
+                model.set_pass_noise_variance(pass_noise_before)
             if accepted:
                 self._num_samples, self._stamp_ns, self._explored_box = samples, stamp_ns, box
                 bound = report.bound_after_fit
@@ -282,7 +309,9 @@ class MappingPipeline:
                     "bound_per_sample": bound / report.n if bound is not None else math.nan,
                     # An additive model's nuisance estimates (heading curve, drift, run offset).
                     **report.nuisance,
+                    **pass_noise,
                 }
+                self._keep_for_pass_noise(window, X)
                 products = self._predict(model.posterior, box, self._drawn)
                 if products is not None:
                     self._drawn = (model.posterior, products)
@@ -335,6 +364,14 @@ class MappingPipeline:
             model,
             first_map_s=first_map_s[0] if first_map_s else None,
         )
+
+    def _keep_for_pass_noise(self, window: Window, X: np.ndarray) -> None:
+        """Keep a window's readings for the pass-noise estimate (only windows the map took)."""
+        if self._pass_noise is None or window.stamps_ns is None:
+            return
+        dims = self._config.input_dims
+        yaw = X[:, dims] if self._pass_noise.with_heading else None
+        self._pass_noise.add(window.X[:, :dims], window.y, window.stamps_ns / 1e9, yaw)
 
     def _predict(
         self,
@@ -476,6 +513,10 @@ class MappingPipeline:
             "last_fit_reason": "",
             "bound_per_sample": math.nan,
             "device": str(model.device),
+            # σ²_pass [µT²] the model adds, and how many between-pass pairs measured it
+            # (0: not measured, or set by hand).
+            "pass_noise_variance": float(model.pass_noise_variance),
+            "pass_noise_pairs": 0,
             "lost_readings": 0,
             "lost_windows": 0,
             "health": HEALTH_OK,
@@ -520,6 +561,7 @@ class MappingPipeline:
         with self._model_lock:
             self._model = model
             self._schedule = self._new_schedule()
+            self._pass_noise = self._new_pass_noise(model)
             self._explored_box = None
             self._drawn = self._drawn_fine = None
             self._num_samples = 0
@@ -571,6 +613,7 @@ class MappingPipeline:
         with self._model_lock:
             self._model = model
             self._schedule = self._new_schedule()
+            self._pass_noise = self._new_pass_noise(model)  # the loaded map keeps its own
             self._explored_box = data.explored_box
             self._drawn = None if products is None else (model.posterior, products)
             self._drawn_fine = None
@@ -608,6 +651,8 @@ class MappingPipeline:
         Scheduling: fits (updates that re-fitted θ), last_update_fitted, last_fit_reason
         (first, schedule, stale), bound_per_sample (nats), merged_windows, pending_samples,
         processing_samples (in the update under way).
+        Noise: pass_noise_variance (σ²_pass the model adds [µT²]) and pass_noise_pairs (the
+        between-pass pairs of readings that measured it, with ``pass_noise_variance: auto``).
         An additive model (gam_stream) adds its nuisance estimates [µT]: heading_B .. heading_E
         and heading_sd_max, drift and drift_sd, run, run_offset and run_offset_sd
         (``AdditiveUpdateReport.nuisance``), for the components it has.

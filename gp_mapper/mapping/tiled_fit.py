@@ -27,6 +27,7 @@ from gp_mapper.mapping.config import MapperConfig, offline_engine
 from gp_mapper.mapping.errors import MappingError
 from gp_mapper.mapping.fit_schedule import FitSchedule
 from gp_mapper.mapping.inputs import CollectedSamples
+from gp_mapper.mapping.pass_noise import measured_pass_noise
 
 # Tasks handed to Ray at once per worker: enough to keep every worker busy while the driver
 # collects, few enough that the driver and the object store hold a bounded share of the log.
@@ -152,6 +153,8 @@ def fit_tiled(
         raise MappingError("no sample to fit")
     schedule = (config.fit_first_windows, config.fit_every_windows, config.refit_bound_drop)
     first = max(routes, key=lambda k: (len(routes[k]), k))
+    # pass_noise_variance: auto: measured on the whole log, the building's for every tile.
+    pass_noise = measured_pass_noise(samples, config, spec, template)
     if template.kind == "batch":  # the largest tile must fit in memory and in the budget
         check_memory(spec, len(routes[first]), 0)
         check_time(spec, len(routes[first]), max_minutes)
@@ -202,6 +205,7 @@ def fit_tiled(
         "ray_address": ray_address,
         "seconds_fit": time.perf_counter() - start,
         "samples_per_tile": {f"{k[0]}_{k[1]}": len(routes[k]) for k in sorted(routes)},
+        **({} if pass_noise is None else {"pass_noise": pass_noise.as_dict()}),
         "M_per_tile": {
             f"{k[0]}_{k[1]}": 0 if t.posterior is None else len(t.posterior.support)
             for k, t in tiles.items()

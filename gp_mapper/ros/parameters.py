@@ -45,9 +45,20 @@ ROS_TYPES: Mapping[str, Parameter.Type] = {
 def descriptor_for(info: Setting) -> ParameterDescriptor:
     """The ROS descriptor of one table row (range only where both min and max exist).
 
+    A ``float_or_auto`` row ("auto" or a number) is declared dynamically typed: its value is a
+    string or a double, and ``ParameterGuard`` checks it against the row.
+
     Raises:
         ValueError: the row's type is not one of ``ROS_TYPES``.
     """
+    if info.type == "float_or_auto":
+        return ParameterDescriptor(
+            name=info.name,
+            description=info.description,
+            additional_constraints=info.allowed(),
+            read_only=info.read_only,
+            dynamic_typing=True,
+        )
     if info.type not in ROS_TYPES:
         raise ValueError(f"{info.name}: no ROS type for {info.type!r}")
     desc = ParameterDescriptor(
@@ -75,7 +86,7 @@ def _ros_default(info: Setting) -> Any:
         return ROS_TYPES[info.type]
     if info.type == "float_array":
         return [float(v) for v in info.default]  # type: ignore[union-attr]
-    if info.type == "float":
+    if info.type == "float" or (info.type == "float_or_auto" and info.default != "auto"):
         return float(info.default)  # type: ignore[arg-type]
     return info.default
 

@@ -229,6 +229,25 @@ def test_a_streaming_model_takes_another_ones_theta_and_moves_its_posterior(name
     assert source.hyperparameters() == trained(name)[0].hyperparameters()  # the source as was
 
 
+@pytest.mark.parametrize("name", model_names("streaming"))
+def test_a_streaming_model_takes_a_measured_pass_noise_for_the_windows_to_come(name: str) -> None:
+    model, _ = trained(name)
+    before = model.predict(TEST_POINTS)
+    noise = model.noise_variance
+    model.set_pass_noise_variance(0.5)
+    assert model.pass_noise_variance == 0.5
+    assert model.noise_variance == pytest.approx(noise + 0.5, rel=1e-12)
+    for a, b in zip(before, model.predict(TEST_POINTS), strict=True):  # the map as committed
+        torch.testing.assert_close(a, b, rtol=0.0, atol=0.0)
+    X, y = data(seed=1, name=name)
+    assert model.update(X[:30], y[:30], fit=False).accepted
+    assert model.empty_copy().pass_noise_variance == 0.5  # a new tile takes it
+    back = type(model).from_state(saved_and_loaded(model.state_dict()), device="cpu")
+    assert back.pass_noise_variance == 0.5
+    with pytest.raises(ValueError, match="pass_noise_variance"):
+        model.set_pass_noise_variance(-1.0)
+
+
 @pytest.mark.parametrize("name", model_names())
 def test_its_entry_says_what_the_cli_and_the_png_need(name: str) -> None:
     from gp_mapper.engine.settings import SETTING_BY_NAME

@@ -102,6 +102,24 @@ def test_guard_refuses_with_the_tables_reason(ros_context: Context) -> None:
         node.destroy_node()
 
 
+def test_a_number_or_auto_parameter_takes_both_and_refuses_the_rest(ros_context: Context) -> None:
+    node = Node("auto_probe", context=ros_context, parameter_overrides=[
+        Parameter("pass_noise_variance", value=1.5),
+    ])  # fmt: skip
+    try:
+        declare_parameters(node)
+        node.add_on_set_parameters_callback(ParameterGuard(node))
+        assert read_config(node).engine.pass_noise_variance == 1.5  # a YAML number
+        (ok,) = node.set_parameters([Parameter("pass_noise_variance", value="auto")])
+        assert ok.successful and read_config(node).pass_noise_auto
+        for value, reason in (("automatic", "'auto' or a number"), (-1.0, "pass_noise_variance")):
+            (result,) = node.set_parameters([Parameter("pass_noise_variance", value=value)])
+            assert not result.successful and reason in result.reason, result.reason
+        assert read_config(node).pass_noise_auto
+    finally:
+        node.destroy_node()
+
+
 def test_out_of_range_override_is_refused_at_declaration(ros_context: Context) -> None:
     node = Node(
         "override_probe",

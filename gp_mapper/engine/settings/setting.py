@@ -11,8 +11,10 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 SettingValue = bool | int | float | str | tuple[float, ...] | None
-# "float_array": a list of finite numbers, empty (None) for unset.
-SETTING_TYPES = ("bool", "int", "float", "str", "float_array")
+# "float_array": a list of finite numbers, empty (None) for unset. "float_or_auto": a number,
+# or "auto" for a value the map measures from its data.
+SETTING_TYPES = ("bool", "int", "float", "str", "float_array", "float_or_auto")
+AUTO = "auto"
 # Who reads a setting: the ROS wiring (node), the pipeline (mapping) or the model (engine).
 GROUPS = ("node", "mapping", "engine")
 
@@ -23,7 +25,7 @@ class Setting(NamedTuple):
     Attributes:
         name: the setting's name (an ``EngineSpec`` field and a node parameter).
         default: the default value.
-        type: "bool", "int", "float" or "str".
+        type: one of ``SETTING_TYPES``.
         description: what it sets, with its unit in square brackets.
         min, max: inclusive range of a number, or None.
         choices: the allowed values, or () for any.
@@ -61,7 +63,8 @@ class Setting(NamedTuple):
         if self.pattern is not None:
             return f"matches {self.pattern}"
         if self.min is not None and self.max is not None:
-            return f"in [{self.min:g}, {self.max:g}]"
+            within = f"in [{self.min:g}, {self.max:g}]"
+            return f"{AUTO} or a number {within}" if self.type == "float_or_auto" else within
         return ""
 
     def check(self, value: Any) -> SettingValue:
@@ -97,6 +100,10 @@ def _coerce(setting: Setting, value: Any) -> SettingValue:
     if kind == "str":
         if not isinstance(value, str):
             raise ValueError(f"{name} must be a string; got {value!r}")
+        return value
+    if kind == "float_or_auto" and isinstance(value, str):
+        if value != AUTO:
+            raise ValueError(f"{name} must be {AUTO!r} or a number; got {value!r}")
         return value
     if kind == "int":
         if isinstance(value, bool) or not isinstance(value, int):

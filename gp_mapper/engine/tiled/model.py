@@ -202,6 +202,17 @@ class TiledModel:
         dtype = self._posterior.support.dtype
         return self._posterior.predict(torch.as_tensor(Xs, dtype=dtype, device=self.device))
 
+    @property
+    def pass_noise_variance(self) -> float:
+        return self._template.pass_noise_variance
+
+    def set_pass_noise_variance(self, variance: float) -> None:
+        """σ²_pass is the sensor's and the robot's, the building's: every tile and the
+        template new tiles are copied from take it."""
+        self._template.set_pass_noise_variance(variance)
+        for tile in self._tiles.values():
+            tile.set_pass_noise_variance(variance)
+
     def empty_copy(self) -> TiledModel:
         """The same layout and settings at the map's θ, with no tiles."""
         return TiledModel(self._theta_source().empty_copy(), self.layout)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import json
 import math
 import time
@@ -262,6 +263,17 @@ class OnlineSparseGP(PlainInputs):
         if post is None:
             raise RuntimeError("the engine has no data yet: call update() first")
         return post.predict(self._as_inputs(Xs, "Xs"))
+
+    def set_pass_noise_variance(self, variance: float) -> None:
+        """Set σ²_pass for the windows to come (a map measuring it: ``pass_noise_variance:
+        auto``). The committed map is unchanged: each window was absorbed under its own."""
+        variance = float(check_setting("pass_noise_variance", variance))
+        if variance == self.pass_noise_variance:
+            return
+        noise = copy.deepcopy(self._state.noise)
+        noise.pass_variance = variance
+        self.pass_noise_variance = variance
+        self._state = dataclasses.replace(self._state, noise=noise)
 
     def empty_copy(self) -> OnlineSparseGP:
         """A stream of the same settings at this θ (fitted or not, with its θ memory and the

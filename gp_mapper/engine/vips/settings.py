@@ -69,10 +69,11 @@ SETTINGS: tuple[Setting, ...] = (
             "there; replay and fit run every fit to fit_iterations; 0 = no budget, as in the "
             "paper [s]",
             min=0.0, max=1.0e5, models=VIPS),
-    Setting("pass_noise_variance", 0.0, "float",
+    Setting("pass_noise_variance", 0.0, "float_or_auto",
             "noise variance added to the fitted one: the part of a reading's error that stays "
             "the same along a pass (heading-dependent calibration residue, pose offset), which "
-            "a window cannot tell from the field, so the fit leaves it out; 0 = white noise "
-            "only, as in the paper [µT²]",
+            "a window cannot tell from the field, so the fit leaves it out; auto = measured "
+            "from readings of different passes at the same place as passes accumulate (0 "
+            "until enough are seen); 0 = white noise only, as in the paper [µT²]",
             min=0.0, max=1.0e4, models=VIPS_ENGINE),
 )  # fmt: skip

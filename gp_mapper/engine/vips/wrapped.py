@@ -46,3 +46,10 @@ class EngineViews(PlainInputs):
     @property
     def awaits_first_fit(self) -> bool:
         return self._stream.awaits_first_fit
+
+    @property
+    def pass_noise_variance(self) -> float:
+        return self._stream.pass_noise_variance
+
+    def set_pass_noise_variance(self, variance: float) -> None:
+        self._stream.set_pass_noise_variance(variance)

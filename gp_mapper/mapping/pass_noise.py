@@ -1,0 +1,217 @@
+"""The between-pass noise, measured from the data (``pass_noise_variance: auto``).
+
+A magnetometer's reading error has a part that stays nearly the same along a pass over a place
+(a heading-dependent calibration residue, a pose offset): within one window it looks like
+field, so a fit cannot tell it from the field, but two passes over the same place disagree by
+it. With ``y = f(x) + b_pass + ε``, half the mean squared difference of two readings at
+distance d is ``γ_f(d) + σ²_pass + σ²`` for readings of different passes and ``γ_f(d) + σ²``
+for readings of one pass (``γ_f`` the field's semivariogram). Their difference, taken in bins
+of distance so that the field's own change over d cancels, is σ²_pass: a nugget difference of
+two empirical variograms, needing no model of the field.
+
+Readings of one pass are those under ``PASS_GAP_S`` apart; of different passes, those
+``PASS_GAP_S`` or more apart (the robot left the place and came back). Where the model fits a
+heading curve (``gam_stream`` with ``heading``), between-pass pairs count only when their
+headings agree within ``SAME_HEADING_RAD``: the heading-dependent part, which the curve
+explains, then cancels in the difference and is not counted twice.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, NamedTuple
+
+import numpy as np
+from scipy.spatial import cKDTree
+
+from gp_mapper.engine.settings.setting import AUTO
+
+if TYPE_CHECKING:
+    from gp_mapper.engine import EngineSpec
+    from gp_mapper.engine.model import Model
+    from gp_mapper.mapping.config import MapperConfig
+    from gp_mapper.mapping.inputs import CollectedSamples
+
+# Readings this close are at "the same place" [m]: the field changes little over it, and what it
+# changes is taken out bin by bin. A robot's repeated passes seldom lie closer than a few cm.
+PAIR_RADIUS_M = 0.05
+DISTANCE_BINS = 5
+# Readings this far apart in time are of different passes [s]: the robot left and came back.
+PASS_GAP_S = 10.0
+# Between-pass pairs this many or more make an estimate; fewer leave the value at 0 (no
+# between-pass error measured: white noise alone, as in the papers).
+MIN_BETWEEN_PAIRS = 200
+# Two readings' headings agree within this [rad] (only with a heading curve in the model).
+SAME_HEADING_RAD = math.radians(20.0)
+# The readings kept for the estimate; past it, half are dropped, in runs of KEPT_RUN
+# consecutive readings so that the within-pass pairs at a few cm survive the thinning (a
+# deterministic one: the same stream keeps the same readings, however it is windowed).
+MAX_READINGS = 40_000
+KEPT_RUN = 16
+
+
+class PassNoise(NamedTuple):
+    """An estimate of the between-pass noise variance.
+
+    Attributes:
+        variance: σ²_pass [µT²] (0 until ``between_pairs`` reaches ``MIN_BETWEEN_PAIRS``).
+        between_pairs: pairs of readings of different passes at the same place.
+        within_pairs: pairs of one pass at the same place.
+        between: half the mean squared difference of the between-pass pairs [µT²].
+        within: the same of the within-pass pairs, at the between pairs' distances [µT²].
+    """
+
+    variance: float
+    between_pairs: int
+    within_pairs: int
+    between: float
+    within: float
+
+    def as_dict(self) -> dict[str, float | int]:
+        return {
+            "pass_noise_variance": self.variance,
+            "pass_noise_between_pairs": self.between_pairs,
+            "pass_noise_within_pairs": self.within_pairs,
+            "pass_noise_between": self.between,
+            "pass_noise_within": self.within,
+        }
+
+
+NOT_MEASURED = PassNoise(0.0, 0, 0, math.nan, math.nan)
+
+
+def between_pass_noise(
+    xy_m: np.ndarray,
+    y: np.ndarray,
+    t_s: np.ndarray,
+    yaw_rad: np.ndarray | None = None,
+    *,
+    radius_m: float = PAIR_RADIUS_M,
+    gap_s: float = PASS_GAP_S,
+    min_pairs: int = MIN_BETWEEN_PAIRS,
+) -> PassNoise:
+    """σ²_pass from readings at ``xy_m`` [N, D] (the map's inputs, 2 or 3), targets
+    ``y`` [N] or [N, C] (C components: the mean of theirs), stamps ``t_s`` [N] and, with a
+    heading curve in the model, headings ``yaw_rad`` [N].
+
+    The within-pass half squared differences are averaged per distance bin and weighted by the
+    between-pass pairs' counts in the same bins, so both sides see the field change equally.
+    """
+    xy = np.asarray(xy_m, dtype=float)
+    values = np.asarray(y, dtype=float).reshape(len(xy), -1)
+    t = np.asarray(t_s, dtype=float)
+    if len(xy) < 2:
+        return NOT_MEASURED
+    pairs = cKDTree(xy).query_pairs(radius_m, output_type="ndarray")
+    if not len(pairs):
+        return NOT_MEASURED
+    i, j = pairs[:, 0], pairs[:, 1]
+    between = np.abs(t[i] - t[j]) >= gap_s
+    within = ~between
+    if yaw_rad is not None:
+        turn = np.angle(np.exp(1j * (np.asarray(yaw_rad)[i] - np.asarray(yaw_rad)[j])))
+        between &= np.abs(turn) <= SAME_HEADING_RAD
+    half_sq = 0.5 * np.mean((values[i] - values[j]) ** 2, axis=1)
+    distance = np.linalg.norm(xy[i] - xy[j], axis=1)
+    bins = np.minimum((distance / radius_m * DISTANCE_BINS).astype(int), DISTANCE_BINS - 1)
+    n_between = np.bincount(bins[between], minlength=DISTANCE_BINS)
+    n_within = np.bincount(bins[within], minlength=DISTANCE_BINS)
+    # Bins with pairs of both kinds; the between pairs of the others are not counted.
+    usable = (n_between > 0) & (n_within > 0)
+    count = int(n_between[usable].sum())
+    if count < min_pairs:
+        return PassNoise(0.0, count, int(n_within[usable].sum()), math.nan, math.nan)
+    sum_between = np.bincount(bins[between], half_sq[between], minlength=DISTANCE_BINS)
+    sum_within = np.bincount(bins[within], half_sq[within], minlength=DISTANCE_BINS)
+    weights = n_between[usable] / count
+    mean_between = float(np.sum(weights * sum_between[usable] / n_between[usable]))
+    mean_within = float(np.sum(weights * sum_within[usable] / n_within[usable]))
+    return PassNoise(
+        max(mean_between - mean_within, 0.0),
+        count,
+        int(n_within[usable].sum()),
+        mean_between,
+        mean_within,
+    )
+
+
+class PassNoiseEstimator:
+    """The readings of a stream kept for :func:`between_pass_noise`, and its latest estimate.
+
+    Readings are added window by window. The stream's reading ``i`` is kept while
+    ``i % (stride · KEPT_RUN) < KEPT_RUN``; past ``max_readings`` the stride doubles (every
+    second run of ``KEPT_RUN`` goes), so memory is bounded, the same stream always keeps the same
+    readings, and the short within-pass pairs the estimate compares against stay.
+
+    Args:
+        with_heading: the model fits a heading curve: pass pairs must share a heading.
+        max_readings: the most readings held.
+    """
+
+    def __init__(self, with_heading: bool = False, max_readings: int = MAX_READINGS) -> None:
+        self.with_heading = with_heading
+        self.max_readings = max_readings
+        self._parts: list[np.ndarray] = []  # rows: index, t, yaw, the position (D), targets
+        self._dims = 0
+        self._held = 0
+        self._seen = 0
+        self._stride = 1
+        self.latest = NOT_MEASURED
+
+    def add(
+        self, xy_m: np.ndarray, y: np.ndarray, t_s: np.ndarray, yaw_rad: np.ndarray | None
+    ) -> None:
+        """Keep this window's readings that the thinning keeps: positions ``xy_m`` [N, D],
+        targets ``y`` [N] or [N, C], stamps ``t_s`` [N], headings ``yaw_rad`` [N]."""
+        n = len(xy_m)
+        self._dims = np.shape(xy_m)[1]
+        index = np.arange(self._seen, self._seen + n)
+        self._seen += n
+        yaw = np.zeros(n) if yaw_rad is None else np.asarray(yaw_rad, dtype=float)
+        rows = np.column_stack([
+            index, np.asarray(t_s, dtype=float), yaw, np.asarray(xy_m, dtype=float),
+            np.asarray(y, dtype=float).reshape(n, -1),
+        ])[self._kept(index)]  # fmt: skip
+        self._parts.append(rows)
+        self._held += len(rows)
+        while self._held > self.max_readings:
+            self._stride *= 2
+            data = np.concatenate(self._parts)
+            data = data[self._kept(data[:, 0].astype(np.int64))]
+            self._parts, self._held = [data], len(data)
+
+    def _kept(self, index: np.ndarray) -> np.ndarray:
+        return index % (self._stride * KEPT_RUN) < KEPT_RUN
+
+    def estimate(self) -> PassNoise:
+        """Measure σ²_pass on the readings held; kept as ``latest``."""
+        if not self._parts:
+            return self.latest
+        data = np.concatenate(self._parts)
+        self._parts = [data]
+        yaw = data[:, 2] if self.with_heading else None
+        position, targets = data[:, 3 : 3 + self._dims], data[:, 3 + self._dims :]
+        self.latest = between_pass_noise(position, targets, data[:, 1], yaw)
+        return self.latest
+
+    def clear(self) -> None:
+        """Forget every reading (a reset map)."""
+        self._parts, self._held, self._seen, self._stride, self._dims = [], 0, 0, 1, 0
+        self.latest = NOT_MEASURED
+
+
+def measured_pass_noise(
+    samples: CollectedSamples, config: MapperConfig, spec: EngineSpec, model: Model
+) -> PassNoise | None:
+    """With ``pass_noise_variance: auto`` (``spec``'s), σ²_pass measured on a whole log (an
+    offline fit: model inputs with their auxiliary columns, in stamp order) and,
+    where measured and the model adds one (a streaming model's), set on ``model``; None
+    otherwise."""
+    if spec.pass_noise_variance != AUTO:
+        return None
+    dims = config.input_dims
+    yaw = samples.X[:, dims] if "yaw" in model.auxiliary_inputs else None
+    estimate = between_pass_noise(samples.X[:, :dims], samples.y, samples.stamps_ns / 1e9, yaw)
+    if estimate.between_pairs >= MIN_BETWEEN_PAIRS and model.kind == "streaming":
+        model.set_pass_noise_variance(estimate.variance)
+    return estimate

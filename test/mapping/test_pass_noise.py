@@ -1,0 +1,157 @@
+"""The between-pass noise measured from the readings (``pass_noise_variance: auto``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gp_mapper.mapping import FieldReading, MapperConfig, MappingPipeline, Pose
+from gp_mapper.mapping.inputs import collect_samples
+from gp_mapper.mapping.pass_noise import (
+    MIN_BETWEEN_PAIRS,
+    PassNoiseEstimator,
+    between_pass_noise,
+)
+from gp_mapper.mapping.tiled_fit import fit_tiled
+from test.mapping.synthetic import NS_PER_S, feed, true_field
+
+RATE_HZ = 50.0
+SPEED_M_S = 0.5
+
+
+def passes(
+    count: int, offset_sd: float, noise_sd: float = 0.1, seed: int = 0, length_m: float = 4.0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``count`` passes back and forth along one corridor, each a little off the centre line
+    and with its own offset of the reading: positions [N, 2], |B| [N], stamps [s], headings
+    [rad], and each reading's pass."""
+    rng = np.random.default_rng(seed)
+    step = SPEED_M_S / RATE_HZ
+    xs, ys, ts, yaws, which = [], [], [], [], []
+    t0 = 0.0
+    for p in range(count):
+        x = np.arange(0.0, length_m, step)
+        forward = p % 2 == 0
+        x = x if forward else x[::-1]
+        xs.append(x)
+        ys.append(np.full_like(x, 1.0 + 0.02 * rng.standard_normal()))
+        ts.append(t0 + np.arange(len(x)) / RATE_HZ)
+        yaws.append(np.full_like(x, 0.0 if forward else np.pi))
+        which.append(np.full(len(x), p))
+        t0 = ts[-1][-1] + 15.0  # away and back: the next pass is PASS_GAP_S or more later
+    xy = np.column_stack([np.concatenate(xs), np.concatenate(ys)])
+    pass_of = np.concatenate(which)
+    offsets = offset_sd * rng.standard_normal(count)
+    y = true_field(xy) + offsets[pass_of] + noise_sd * rng.standard_normal(len(xy))
+    return xy, y, np.concatenate(ts), np.concatenate(yaws), pass_of
+
+
+def test_it_measures_the_offsets_variance_and_not_the_white_noise() -> None:
+    xy, y, t, _, _ = passes(60, offset_sd=1.0)
+    estimate = between_pass_noise(xy, y, t)
+    assert estimate.between_pairs >= MIN_BETWEEN_PAIRS
+    # 60 offsets of sd 1: their sample variance is 1 within ~0.2.
+    assert estimate.variance == pytest.approx(1.0, abs=0.3)
+    # Within a pass the readings differ by the white noise (σ² 0.01) and the field alone.
+    assert estimate.within < 0.05
+
+
+def test_without_offsets_the_field_change_between_pairs_is_taken_out() -> None:
+    # sin(x) cos(y) changes by up to 0.5 µT over the 5 cm radius: more than the noise.
+    xy, y, t, _, _ = passes(20, offset_sd=0.0, noise_sd=0.05)
+    estimate = between_pass_noise(xy, y, t)
+    assert estimate.between_pairs >= MIN_BETWEEN_PAIRS
+    assert estimate.variance < 0.02
+
+
+def test_too_few_pairs_measure_nothing() -> None:
+    xy, y, t, _, _ = passes(1, offset_sd=1.0)  # one pass: no pair of two passes
+    estimate = between_pass_noise(xy, y, t)
+    assert estimate.variance == 0.0 and estimate.between_pairs == 0
+
+
+def test_a_heading_curve_is_not_counted_twice() -> None:
+    # A reading error that depends on the heading: +1 µT one way, -1 µT the other.
+    xy, y, t, yaw, _ = passes(20, offset_sd=0.0)
+    y = y + np.cos(yaw)
+    assert between_pass_noise(xy, y, t).variance > 1.0  # opposite passes differ by 2 µT
+    assert between_pass_noise(xy, y, t, yaw).variance < 0.05  # the same heading only
+
+
+def test_the_estimator_is_bounded_and_the_same_however_the_stream_is_windowed() -> None:
+    xy, y, t, _, _ = passes(30, offset_sd=1.0)
+    results = []
+    for window in (400, 1000):
+        estimator = PassNoiseEstimator(max_readings=5000)
+        for start in range(0, len(y), window):
+            rows = slice(start, start + window)
+            estimator.add(xy[rows], y[rows], t[rows], None)
+        assert estimator._held <= 5000
+        results.append(estimator.estimate())
+    assert results[0] == results[1]
+    assert results[0].variance == pytest.approx(1.0, abs=0.4)
+
+
+def records(xy: np.ndarray, y: np.ndarray, t: np.ndarray) -> list[Pose | FieldReading]:
+    """A pose at each reading's place, the reading half a sample later, the field along z."""
+    half = int(NS_PER_S / RATE_HZ / 2)
+    level = np.array([0.0, 0.0, 0.0, 1.0])
+    out: list[Pose | FieldReading] = []
+    for p, value, stamp in zip(xy, y, t, strict=True):
+        ns = round(stamp * NS_PER_S)
+        out.append(Pose(ns, np.array([p[0], p[1], 0.0]), level))
+        out.append(Pose(ns + 2 * half, np.array([p[0], p[1], 0.0]), level))
+        out.append(FieldReading(ns + half, np.array([0.0, 0.0, value * 1e-6]), ""))
+    return out
+
+
+def stream(config: MapperConfig, xy: np.ndarray, y: np.ndarray, t: np.ndarray) -> dict:
+    """The readings through a pipeline; its diagnostics."""
+    with MappingPipeline(config, background=False) as pipeline:
+        feed(pipeline, records(xy, y, t))
+        pipeline.flush()
+        return pipeline.diagnostics()
+
+
+@pytest.mark.slow
+def test_the_pipeline_measures_it_as_passes_accumulate_and_a_number_still_sets_it() -> None:
+    xy, y, t, _, _ = passes(12, offset_sd=1.0, length_m=3.0)
+    config = MapperConfig.from_dict({
+        "tile_size": 0.0, "max_inducing": 150, "fit_iterations": 5, "fit_every_windows": 2,
+        "batch_size": 200, "min_spacing": 0.0,
+    })  # fmt: skip
+    assert config.pass_noise_auto
+    auto = stream(config, xy, y, t)
+    assert auto["pass_noise_pairs"] >= MIN_BETWEEN_PAIRS
+    offline = between_pass_noise(xy, y, t)
+    # Measured on the readings up to the last fit: the same order as on the whole stream.
+    assert 0.5 * offline.variance < auto["pass_noise_variance"] < 2.0 * offline.variance
+    fixed = stream(config.replace(pass_noise_variance=0.25), xy, y, t)
+    assert fixed["pass_noise_variance"] == 0.25 and fixed["pass_noise_pairs"] == 0
+
+
+def test_auto_is_the_node_default_and_other_words_are_refused() -> None:
+    assert MapperConfig().engine.pass_noise_variance == "auto"
+    assert MapperConfig.from_dict({"pass_noise_variance": 1}).engine.pass_noise_variance == 1.0
+    with pytest.raises(ValueError, match="'auto' or a number"):
+        MapperConfig.from_dict({"pass_noise_variance": "automatic"})
+    with pytest.raises(ValueError, match="pass_noise_variance"):
+        MapperConfig.from_dict({"pass_noise_variance": -1.0})
+
+
+@pytest.mark.slow
+def test_an_offline_fit_measures_it_on_the_whole_log_for_every_tile() -> None:
+    xy, y, t, _, _ = passes(12, offset_sd=1.0, length_m=3.0)
+    config = MapperConfig.from_dict({
+        "tile_size": 2.0, "tile_overlap": 0.5, "max_inducing": 100, "fit_iterations": 3,
+        "batch_size": 200, "min_spacing": 0.0,
+    })  # fmt: skip
+    samples = collect_samples(records(xy, y, t), config)
+    model, report = fit_tiled(samples, config)
+    measured = report["pass_noise"]
+    expected = between_pass_noise(samples.X, samples.y, samples.stamps_ns / NS_PER_S)
+    assert measured["pass_noise_variance"] == pytest.approx(expected.variance, rel=1e-12)
+    assert measured["pass_noise_between_pairs"] >= MIN_BETWEEN_PAIRS
+    assert len(model.tiles) >= 2
+    for tile in model.tiles.values():
+        assert tile.pass_noise_variance == pytest.approx(expected.variance, rel=1e-12)
