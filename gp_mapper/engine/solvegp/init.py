@@ -11,6 +11,7 @@ With no more data than M + M2 the data themselves are the inducing inputs.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Literal
 
 import torch
@@ -25,6 +26,8 @@ INIT_METHODS: tuple[str, ...] = ("kmeans", "greedy")
 # Lloyd iterations after the k-means++ seeding; the seeding is already O(log k)-competitive
 # (Arthur & Vassilvitskii 2007), a few dozen iterations only polish it.
 KMEANS_ITERATIONS = 25
+# Seeded centres between two progress ticks of k-means++.
+TICK_CENTRES = 256
 # k-means runs on a random subsample of at most this many points: O(n·k·D) per iteration,
 # and 10⁵ samples cover a building-sized map at the ~0.1 m scale of its anomalies.
 KMEANS_MAX_POINTS = 100_000
@@ -53,13 +56,17 @@ def _nearest(X: Tensor, centres: Tensor) -> tuple[Tensor, Tensor]:
     return torch.cat(idx), torch.cat(dist)
 
 
-def kmeans(X: Tensor, k: int, generator: torch.Generator) -> Tensor:
+def kmeans(
+    X: Tensor, k: int, generator: torch.Generator, tick: Callable[[str], None] | None = None
+) -> Tensor:
     """k-means++ seeding then Lloyd iterations; the centres in seeding order.
 
     Args:
         X: [N, D] with N ≥ k.
         k: number of centres.
         generator: CPU generator (the result is reproducible from its seed).
+        tick: called with a status every ``TICK_CENTRES`` seeded centres and after each Lloyd
+            iteration (seconds each for thousands of centres: a log shows the work going on).
 
     Returns:
         [k, D]. A centre left without points keeps its previous place.
@@ -77,8 +84,12 @@ def kmeans(X: Tensor, k: int, generator: torch.Generator) -> Tensor:
             j = int(torch.randint(N, (1,), generator=generator))
         centres.append(X[j])
         d2 = torch.minimum(d2, ((X - X[j]) ** 2).sum(1))
+        if tick is not None and len(centres) % TICK_CENTRES == 0:
+            tick(f"k-means++ seeding: {len(centres)}/{k} centres")
     C = torch.stack(centres)
-    for _ in range(KMEANS_ITERATIONS):
+    for iteration in range(KMEANS_ITERATIONS):
+        if tick is not None:
+            tick(f"k-means: Lloyd iteration {iteration + 1}/{KMEANS_ITERATIONS} of {k} centres")
         assign, _ = _nearest(X, C)
         sums = torch.zeros_like(C).index_add_(0, assign, X)
         counts = torch.zeros(k, dtype=X.dtype, device=X.device).index_add_(
@@ -127,6 +138,7 @@ def initial_inducing(
     kernel: Kernel,
     jitter: Jitter,
     seed: int,
+    tick: Callable[[str], None] | None = None,
 ) -> tuple[Tensor, Tensor]:
     """Initial Z [M, D] and O [M2, D] from the training inputs X [N, D].
 
@@ -138,6 +150,7 @@ def initial_inducing(
         kernel: the initial kernel (the greedy order depends on it).
         jitter: the jitter of the greedy factorisation.
         seed: seed of the subsampling and of k-means++.
+        tick: progress of a k-means placement (:func:`kmeans`).
 
     Returns:
         (Z, O); with N ≤ M + M2 they are X's first min(M, N) rows and the rest.
@@ -150,7 +163,7 @@ def initial_inducing(
     else:
         generator = torch.Generator().manual_seed(seed)
         if method == "kmeans":
-            W = kmeans(_subsample(X, KMEANS_MAX_POINTS, generator).detach(), total, generator)
+            W = kmeans(_subsample(X, KMEANS_MAX_POINTS, generator).detach(), total, generator, tick)
         else:
             W = greedy_order(X.detach(), total, kernel, jitter, generator)
     M = min(num_inducing, W.shape[0])

@@ -409,6 +409,12 @@ class SolveGP(PlainInputs, CommittedFit):
         prefit: dict[str, Any] | None = None
         if self.prefit_points > 0 and self.train_hyperparameters:
             kernel, noise, prefit = self._prefit(kernel, noise, X_tr, y_tr, progress)
+        # Before the first epoch: the placement of Z and O and the warm start, seconds each on
+        # a large log, say what they do (the epochs' progress comes after).
+        tick = None if progress is None else (lambda status: progress(0.0, status))
+        if tick is not None:
+            points = f"{self.num_inducing} + {self.num_orthogonal}"
+            tick(f"placing {points} inducing points ({self.init})")
         Z, Zo = initial_inducing(
             X_tr,
             self.num_inducing,
@@ -417,9 +423,12 @@ class SolveGP(PlainInputs, CommittedFit):
             kernel,
             self.jitter,
             self.seed,
+            tick,
         )
         params = VariationalParameters.at_prior(kernel, Z, Zo, self.variational, self.jitter)
         if self.warm_start:
+            if tick is not None:
+                tick("warm start: the optimal q(u) at the initial θ")
             self._set_optimal_q(kernel, noise, params, X_tr, y_tr)
         n_train = X_tr.shape[0]
         log_scale_total = n_train * math.log(scale)

@@ -11,7 +11,7 @@ import torch
 from gp_mapper.engine import BatchModel, Constant, ExactGP, ModelPosterior, SquaredExponential
 from gp_mapper.engine.core.linalg import Jitter
 from gp_mapper.engine.errors import StateError
-from gp_mapper.engine.solvegp import LAYER_NAMES, SolveGP, initial_inducing
+from gp_mapper.engine.solvegp import LAYER_NAMES, SolveGP, initial_inducing, kmeans
 
 N = 80
 TEST_POINTS = torch.tensor([[0.5, 0.5], [1.5, 2.5], [2.9, 0.1], [40.0, 40.0]], dtype=torch.float64)
@@ -117,10 +117,27 @@ def test_progress_reports_each_epoch_with_its_elbo() -> None:
     model = SolveGP(kernel(), 0.05, **{**QUICK, "validation": 0.0})  # type: ignore[arg-type]
     X, y = data()
     model.fit(X, y, progress=lambda f, s: calls.append((f, s)))
-    assert [s.split(" ELBO")[0] for _, s in calls[:-1]] == ["epoch 1/3", "epoch 2/3", "epoch 3/3"]
+    epochs = [(f, s) for f, s in calls if s.startswith("epoch")]
+    assert [s.split(" ELBO")[0] for _, s in epochs] == ["epoch 1/3", "epoch 2/3", "epoch 3/3"]
     fractions = [f for f, _ in calls]
-    assert fractions == sorted(fractions) and fractions[-1] == 1.0 and fractions[0] > 0.0
+    assert fractions == sorted(fractions) and fractions[-1] == 1.0 and epochs[0][0] > 0.0
     assert len(model.elbo_history) == 3
+    # Before the first epoch the placement of the inducing points says what it does.
+    before = [s for f, s in calls[: calls.index(epochs[0])]]
+    assert any(s.startswith("placing") for s in before), before
+
+
+def test_k_means_ticks_while_it_seeds_and_iterates() -> None:
+    ticks: list[str] = []
+    X = torch.randn(2000, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    centres = kmeans(X, 600, torch.Generator().manual_seed(1), ticks.append)
+    assert centres.shape == (600, 2)
+    assert [t for t in ticks if "seeding" in t] == [
+        "k-means++ seeding: 256/600 centres", "k-means++ seeding: 512/600 centres",
+    ]  # fmt: skip
+    assert any(t.startswith("k-means: Lloyd iteration 1/") for t in ticks)
+    # The ticks change nothing: the same centres without them.
+    torch.testing.assert_close(kmeans(X, 600, torch.Generator().manual_seed(1)), centres)
 
 
 def test_the_prefit_reports_its_evaluations_before_the_epochs() -> None:
