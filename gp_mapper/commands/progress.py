@@ -11,8 +11,10 @@ from typing import TextIO
 BAR_WIDTH = 30
 # Redraw at most this often so the bar costs nothing next to the work it reports.
 REDRAW_PERIOD_S = 0.2
-# Without a terminal: one line this often (a log is read, not watched).
-LOG_PERIOD_S = 10.0
+# Without a terminal: at most one line this often (a log is read, not watched). Half of the
+# 10 s a reader waits at most for a sign of life: the line comes with the model's next report
+# after the period, so a period of 10 s itself left gaps of 10-12 s.
+LOG_PERIOD_S = 5.0
 
 
 class Progress:
