@@ -139,6 +139,9 @@ def run_row(row: str, args: argparse.Namespace) -> dict[str, Any]:
         **score(model, args, duration_s, config),
         "M_total": int(diagnostics["inducing_points"]),
         "lost_readings": int(diagnostics["lost_readings"]),
+        # σ²_pass the map ended with (measured with pass_noise_variance: auto) [µT²].
+        "pass_noise_variance": float(diagnostics["pass_noise_variance"]),
+        "pass_noise_pairs": int(diagnostics["pass_noise_pairs"]),
         "wall_s": wall_s,
         "realtime_factor": duration_s / wall_s,
         "cut_at_budget": budget_out,
