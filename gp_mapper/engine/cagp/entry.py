@@ -8,6 +8,7 @@ from ..core.linalg import Jitter
 from ..cost import FitCost
 from ..registry import ModelEntry, model_kind
 from ..spec import DTYPES, EngineSpec, build_kernel
+from .actions import DENSE_CG_BYTES
 from .model import CaGP, CaGPCG
 
 
@@ -52,17 +53,23 @@ def build_cagp_cg(spec: EngineSpec, input_dim: int) -> CaGPCG:
 # One epoch takes as long as a product of ~8500 N² flops with block actions (CaGP-Opt: the
 # kernel against every action's block and its gradient; measured 0.38 s at N 2000, 0.88 s at
 # N 4000 and ~60 s at N 17 794, 512 actions: the large log is the one that matters, smaller
-# ones come out below the estimate) and of ~13 N³ with conjugate-gradient actions (CaGP-CG: a
-# solve with the whole kernel matrix per epoch; 2.5 s at N 2000, 19 s at N 4000), float64,
-# one thread.
+# ones come out below the estimate), float64, one thread. With conjugate-gradient actions
+# (CaGP-CG) an epoch forms K + σ²I once (~1400 N²), runs its CG steps as dense products
+# (~20 N² each: memory-bound) and the ELBO's K S and gradient (~4200 N²): 36 s at N 17 794
+# with 64 actions, two threads; the final posterior is one more epoch's actions and K S.
 OPT_EPOCH_FLOPS_PER_N2 = 8500.0
-CG_EPOCH_FLOPS_PER_N3 = 13.0
+CG_EPOCH_FLOPS_PER_N2 = 5600.0
+CG_STEP_FLOPS_PER_N2 = 20.0
 
 
 def cagp_fit_cost(spec: EngineSpec, n: int, opt: bool) -> FitCost:
     """The fit's work: every epoch run (``cagp_epochs``; validation may stop it sooner)."""
-    nf = float(n)
-    per = OPT_EPOCH_FLOPS_PER_N2 * nf**2 if opt else CG_EPOCH_FLOPS_PER_N3 * nf**3
+    n2 = float(n) ** 2
+    if opt:
+        per = OPT_EPOCH_FLOPS_PER_N2 * n2
+        return FitCost(spec.cagp_epochs, "epochs", per, per)
+    steps = min(spec.cagp_actions, n)
+    per = (CG_EPOCH_FLOPS_PER_N2 + CG_STEP_FLOPS_PER_N2 * steps) * n2
     return FitCost(spec.cagp_epochs, "epochs", per, per)
 
 
@@ -85,4 +92,6 @@ def entry(name: str) -> ModelEntry:
         },
         support_label="data points",
         fit_cost=lambda spec, n: cagp_fit_cost(spec, n, opt),
+        # CaGP-CG's conjugate gradients multiply a dense K + σ²I where it fits its byte cap.
+        dense_points=None if opt else lambda spec, n: n if 8 * n * n <= DENSE_CG_BYTES else 0,
     )

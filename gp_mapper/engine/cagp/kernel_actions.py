@@ -33,6 +33,16 @@ from ..settings import default as setting_default
 # Rows of X per kernel block: 256 rows of a 10⁵-point log are a 200 MB float64 block, the
 # largest transient the op holds (plus autograd's recomputation in the backward, a few more).
 DEFAULT_CHUNK = setting_default("cagp_chunk")
+# A kernel block of at most this many bytes: larger temporaries are each a fresh mapping of
+# memory (glibc maps blocks past 32 MB), whose page faults cost more than the arithmetic (at
+# N 17 794, 256-row blocks of 36 MB spent half an epoch in the kernel).
+BLOCK_BYTES = 16 * 2**20
+
+
+def block_rows(chunk: int, columns: int, itemsize: int = 8) -> int:
+    """Rows per kernel block against ``columns`` points: ``chunk``, fewer when a block would
+    pass ``BLOCK_BYTES``."""
+    return max(1, min(int(chunk), BLOCK_BYTES // max(1, columns * itemsize)))
 
 
 def contract(K_rows: Tensor, values: Tensor, block: bool) -> Tensor:
@@ -153,4 +163,5 @@ def kernel_action_product(
             f"({'block' if block else 'dense'} layout) and X {tuple(X.shape)}"
         )
     params = tuple(kernel.parameters())
-    return _KernelActionProduct.apply(X, points, values, block, kernel, int(chunk), *params)
+    rows = block_rows(chunk, points.shape[0], values.element_size())
+    return _KernelActionProduct.apply(X, points, values, block, kernel, rows, *params)

@@ -18,6 +18,8 @@ from gp_mapper.engine import (
     StateError,
 )
 from gp_mapper.engine.cagp import CaGP, CaGPCG
+from gp_mapper.engine.cagp import actions as actions_module
+from gp_mapper.engine.cagp.kernel_actions import BLOCK_BYTES, block_rows
 
 from .conftest import DTYPE, INPUT_DIM, NOISE, make_problem
 
@@ -237,3 +239,37 @@ def test_blocks_in_data_order_are_contiguous_runs_and_round_trip() -> None:
         torch.testing.assert_close(a, b, rtol=0.0, atol=0.0)
     with pytest.raises(ValueError, match="block_order"):
         model(CaGP, block_order="time")
+
+
+def test_cg_on_a_dense_matrix_takes_the_steps_of_the_chunked_one(monkeypatch) -> None:
+    p = make_problem(n=300)
+    dense = actions_module.cg_actions(p.kernel, NOISE, p.X, p.y, 8)
+    monkeypatch.setattr(actions_module, "DENSE_CG_BYTES", 0)  # every step a kernel pass
+    chunked = actions_module.cg_actions(p.kernel, NOISE, p.X, p.y, 8, chunk=64)
+    assert dense.iterations == chunked.iterations == 8
+    # The mean CG gives, K v: the same to round-off (v itself is ill-conditioned).
+    with torch.no_grad():
+        K = p.kernel.K(p.X, p.X)
+    torch.testing.assert_close(K @ dense.solution, K @ chunked.solution, rtol=1e-8, atol=1e-10)
+    # The same Krylov space: the projections onto each other's actions are the identity.
+    Q1, Q2 = dense.actions.values, chunked.actions.values
+    overlap = torch.linalg.svdvals(Q1.mT @ Q2)
+    torch.testing.assert_close(overlap, torch.ones_like(overlap), rtol=0.0, atol=1e-8)
+
+
+def test_kernel_blocks_stay_under_their_byte_cap() -> None:
+    assert block_rows(256, 1000) == 256
+    rows = block_rows(256, 17_794)
+    assert rows * 17_794 * 8 <= BLOCK_BYTES < (rows + 1) * 17_794 * 8
+    assert block_rows(256, 10**9) == 1
+
+
+def test_cagp_cg_costs_more_with_more_actions_and_less_than_the_cube() -> None:
+    from gp_mapper.engine import EngineSpec, model_entry
+
+    cost = model_entry("cagp_cg").fit_cost
+    n = 17_794
+    few = cost(EngineSpec(model="cagp_cg", cagp_actions=64, cagp_epochs=10), n)
+    many = cost(EngineSpec(model="cagp_cg", cagp_actions=512, cagp_epochs=10), n)
+    assert few.flops < many.flops < 10 * 13.0 * n**3  # the dense CG is far below a solve
+    assert few.units == 10 and few.final_flops == few.flops_per_unit
