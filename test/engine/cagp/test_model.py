@@ -273,3 +273,15 @@ def test_cagp_cg_costs_more_with_more_actions_and_less_than_the_cube() -> None:
     many = cost(EngineSpec(model="cagp_cg", cagp_actions=512, cagp_epochs=10), n)
     assert few.flops < many.flops < 10 * 13.0 * n**3  # the dense CG is far below a solve
     assert few.units == 10 and few.final_flops == few.flops_per_unit
+
+
+def test_an_lbfgs_fit_is_priced_by_its_line_searches_evaluations() -> None:
+    from gp_mapper.engine import EngineSpec, model_entry
+    from gp_mapper.engine.core.fit import LINE_SEARCH_EVALUATIONS
+
+    for name in ("cagp", "cagp_cg"):
+        cost = model_entry(name).fit_cost
+        adam = cost(EngineSpec(model=name, cagp_epochs=10), 5000)
+        lbfgs = cost(EngineSpec(model=name, cagp_epochs=10, cagp_lbfgs=True), 5000)
+        assert lbfgs.units == 10 * (1 + LINE_SEARCH_EVALUATIONS) and "L-BFGS" in lbfgs.unit
+        assert lbfgs.flops_per_unit == adam.flops_per_unit  # an evaluation costs an epoch
