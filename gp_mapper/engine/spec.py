@@ -144,6 +144,12 @@ class EngineSpec:
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
 
+    @property
+    def pass_noise_auto(self) -> bool:
+        """Whether σ²_pass is measured from the map's data (``pass_noise_variance: auto``)
+        rather than set: the model then starts with none."""
+        return self.pass_noise_variance == AUTO
+
     def replace(self, **changes: Any) -> EngineSpec:
         """A copy with some settings changed, validated."""
         return dataclasses.replace(self, **changes)
@@ -186,11 +192,8 @@ def stream_options(spec: EngineSpec) -> dict[str, Any]:
         "fit_iterations": spec.fit_iterations,
         "hyperprior_scale": spec.hyperprior_scale,
         "outlier_z": spec.outlier_z,
-        # "auto": the map measures it from its data and sets it (mapping/pass_noise.py); the
-        # model starts with none.
-        "pass_noise_variance": 0.0
-        if spec.pass_noise_variance == AUTO
-        else spec.pass_noise_variance,
+        # "auto": the map measures it from its data and sets it (mapping/pass_noise.py).
+        "pass_noise_variance": 0.0 if spec.pass_noise_auto else spec.pass_noise_variance,
         "jitter": Jitter(spec.jitter, spec.jitter_relative),
     }
 

@@ -370,7 +370,7 @@ class MapperConfig:
     @property
     def pass_noise_auto(self) -> bool:
         """Whether the map measures σ²_pass from its data (``pass_noise_variance: auto``)."""
-        return self.engine.pass_noise_variance == AUTO
+        return self.engine.pass_noise_auto
 
     def tile_layout(self) -> tuple[float, float] | None:
         """(size, overlap) of the map's tiles [m]; None for one model over the whole map."""

@@ -24,8 +24,6 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 from scipy.spatial import cKDTree
 
-from gp_mapper.engine.settings.setting import AUTO
-
 if TYPE_CHECKING:
     from gp_mapper.engine import EngineSpec
     from gp_mapper.engine.model import Model
@@ -207,7 +205,7 @@ def measured_pass_noise(
     offline fit: model inputs with their auxiliary columns, in stamp order) and,
     where measured and the model adds one (a streaming model's), set on ``model``; None
     otherwise."""
-    if spec.pass_noise_variance != AUTO:
+    if not spec.pass_noise_auto:
         return None
     dims = config.input_dims
     yaw = samples.X[:, dims] if "yaw" in model.auxiliary_inputs else None

@@ -105,6 +105,15 @@ def records(xy: np.ndarray, y: np.ndarray, t: np.ndarray) -> list[Pose | FieldRe
     return out
 
 
+# Twelve 3-m passes with offsets of sd 1 µT, mapped (small_map) with every reading kept in
+# windows of 200 and each test's own model settings.
+SHORT_PASSES: dict = {"count": 12, "offset_sd": 1.0, "length_m": 3.0}
+
+
+def small_map(**settings: object) -> MapperConfig:
+    return MapperConfig.from_dict({"batch_size": 200, "min_spacing": 0.0, **settings})
+
+
 def stream(config: MapperConfig, xy: np.ndarray, y: np.ndarray, t: np.ndarray) -> dict:
     """The readings through a pipeline; its diagnostics."""
     with MappingPipeline(config, background=False) as pipeline:
@@ -115,11 +124,8 @@ def stream(config: MapperConfig, xy: np.ndarray, y: np.ndarray, t: np.ndarray) -
 
 @pytest.mark.slow
 def test_the_pipeline_measures_it_as_passes_accumulate_and_a_number_still_sets_it() -> None:
-    xy, y, t, _, _ = passes(12, offset_sd=1.0, length_m=3.0)
-    config = MapperConfig.from_dict({
-        "tile_size": 0.0, "max_inducing": 150, "fit_iterations": 5, "fit_every_windows": 2,
-        "batch_size": 200, "min_spacing": 0.0,
-    })  # fmt: skip
+    xy, y, t, _, _ = passes(**SHORT_PASSES)
+    config = small_map(tile_size=0.0, max_inducing=150, fit_iterations=5, fit_every_windows=2)
     assert config.pass_noise_auto
     auto = stream(config, xy, y, t)
     assert auto["pass_noise_pairs"] >= MIN_BETWEEN_PAIRS
@@ -141,11 +147,8 @@ def test_auto_is_the_node_default_and_other_words_are_refused() -> None:
 
 @pytest.mark.slow
 def test_an_offline_fit_measures_it_on_the_whole_log_for_every_tile() -> None:
-    xy, y, t, _, _ = passes(12, offset_sd=1.0, length_m=3.0)
-    config = MapperConfig.from_dict({
-        "tile_size": 2.0, "tile_overlap": 0.5, "max_inducing": 100, "fit_iterations": 3,
-        "batch_size": 200, "min_spacing": 0.0,
-    })  # fmt: skip
+    xy, y, t, _, _ = passes(**SHORT_PASSES)
+    config = small_map(tile_size=2.0, tile_overlap=0.5, max_inducing=100, fit_iterations=3)
     samples = collect_samples(records(xy, y, t), config)
     model, report = fit_tiled(samples, config)
     measured = report["pass_noise"]

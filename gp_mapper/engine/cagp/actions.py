@@ -43,6 +43,11 @@ DEFAULT_CG_TOLERANCE = setting_default("cagp_cg_tolerance")
 DENSE_CG_BYTES = 4 * 2**30
 
 
+def dense_cg(n: int, itemsize: int = 8) -> bool:
+    """Whether CG on N points multiplies a dense K + σ²I (``DENSE_CG_BYTES``)."""
+    return n * n * itemsize <= DENSE_CG_BYTES
+
+
 @dataclass(frozen=True)
 class Actions:
     """S [N, I] with orthonormal columns, in the block or the dense layout.
@@ -231,7 +236,7 @@ def cg_actions(
         raise ValueError(f"max_actions must be at least 1, got {max_actions}")
     noise = torch.as_tensor(noise_variance, dtype=y.dtype, device=y.device)
     n = y.shape[0]
-    if n * n * y.element_size() <= DENSE_CG_BYTES:
+    if dense_cg(n, y.element_size()):
         with torch.no_grad():  # filled a block of rows at a time: no N² temporaries
             K_hat = torch.empty(n, n, dtype=y.dtype, device=y.device)
             step = block_rows(chunk, n, y.element_size())

@@ -9,7 +9,7 @@ from ..core.linalg import Jitter
 from ..cost import FitCost
 from ..registry import ModelEntry, model_kind
 from ..spec import DTYPES, EngineSpec, build_kernel
-from .actions import DENSE_CG_BYTES
+from .actions import dense_cg
 from .model import CaGP, CaGPCG
 
 
@@ -100,5 +100,5 @@ def entry(name: str) -> ModelEntry:
         support_label="data points",
         fit_cost=lambda spec, n: cagp_fit_cost(spec, n, opt),
         # CaGP-CG's conjugate gradients multiply a dense K + σ²I where it fits its byte cap.
-        dense_points=None if opt else lambda spec, n: n if 8 * n * n <= DENSE_CG_BYTES else 0,
+        dense_points=None if opt else lambda spec, n: n if dense_cg(n) else 0,
     )
