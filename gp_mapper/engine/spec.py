@@ -45,8 +45,8 @@ class EngineSpec:
         device: "auto", "cpu", "cuda" or "cuda:N".
         dtype: "float64" or "float32".
         selector, delta, eta, rho, fixed_size, max_inducing, hyperprior_scale, outlier_z,
-            pass_noise_variance, theta_memory: vips (all but selector, eta, rho, fixed_size:
-            potential too).
+            pass_noise_variance, theta_memory, cell_size: vips (all but selector, eta, rho,
+            fixed_size: potential too).
         local_fit_inducing, fit_max_seconds: vips only.
         potential_offset, potential_inducing: potential only (see potential/settings.py).
         acgp_block_size, acgp_initial_block, acgp_rel_tol, acgp_abs_tol, acgp_max_points,
@@ -80,6 +80,7 @@ class EngineSpec:
     outlier_z: float = default("outlier_z")
     pass_noise_variance: float | str = default("pass_noise_variance")
     theta_memory: bool = default("theta_memory")
+    cell_size: float = default("cell_size")
     local_fit_inducing: int = default("local_fit_inducing")
     fit_max_seconds: float = default("fit_max_seconds")
     potential_offset: float = default("potential_offset")
@@ -194,6 +195,7 @@ def stream_options(spec: EngineSpec) -> dict[str, Any]:
         "outlier_z": spec.outlier_z,
         # "auto": the map measures it from its data and sets it (mapping/pass_noise.py).
         "pass_noise_variance": 0.0 if spec.pass_noise_auto else spec.pass_noise_variance,
+        "cell_size": spec.cell_size,
         "jitter": Jitter(spec.jitter, spec.jitter_relative),
     }
 

@@ -43,3 +43,8 @@ class GaussianNoise(nn.Module):
     def variance(self) -> Tensor:
         """σ² + σ²_pass [µT²]."""
         return self.fitted_variance + self.pass_variance
+
+    def cell_variance(self, counts: Tensor) -> Tensor:
+        """[C] the noise of the mean of ``counts`` readings of one pass: σ²/n + σ²_pass
+        (``cells.py``)."""
+        return self.fitted_variance / counts + self.pass_variance

@@ -112,11 +112,11 @@ class AdditiveVips:
             kernel, columns, mask, old.jitter if has_old else problem.jitter,
             prefix_Z, prefix_L, min(n, REFERENCE_PIVOTS),
         )  # fmt: skip
-        kff_sum = kernel.K_diag(X).sum()
+        kff = kernel.K_diag(X)
 
         def bounds_of(rows: Tensor) -> Tensor:
             return whitened_bound_prefixes(
-                rows[:, :n], rows[:, 2 * n :], y, kff_sum, problem.noise_variance,
+                rows[:, :n], rows[:, 2 * n :], y, kff, problem.noise_variance,
                 old if has_old else None,
             )  # fmt: skip
 

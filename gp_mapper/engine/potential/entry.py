@@ -6,7 +6,7 @@ from ..core.kernels import kernel_from_spec
 from ..registry import ModelEntry, model_kind
 from ..spec import EngineSpec, stream_options
 from ..vips.options import StreamOptions
-from .kernel import CurlFreeKernel
+from .kernel import SPATIAL_DIMS, CurlFreeKernel
 from .model import VectorFieldGP
 from .selector import FieldReadings, PotentialVips
 
@@ -38,7 +38,10 @@ def build_potential(spec: EngineSpec, input_dim: int) -> VectorFieldGP:
         spec.noise_variance,
         selector,
         input_dim=input_dim,
-        options=StreamOptions(**stream_options(spec), theta_memory=spec.theta_memory),
+        # Rows are (x, y, z, tag): the cells' cube is the position, the component kept apart.
+        options=StreamOptions(
+            **stream_options(spec), theta_memory=spec.theta_memory, cell_columns=SPATIAL_DIMS
+        ),
     )
 
 

@@ -150,12 +150,12 @@ class PotentialVips:
             old.jitter if has_old else problem.jitter,
             prefix_Z, prefix_L, min(C, REFERENCE_PIVOTS),
         )  # fmt: skip
-        kff_sum = kernel.K_diag(X).sum()
+        kff = kernel.K_diag(X)
 
         def bounds_of(rows: Tensor) -> Tensor:
             # First batch: the uniform field's rows are new inducing variables like the rest.
             return whitened_bound_prefixes(
-                rows[:, :n], rows[:, n + C :], y, kff_sum, problem.noise_variance,
+                rows[:, :n], rows[:, n + C :], y, kff, problem.noise_variance,
                 old if has_old else None,
             )  # fmt: skip
 

@@ -24,6 +24,28 @@ from ..core.linalg import (
 from .posterior import CarriedPosterior
 
 
+def _data_terms(
+    V: Tensor, y: Tensor, kff_diag: Tensor, noise_variance: Tensor
+) -> tuple[Tensor, Tensor, Tensor]:
+    """``(V Σ⁻¹ Vᵀ, V Σ⁻¹ y, the terms free of the inducing set)`` for the noise Σ: one σ²
+    (a 0-d tensor; ``kff_diag`` may then be its sum) or one per row [N] (a window's cells,
+    ``core.cells``; ``kff_diag`` per row)."""
+    N = y.shape[0]
+    s2 = noise_variance
+    # One σ²: the operations in the order they always ran, so a map is the same to the bit
+    # (autograd sums the gradients of σ² in that order).
+    if s2.ndim == 0:
+        d1 = (V @ V.mT) / s2
+        Lb_c = (V @ y) / s2
+        constant = -0.5 * N * (LOG_2PI + torch.log(s2)) - 0.5 * (y @ y) / s2
+        return d1, Lb_c, constant - 0.5 * kff_diag.sum() / s2
+    w = 1.0 / s2
+    d1 = (V * w) @ V.mT
+    Lb_c = V @ (w * y)
+    constant = -0.5 * (N * LOG_2PI + torch.log(s2).sum()) - 0.5 * (w * y * y).sum()
+    return d1, Lb_c, constant - 0.5 * (w * kff_diag).sum()
+
+
 class BoundTerms(NamedTuple):
     """The bound and the factors that become the next carried posterior."""
 
@@ -37,7 +59,7 @@ def whitened_bound(
     V: Tensor,
     U: Tensor,
     y: Tensor,
-    kff_diag_sum: Tensor,
+    kff_diag: Tensor,
     noise_variance: Tensor,
     old: CarriedPosterior | None,
     Kaa: Tensor | None = None,
@@ -52,8 +74,8 @@ def whitened_bound(
         U: L_b⁻¹ K_ba [M_b, M_a] (ignored without ``old``); None when the inducing set and θ
             are the old ones (``Factors.same_set``): then A = I and K_aa − Q_aa = 0.
         y: targets [N].
-        kff_diag_sum: Σᵢ k(xᵢ, xᵢ), scalar.
-        noise_variance: σ², scalar.
+        kff_diag: k(xᵢ, xᵢ) [N] (or their sum, with one σ²).
+        noise_variance: σ², scalar, or one per row [N] (a window's cells, ``core.cells``).
         old: the carried posterior of the previous batch, or None for the first batch.
         Kaa: the old inducing variables' prior covariance under the new θ, K_θ(Z_a, Z_a) + εI
             with the new set's jitter ε [M_a, M_a] (None with U).
@@ -61,12 +83,8 @@ def whitened_bound(
     Returns:
         BoundTerms.
     """
-    N = y.shape[0]
-    s2 = noise_variance
-    d1 = (V @ V.mT) / s2
-    Lb_c = (V @ y) / s2
-    value = -0.5 * N * (LOG_2PI + torch.log(s2)) - 0.5 * (y @ y) / s2
-    value = value - 0.5 * kff_diag_sum / s2 + 0.5 * torch.diagonal(d1).sum()
+    d1, Lb_c, value = _data_terms(V, y, kff_diag, noise_variance)
+    value = value + 0.5 * torch.diagonal(d1).sum()
     P = d1
     if old is not None and old.num_inducing > 0:
         if U is None:  # the same inducing variables under the same prior: A = I
@@ -95,7 +113,7 @@ def whitened_bound_prefixes(
     V: Tensor,
     U: Tensor,
     y: Tensor,
-    kff_diag_sum: Tensor,
+    kff_diag: Tensor,
     noise_variance: Tensor,
     old: CarriedPosterior | None,
     Kaa: Tensor | None = None,
@@ -115,12 +133,7 @@ def whitened_bound_prefixes(
             passes: it holds θ at the carried one) means the carried prior ``L' L'ᵀ`` itself,
             whose whitened form is I, so nothing of size M³ is formed for it.
     """
-    N = y.shape[0]
-    s2 = noise_variance
-    d1 = (V @ V.mT) / s2
-    Lb_c = (V @ y) / s2
-    constant = -0.5 * N * (LOG_2PI + torch.log(s2)) - 0.5 * (y @ y) / s2
-    constant = constant - 0.5 * kff_diag_sum / s2
+    d1, Lb_c, constant = _data_terms(V, y, kff_diag, noise_variance)
     per_row = 0.5 * torch.diagonal(d1)
     P = d1
     if old is not None and old.num_inducing > 0:
@@ -152,7 +165,7 @@ class Factors(NamedTuple):
     V: Tensor  # [M_b, N]
     U: Tensor | None  # [M_b, M_a]; None when the set and θ are the old ones (A = I)
     Kaa: Tensor | None  # [M_a, M_a] K_θ(Z_a, Z_a) + εI
-    kff_diag_sum: Tensor
+    kff_diag: Tensor  # [N]
 
 
 def factors(
@@ -178,7 +191,7 @@ def factors(
     """
     if same_set and old is not None:
         V = solve_lower(old.L, kernel.K(Z, X))
-        return Factors(old.L, old.jitter, V, None, None, kernel.K_diag(X).sum())
+        return Factors(old.L, old.jitter, V, None, None, kernel.K_diag(X))
     K_bb = kernel.K(Z)
     L_b, used = cholesky_with_jitter(K_bb, jitter)
     V = solve_lower(L_b, kernel.K(Z, X))
@@ -191,7 +204,7 @@ def factors(
     else:
         U = V.new_zeros((Z.shape[0], 0))
         Kaa = None
-    return Factors(L_b, used, V, U, Kaa, kernel.K_diag(X).sum())
+    return Factors(L_b, used, V, U, Kaa, kernel.K_diag(X))
 
 
 def online_bound(
@@ -208,7 +221,7 @@ def online_bound(
     """L̂ for inducing inputs Z under (kernel, σ²); differentiable in both (``same_set``:
     see :func:`factors`)."""
     f = factors(kernel, Z, X, old, jitter, same_set=same_set)
-    return whitened_bound(f.V, f.U, y, f.kff_diag_sum, noise_variance, old, f.Kaa), f
+    return whitened_bound(f.V, f.U, y, f.kff_diag, noise_variance, old, f.Kaa), f
 
 
 def carry(Z: Tensor, f: Factors, terms: BoundTerms) -> CarriedPosterior:
@@ -280,10 +293,12 @@ def upper_bound(
     The D_a-free form of the authors, rewritten in the whitened carried quantities:
     with ``H = L'ᵀL' + tP_a``, ``(D_a + tI)⁻¹`` terms become ``P_a H⁻¹ P_a`` products.
     """
+    if noise_variance.ndim != 0:
+        raise ValueError("the upper bound takes one noise variance, not one per row")
     terms, f = online_bound(kernel, noise_variance, Z, X, y, old, jitter)
     N = y.shape[0]
     s2 = noise_variance
-    t = f.kff_diag_sum - (f.V * f.V).sum()
+    t = f.kff_diag.sum() - (f.V * f.V).sum()
     if old is not None and old.num_inducing > 0:
         assert f.U is not None and f.Kaa is not None  # the general path of factors()
         t = t + torch.diagonal(f.Kaa).sum() - (f.U * f.U).sum()

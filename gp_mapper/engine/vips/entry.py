@@ -15,6 +15,7 @@ def build_online_sgp(spec: EngineSpec, input_dim: int) -> OnlineSparseGP:
         build_selector(spec),
         **stream_options(spec),
         **vips_options(spec),
+        cell_columns=input_dim,  # every input is a position
     )
 
 

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ..core.cells import Cells, aggregate_cells, cell_size_m, scatter_log_likelihood
 from ..core.device import resolve_device
 from ..core.fit import FitResult, fit_hyperparameters
 from ..core.hyperprior import LogNormalHyperprior
@@ -62,10 +63,12 @@ def _posterior_at(
     old: CarriedPosterior | None,
     jitter: Jitter,
     same_prior: bool = False,
+    counts: Tensor | None = None,
 ) -> tuple[BoundTerms, CarriedPosterior, Posterior]:
     """The online posterior with inducing inputs Z at (kernel, noise): bound, carry, cache.
 
     Args:
+        counts: readings per row when the rows are a window's cells (``core.cells``).
         same_prior: ``kernel`` is the θ the carried factor ``old.L`` was made under; with Z
             equal to ``old.Z`` (a map at its cap, or a window that adds no point) the update
             then needs no new factor of K(Z, Z) (``bound.factors``).
@@ -76,13 +79,18 @@ def _posterior_at(
     same_set = same_prior and old is not None and torch.equal(Z, old.Z)
     with torch.no_grad():
         terms, factors = online_bound(
-            kernel, noise.variance, Z, X, y, old, jitter, same_set=same_set
+            kernel, _row_noise(noise, counts), Z, X, y, old, jitter, same_set=same_set
         )
         carried = carry(Z, factors, terms)
         posterior = Posterior.from_carried(kernel, carried, float(noise.variance))
     if not all(bool(torch.isfinite(t).all()) for t in (carried.P, carried.v, posterior.W)):
         raise NumericalError("posterior has non-finite values")
     return terms, carried, posterior
+
+
+def _row_noise(noise: GaussianNoise, counts: Tensor | None) -> Tensor:
+    """σ² + σ²_pass for readings, σ²/n + σ²_pass for cells of n readings."""
+    return noise.variance if counts is None else noise.cell_variance(counts)
 
 
 def _same_theta(kernel: Kernel, other: Kernel) -> bool:
@@ -137,6 +145,11 @@ class OnlineSparseGP(PlainInputs):
             the whole map, as in the paper. Kernels without a finite range always use it all.
         fit_max_seconds: wall-time budget of one fit of θ (0: none, as in the paper); a fit
             that runs out keeps the best θ it evaluated (``fit.fit_hyperparameters``).
+        cell_size: a window's readings within one cell of this many lengthscales (of the
+            kernel's shortest) are one observation of their mean (``core.cells``); 0 keeps
+            every reading, as the paper does.
+        cell_columns: the leading input columns that are positions (the cells' cube); the
+            others must be equal within a cell. 0: no cells.
     """
 
     name: ClassVar[str] = "vips"
@@ -160,6 +173,8 @@ class OnlineSparseGP(PlainInputs):
         theta_memory: bool = False,
         local_fit_inducing: int = 0,
         fit_max_seconds: float = 0.0,
+        cell_size: float = 0.0,
+        cell_columns: int = 0,
     ) -> None:
         if max_inducing < 1:
             raise ValueError(f"max_inducing must be at least 1, got {max_inducing}")
@@ -197,6 +212,10 @@ class OnlineSparseGP(PlainInputs):
         if not fit_max_seconds >= 0.0:
             raise ValueError(f"fit_max_seconds must be >= 0, got {fit_max_seconds}")
         self.fit_max_seconds = float(fit_max_seconds)
+        self.cell_size = float(check_setting("cell_size", cell_size))
+        if cell_columns < 0:
+            raise ValueError(f"cell_columns must be >= 0, got {cell_columns}")
+        self.cell_columns = int(cell_columns)
 
     # ------------------------------------------------------------------ read-only views
     @property
@@ -368,12 +387,18 @@ class OnlineSparseGP(PlainInputs):
             X_t, y_t = X_t[screen.keep], y_t[screen.keep]
             group = None if group is None else group[screen.keep]
         stats = state.stats.updated(y_t, group)
+        # One observation per cell of the window (core.cells), from the screened readings.
+        cells = self._cells(X_t, y_t, state.kernel)
+        counts = None if cells is None else cells.counts
+        if cells is not None:
+            X_t, y_t = cells.X, cells.y
+            group = state.kernel.target_groups(X_t)
         l_noise = stats.log_likelihood(y_t, group)
         problem = SelectionProblem(
             X_t,
             y_t,
             state.kernel,
-            state.noise.variance.detach(),
+            _row_noise(state.noise, counts).detach(),
             state.carried,
             l_noise,
             self.max_inducing,
@@ -405,7 +430,7 @@ class OnlineSparseGP(PlainInputs):
             try:
                 _, _, provisional = _posterior_at(
                     state.kernel, state.noise, selection.Z, X_t, y_t, state.carried, self.jitter,
-                    same_prior=True,
+                    same_prior=True, counts=counts,
                 )  # fmt: skip
             except NumericalError:
                 provisional = None  # the fit may still succeed; the caller sees no early map
@@ -435,9 +460,12 @@ class OnlineSparseGP(PlainInputs):
             region = FitProblem(Z, old, False)
 
         def window_bound() -> Tensor:
-            return online_bound(
-                kernel, noise.variance, region.Z, X_t, y_t, region.old, self.jitter
+            value = online_bound(
+                kernel, _row_noise(noise, counts), region.Z, X_t, y_t, region.old, self.jitter
             )[0].value
+            if cells is not None:
+                value = value + scatter_log_likelihood(cells, noise.fitted_variance)
+            return value
 
         def loss() -> Tensor:
             objective = window_bound()
@@ -482,8 +510,9 @@ class OnlineSparseGP(PlainInputs):
         same_prior = _same_theta(kernel, state.kernel)
         try:
             terms, carried, posterior = _posterior_at(
-                kernel, noise, Z, X_t, y_t, old, self.jitter, same_prior=same_prior
-            )
+                kernel, noise, Z, X_t, y_t, old, self.jitter, same_prior=same_prior,
+                counts=counts,
+            )  # fmt: skip
         except NumericalError as err:
             return rejected(f"posterior failed: {err}", seconds_select=selected - start)
         for p in (*kernel.parameters(), *noise.parameters()):
@@ -496,6 +525,11 @@ class OnlineSparseGP(PlainInputs):
         )
         self._memory = memory
         self._input_dim = X_t.shape[1]
+        # The readings' bound: the cells' plus what their means leave out (core.cells).
+        scatter = 0.0
+        if cells is not None:
+            with torch.no_grad():
+                scatter = float(scatter_log_likelihood(cells, noise.fitted_variance))
         end = time.perf_counter()
         return UpdateReport(
             True,
@@ -509,7 +543,8 @@ class OnlineSparseGP(PlainInputs):
             noise_model=l_noise,
             bound_at_selection=selection.bound,
             threshold=selection.threshold,
-            bound_after_fit=float(terms.value),
+            bound_after_fit=float(terms.value) + scatter,
+            num_cells=0 if cells is None else int(cells.counts.shape[0]),
             fit_ok=fit.ok,
             fit_iterations=fit.iterations,
             fit_message=fit.reason,
@@ -521,6 +556,16 @@ class OnlineSparseGP(PlainInputs):
             seconds_fit=end - fit_start,
             seconds_total=end - start,
         )
+
+    def _cells(self, X: Tensor, y: Tensor, kernel: Kernel) -> Cells | None:
+        """The window's cells at the current lengthscale; None where no cell holds two
+        readings (the update then runs on the readings, bit for bit as without cells)."""
+        size = cell_size_m(kernel, self.cell_size) if self.cell_columns else 0.0
+        if size <= 0.0:
+            return None
+        with torch.no_grad():
+            cells = aggregate_cells(X, y, size, self.cell_columns)
+        return cells if cells.aggregated else None
 
     def _hyperprior(self, stats: GroupedStats) -> LogNormalHyperprior | None:
         if self.hyperprior_scale == 0.0:
@@ -557,6 +602,8 @@ class OnlineSparseGP(PlainInputs):
             "theta_memory": np.array(self.theta_memory),
             "local_fit_inducing": np.array(self.local_fit_inducing),
             "fit_max_seconds": np.array(self.fit_max_seconds),
+            "cell_size": np.array(self.cell_size),
+            "cell_columns": np.array(self.cell_columns),
             "initial_hyperparameters": np.array(json.dumps(self._initial)),
             "num_updates": np.array(s.num_updates),
             "theta_fitted": np.array(s.theta_fitted),
@@ -621,6 +668,9 @@ class OnlineSparseGP(PlainInputs):
                 theta_memory=bool(np.asarray(state.get("theta_memory", False))),
                 local_fit_inducing=int(np.asarray(state.get("local_fit_inducing", 0))),
                 fit_max_seconds=float(np.asarray(state.get("fit_max_seconds", 0.0))),
+                # States from before the cells: every reading.
+                cell_size=float(np.asarray(state.get("cell_size", 0.0))),
+                cell_columns=int(np.asarray(state.get("cell_columns", 0))),
             )
             engine._initial = {
                 k: float(v)

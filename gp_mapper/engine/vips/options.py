@@ -39,6 +39,8 @@ class StreamOptions:
     theta_memory: bool = False
     local_fit_inducing: int = 0
     fit_max_seconds: float = 0.0
+    cell_size: float = 0.0
+    cell_columns: int = 0
 
     def as_kwargs(self) -> dict[str, Any]:
         """The options as ``OnlineSparseGP``'s keyword arguments."""

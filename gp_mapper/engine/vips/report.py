@@ -24,6 +24,8 @@ class UpdateReport:
         fit_ok, fit_iterations, fit_message: the L-BFGS outcome (θ kept at θ_o if not ok).
         fit_inducing: inducing points in the bound θ was fitted on (fewer than m_after when
             the fit used the window's neighbourhood, ``local_fit.py``; 0 without a fit).
+        num_cells: observations the window's readings became (``core.cells``); 0 when they
+            were taken one by one.
         fit_refused: why the fitted θ failed the health check (``health.py``), the batch then
             committed under the previous θ; "" when the fitted θ was taken.
         hyperparameters: kernel hyperparameters and noise variance after the update.
@@ -50,6 +52,7 @@ class UpdateReport:
     fit_message: str = ""
     fit_refused: str = ""
     fit_inducing: int = 0
+    num_cells: int = 0
     hyperparameters: dict[str, float | list[float]] = field(default_factory=dict)
     nuisance: dict[str, float] = field(default_factory=dict)
     seconds_select: float = 0.0

@@ -123,13 +123,11 @@ class Vips:
         N = X.shape[0]
         # The sequence may run past max_new: L* does not depend on the cap.
         pc = _decoupled(problem, min(N, REFERENCE_PIVOTS))
-        kff_sum = problem.kernel.K_diag(X).sum()
+        kff = problem.kernel.K_diag(X)
 
         def bounds_of(R: Tensor) -> Tensor:
             """L̂ at every prefix of the rows ``L_b⁻¹ K(b, [X; Z_a])`` of an inducing set b."""
-            return whitened_bound_prefixes(
-                R[:, :N], R[:, N:], y, kff_sum, problem.noise_variance, old
-            )
+            return whitened_bound_prefixes(R[:, :N], R[:, N:], y, kff, problem.noise_variance, old)
 
         found = vips_search(pc, problem, N, bounds_of, self.delta)
         Z = torch.cat([_old_Z(problem), X[pc.pivots[: found.num_added]]])

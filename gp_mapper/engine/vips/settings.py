@@ -44,6 +44,14 @@ SETTINGS: tuple[Setting, ...] = (
             "first map) is dropped before the fit, unless its neighbours agree (a real change "
             "of the field); 0 = off, below ~4 good readings go too",
             min=0.0, max=1.0e3, models=VIPS_ENGINE),
+    # The engine's default is the paper's (every reading); the node's is in
+    # mapping/config.py (NODE_ENGINE_DEFAULTS), chosen on a validation split.
+    Setting("cell_size", 0.0, "float",
+            "a window's readings within one cell of this many lengthscales are one observation "
+            "of their mean, with the noise of a mean of one pass (white noise / count + pass "
+            "noise): at 50-200 Hz consecutive readings are one pass over one place, not "
+            "independent evidence; 0 = every reading, as in the paper [lengthscales]",
+            min=0.0, max=2.0, models=STREAMING_THETA),
     Setting("theta_memory", False, "bool",
             "carry each fitted window's evidence about the hyperparameters into the next fits "
             "(the curvature of its bound, summed: a Laplace posterior of θ) instead of fitting "
