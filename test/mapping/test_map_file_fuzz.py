@@ -54,6 +54,8 @@ OPTIONAL_ENGINE_MEMBERS = frozenset(
         "engine.local_fit_inducing.npy",
         "engine.fit_max_seconds.npy",
         "engine.theta_fitted.npy",
+        "engine.cell_size.npy",  # states from before the cells: every reading
+        "engine.cell_columns.npy",
     }
 )
 
