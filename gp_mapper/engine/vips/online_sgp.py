@@ -52,6 +52,10 @@ DEFAULT_OUTLIER_Z = float(setting_default("outlier_z"))
 # The API's engine adds no pass noise (the paper's white noise); the node's default is in the
 # settings table, in µT² for the magnetometer.
 DEFAULT_PASS_NOISE_VARIANCE = setting_default("pass_noise_variance")
+# Kernels whose variance is the prior scale of a uniform offset (a constant, the potential
+# model's uniform field): the targets' spread about their mean does not measure it, so the
+# hyperprior keeps it at its initial value, as every hyperparameter but a field's variance.
+_OFFSET_KINDS = ("constant", "earth")
 
 
 def _posterior_at(
@@ -573,7 +577,7 @@ class OnlineSparseGP(PlainInputs):
         centres = {
             name: (
                 stats.variance
-                if name.endswith("_variance") and not name.startswith("constant")
+                if name.endswith("_variance") and not name.startswith(_OFFSET_KINDS)
                 else value
             )
             for name, value in self._initial.items()

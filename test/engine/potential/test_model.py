@@ -166,3 +166,18 @@ def test_statistics_keep_each_components_level_and_survive_the_state() -> None:
     assert stats.variance == pytest.approx(within, rel=1e-12)  # not the levels' spread
     restored = VectorFieldGP.from_state(model.state_dict(), device="cpu")
     assert restored.engine.stats == stats
+
+
+def test_the_hyperprior_centres_the_field_variance_on_the_data_not_the_uniform_field() -> None:
+    """The uniform field's variance is a prior scale of the field's mean, which the readings'
+    spread about their mean does not measure: it keeps its initial centre."""
+    P, B = readings(90)
+    options = StreamOptions(fit_iterations=0, device="cpu", hyperprior_scale=0.5)
+    model = VectorFieldGP(kernel(), NOISE, options=options)
+    assert model.update(P, B).accepted
+    engine = model.engine
+    prior = engine._hyperprior(engine.stats)
+    assert prior is not None
+    initial = float(kernel().earth_variance)
+    assert prior.centres["earth_variance"] == pytest.approx(initial)
+    assert prior.centres["se_variance"] == pytest.approx(engine.stats.variance)
