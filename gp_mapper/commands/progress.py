@@ -5,6 +5,7 @@ place on a terminal, a plain line every ``LOG_PERIOD_S`` otherwise (a log file, 
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from typing import TextIO
 
@@ -20,17 +21,37 @@ LOG_PERIOD_S = 5.0
 class Progress:
     """``label [#####.....]  42%  detail, ETA 12 s`` on one line of ``stream`` when it is a
     terminal; ``label: 42 % detail, ETA 12 s`` lines every ``LOG_PERIOD_S`` when it is not;
-    a last line with the total time either way."""
+    a last line with the total time either way.
 
-    def __init__(self, label: str, stream: TextIO = sys.stderr) -> None:
+    With ``heartbeat``, a thread writes a line (or redraws the bar) when no update came for
+    ``LOG_PERIOD_S``: work that reports between steps (a replay between windows) still shows
+    a sign of life while one long step runs, with how long it has run and no ETA, which that
+    step has made stale.
+    """
+
+    def __init__(self, label: str, stream: TextIO = sys.stderr, heartbeat: bool = False) -> None:
         self.label = label
         self.stream = stream
         self._start = time.perf_counter()
         self._last = self._start
+        self._last_update = self._start
+        self._fraction, self._detail = 0.0, ""
         self._live = stream.isatty()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        if heartbeat:
+            self._thread = threading.Thread(target=self._beat_loop, daemon=True)
+            self._thread.start()
 
     def update(self, fraction: float, detail: str = "") -> None:
+        with self._lock:
+            self._update(fraction, detail)
+
+    def _update(self, fraction: float, detail: str) -> None:
         now = time.perf_counter()
+        self._last_update = now
+        self._fraction, self._detail = fraction, detail
         if now - self._last < (REDRAW_PERIOD_S if self._live else LOG_PERIOD_S):
             return
         self._last = now
@@ -44,7 +65,36 @@ class Progress:
             self.stream.write(f"{self.label}: {100 * fraction:3.0f} %  {detail}\n")
             self.stream.flush()
 
+    def beat(self) -> None:
+        """A line for a step that has run ``LOG_PERIOD_S`` or more since the last update."""
+        with self._lock:
+            now = time.perf_counter()
+            running = now - self._last_update
+            if running < LOG_PERIOD_S or now - self._last < LOG_PERIOD_S:
+                return
+            self._last = now
+            fraction = min(max(self._fraction, 0.0), 1.0)
+            detail = f"{self._detail}, " if self._detail else ""
+            detail = f"{detail}this step running for {running:.0f} s"
+            if self._live:
+                self._draw(fraction, detail, end="\r")
+            else:
+                self.stream.write(f"{self.label}: {100 * fraction:3.0f} %  {detail}\n")
+                self.stream.flush()
+
+    def _beat_loop(self) -> None:
+        while not self._stop.wait(LOG_PERIOD_S / 2):
+            self.beat()
+
+    def close(self) -> None:
+        """Stop the heartbeat (idempotent; ``done`` does it too)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
     def done(self, detail: str = "") -> None:
+        self.close()
         total = f"  ({time.perf_counter() - self._start:.1f} s)"
         if self._live:
             self._draw(1.0, detail + total, end="\n")

@@ -89,28 +89,33 @@ def replay_bag(
     out.mkdir(parents=True, exist_ok=True)
     outputs = ReplayOutputs.in_dir(out)
     start = time.perf_counter()
-    bar = Progress(f"replay {bag.name}") if progress else None
+    # A window is fitted inline between two records: the heartbeat shows a long one.
+    bar = Progress(f"replay {bag.name}", heartbeat=True) if progress else None
     span = max(info.end_ns - info.start_ns, 1)
-    with MappingPipeline(config, background=False) as pipeline:
-        if resume is not None:
-            pipeline.load(resume)
-        for count, record in enumerate(records):
-            if isinstance(record, FieldReading):
-                pipeline.add_field(record)
-            else:
-                pipeline.add_pose(record)
-            if bar is not None and count % 512 == 0:
-                d = pipeline.diagnostics()
-                bar.update(
-                    (record.stamp_ns - info.start_ns) / span,
-                    f"M={d['inducing_points']} samples={d['samples']}",
-                )
-        pipeline.flush()
-        pipeline.wait_idle()
-        snapshot = pipeline.latest()
-        diagnostics = pipeline.diagnostics()
-        if snapshot is not None:
-            pipeline.save(outputs.state)
+    try:
+        with MappingPipeline(config, background=False) as pipeline:
+            if resume is not None:
+                pipeline.load(resume)
+            for count, record in enumerate(records):
+                if isinstance(record, FieldReading):
+                    pipeline.add_field(record)
+                else:
+                    pipeline.add_pose(record)
+                if bar is not None and count % 512 == 0:
+                    d = pipeline.diagnostics()
+                    bar.update(
+                        (record.stamp_ns - info.start_ns) / span,
+                        f"M={d['inducing_points']} samples={d['samples']}",
+                    )
+            pipeline.flush()
+            pipeline.wait_idle()
+            snapshot = pipeline.latest()
+            diagnostics = pipeline.diagnostics()
+            if snapshot is not None:
+                pipeline.save(outputs.state)
+    finally:
+        if bar is not None:
+            bar.close()
     if bar is not None:
         bar.done(f"M={diagnostics['inducing_points']} samples={diagnostics['samples']}")
     if snapshot is not None:

@@ -61,3 +61,34 @@ def test_no_eta_before_any_progress(monkeypatch, fraction: float) -> None:
     clock.now += LOG_PERIOD_S
     bar.update(fraction)
     assert log.getvalue() == "fit:   0 %  \n"
+
+
+def test_a_long_step_between_updates_still_shows_a_line_without_an_eta(monkeypatch) -> None:
+    """A replay fits a window between two records: the heartbeat says how long it has run."""
+    clock = Clock()
+    monkeypatch.setattr(progress_module.time, "perf_counter", clock)
+    log = io.StringIO()
+    bar = Progress("replay walk", log)
+    clock.now += LOG_PERIOD_S
+    bar.update(0.5, "M=120")
+    clock.now += 1.0
+    bar.beat()  # the last update was a second ago: nothing to say
+    assert log.getvalue().count("\n") == 1
+    clock.now += 11.0
+    bar.beat()
+    last = log.getvalue().splitlines()[-1]
+    assert last == "replay walk:  50 %  M=120, this step running for 12 s"
+    assert "ETA" not in last
+    clock.now += 1.0
+    bar.beat()  # at most one line a period
+    assert log.getvalue().count("\n") == 2
+
+
+def test_the_heartbeat_thread_stops_with_the_work() -> None:
+    log = io.StringIO()
+    bar = Progress("replay", log, heartbeat=True)
+    assert bar._thread is not None and bar._thread.is_alive()
+    bar.done()
+    assert bar._thread is None
+    bar.close()  # idempotent
+    assert log.getvalue().startswith("replay: done")
