@@ -46,24 +46,17 @@ class Progress:
 
     def update(self, fraction: float, detail: str = "") -> None:
         with self._lock:
-            self._update(fraction, detail)
-
-    def _update(self, fraction: float, detail: str) -> None:
-        now = time.perf_counter()
-        self._last_update = now
-        self._fraction, self._detail = fraction, detail
-        if now - self._last < (REDRAW_PERIOD_S if self._live else LOG_PERIOD_S):
-            return
-        self._last = now
-        fraction = min(max(fraction, 0.0), 1.0)
-        if fraction > 0.0:
-            eta = (now - self._start) * (1.0 - fraction) / fraction
-            detail = f"{detail}, ETA {eta:.0f} s" if detail else f"ETA {eta:.0f} s"
-        if self._live:
-            self._draw(fraction, detail, end="\r")
-        else:
-            self.stream.write(f"{self.label}: {100 * fraction:3.0f} %  {detail}\n")
-            self.stream.flush()
+            now = time.perf_counter()
+            self._last_update = now
+            self._fraction, self._detail = fraction, detail
+            if now - self._last < (REDRAW_PERIOD_S if self._live else LOG_PERIOD_S):
+                return
+            self._last = now
+            fraction = min(max(fraction, 0.0), 1.0)
+            if fraction > 0.0:
+                eta = (now - self._start) * (1.0 - fraction) / fraction
+                detail = f"{detail}, ETA {eta:.0f} s" if detail else f"ETA {eta:.0f} s"
+            self._line(fraction, detail)
 
     def beat(self) -> None:
         """A line for a step that has run ``LOG_PERIOD_S`` or more since the last update."""
@@ -73,14 +66,18 @@ class Progress:
             if running < LOG_PERIOD_S or now - self._last < LOG_PERIOD_S:
                 return
             self._last = now
-            fraction = min(max(self._fraction, 0.0), 1.0)
             detail = f"{self._detail}, " if self._detail else ""
-            detail = f"{detail}this step running for {running:.0f} s"
-            if self._live:
-                self._draw(fraction, detail, end="\r")
-            else:
-                self.stream.write(f"{self.label}: {100 * fraction:3.0f} %  {detail}\n")
-                self.stream.flush()
+            self._line(
+                min(max(self._fraction, 0.0), 1.0), f"{detail}this step running for {running:.0f} s"
+            )
+
+    def _line(self, fraction: float, detail: str) -> None:
+        """The bar redrawn on a terminal, else one line of the log."""
+        if self._live:
+            self._draw(fraction, detail, end="\r")
+        else:
+            self.stream.write(f"{self.label}: {100 * fraction:3.0f} %  {detail}\n")
+            self.stream.flush()
 
     def _beat_loop(self) -> None:
         while not self._stop.wait(LOG_PERIOD_S / 2):

@@ -114,7 +114,7 @@ def replay_bag(
             if snapshot is not None:
                 pipeline.save(outputs.state)
     finally:
-        if bar is not None:
+        if bar is not None:  # the heartbeat stops whether the replay ended or failed
             bar.close()
     if bar is not None:
         bar.done(f"M={diagnostics['inducing_points']} samples={diagnostics['samples']}")

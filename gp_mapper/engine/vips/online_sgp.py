@@ -67,12 +67,12 @@ def _posterior_at(
     old: CarriedPosterior | None,
     jitter: Jitter,
     same_prior: bool = False,
-    counts: Tensor | None = None,
+    cells: Cells | None = None,
 ) -> tuple[BoundTerms, CarriedPosterior, Posterior]:
     """The online posterior with inducing inputs Z at (kernel, noise): bound, carry, cache.
 
     Args:
-        counts: readings per row when the rows are a window's cells (``core.cells``).
+        cells: the window's cells when the rows are theirs (``core.cells``).
         same_prior: ``kernel`` is the θ the carried factor ``old.L`` was made under; with Z
             equal to ``old.Z`` (a map at its cap, or a window that adds no point) the update
             then needs no new factor of K(Z, Z) (``bound.factors``).
@@ -83,7 +83,7 @@ def _posterior_at(
     same_set = same_prior and old is not None and torch.equal(Z, old.Z)
     with torch.no_grad():
         terms, factors = online_bound(
-            kernel, _row_noise(noise, counts), Z, X, y, old, jitter, same_set=same_set
+            kernel, _row_noise(noise, cells), Z, X, y, old, jitter, same_set=same_set
         )
         carried = carry(Z, factors, terms)
         posterior = Posterior.from_carried(kernel, carried, float(noise.variance))
@@ -92,9 +92,9 @@ def _posterior_at(
     return terms, carried, posterior
 
 
-def _row_noise(noise: GaussianNoise, counts: Tensor | None) -> Tensor:
+def _row_noise(noise: GaussianNoise, cells: Cells | None) -> Tensor:
     """σ² + σ²_pass for readings, σ²/n + σ²_pass for cells of n readings."""
-    return noise.variance if counts is None else noise.cell_variance(counts)
+    return noise.variance if cells is None else noise.cell_variance(cells.counts)
 
 
 def _same_theta(kernel: Kernel, other: Kernel) -> bool:
@@ -393,7 +393,6 @@ class OnlineSparseGP(PlainInputs):
         stats = state.stats.updated(y_t, group)
         # One observation per cell of the window (core.cells), from the screened readings.
         cells = self._cells(X_t, y_t, state.kernel)
-        counts = None if cells is None else cells.counts
         if cells is not None:
             X_t, y_t = cells.X, cells.y
             group = state.kernel.target_groups(X_t)
@@ -402,7 +401,7 @@ class OnlineSparseGP(PlainInputs):
             X_t,
             y_t,
             state.kernel,
-            _row_noise(state.noise, counts).detach(),
+            _row_noise(state.noise, cells).detach(),
             state.carried,
             l_noise,
             self.max_inducing,
@@ -434,7 +433,7 @@ class OnlineSparseGP(PlainInputs):
             try:
                 _, _, provisional = _posterior_at(
                     state.kernel, state.noise, selection.Z, X_t, y_t, state.carried, self.jitter,
-                    same_prior=True, counts=counts,
+                    same_prior=True, cells=cells,
                 )  # fmt: skip
             except NumericalError:
                 provisional = None  # the fit may still succeed; the caller sees no early map
@@ -465,7 +464,7 @@ class OnlineSparseGP(PlainInputs):
 
         def window_bound() -> Tensor:
             value = online_bound(
-                kernel, _row_noise(noise, counts), region.Z, X_t, y_t, region.old, self.jitter
+                kernel, _row_noise(noise, cells), region.Z, X_t, y_t, region.old, self.jitter
             )[0].value
             if cells is not None:
                 value = value + scatter_log_likelihood(cells, noise.fitted_variance)
@@ -515,7 +514,7 @@ class OnlineSparseGP(PlainInputs):
         try:
             terms, carried, posterior = _posterior_at(
                 kernel, noise, Z, X_t, y_t, old, self.jitter, same_prior=same_prior,
-                counts=counts,
+                cells=cells,
             )  # fmt: skip
         except NumericalError as err:
             return rejected(f"posterior failed: {err}", seconds_select=selected - start)
