@@ -555,6 +555,56 @@ def fit_models_rows(data: dict[str, Any], path: Path) -> Iterator[Row]:
         )  # fmt: skip
 
 
+# localization.py: issue targets on Aalto run 5 (test split).
+LOCALIZATION_RMSE_M = 0.3
+LOCALIZATION_DRIFT_M = 2.0
+LOCALIZATION_SEEDS_WITHIN_30S = 8
+LOCALIZATION_UPDATES_PER_S = 50.0
+ELLIPSE_TARGET = 0.95
+
+
+def localization_rows(data: dict[str, Any], path: Path) -> Iterator[Row]:
+    if data.get("split") != "test":  # the validation split chooses defaults; no target
+        return
+    bench = "localization.py"
+    known, uniform = data["runs"].get("aalto5_known"), data["runs"].get("aalto5_uniform")
+    if known:
+        drift = known["dead_reckoning_max_m"]
+        yield _row(
+            data, bench, "Aalto run 5, known start: position RMSE, whole run / after convergence",
+            f"{known['rmse_all_m']:.2f} / {known['rmse_m']:.2f} m "
+            f"({known['converged_seeds']}/{known['seeds']} seeds converged)",
+            f"dead reckoning {known['dead_reckoning_rmse_m']:.2f} m (largest error {drift:.2f} m)",
+            f"≤ {LOCALIZATION_RMSE_M} m where dead reckoning drifts > {LOCALIZATION_DRIFT_M} m",
+            known["rmse_all_m"] <= LOCALIZATION_RMSE_M and drift > LOCALIZATION_DRIFT_M,
+        )  # fmt: skip
+    if uniform:
+        yield _row(
+            data, bench, "Aalto run 5, uniform start: seeds converged within 30 s",
+            f"{uniform['converged_within_30s']}/{uniform['seeds']} (median "
+            f"{uniform['converge_s']:.0f} s, {uniform['converge_m']:.1f} m; "
+            f"{uniform['converged_seeds']} converged)", "",
+            f"≥ {LOCALIZATION_SEEDS_WITHIN_30S}/10",
+            uniform["converged_within_30s"] >= LOCALIZATION_SEEDS_WITHIN_30S,
+        )  # fmt: skip
+    runs = [r for r in (known, uniform) if r and r["ellipse95"] is not None]
+    if runs:
+        worst = min(r["ellipse95"] for r in runs)
+        yield _row(
+            data, bench, "truth inside the filter's 95 % ellipse after convergence",
+            " / ".join(f"{r['ellipse95']:.2f}" for r in runs), "", f"≥ {ELLIPSE_TARGET}",
+            worst >= ELLIPSE_TARGET,
+        )  # fmt: skip
+    if "speed" in data:
+        rates = dict(zip(data["speed"]["particles"], data["speed"]["updates_per_s"], strict=True))
+        if 2000 in rates:
+            yield _row(
+                data, bench, "filter updates per second, 2000 particles, one core",
+                f"{rates[2000]:.0f}", "", f"≥ {LOCALIZATION_UPDATES_PER_S:.0f}",
+                rates[2000] >= LOCALIZATION_UPDATES_PER_S,
+            )  # fmt: skip
+
+
 EXTRACTORS: dict[str, Callable[[dict[str, Any], Path], Iterator[Row]]] = {
     "gpu_check": gpu_check_rows,
     "magnetic_streaming": magnetic_streaming_rows,
@@ -571,6 +621,7 @@ EXTRACTORS: dict[str, Callable[[dict[str, Any], Path], Iterator[Row]]] = {
     "gam_friedman": gam_friedman_rows,
     "gam_magnetic": gam_magnetic_rows,
     "fit_models": fit_models_rows,
+    "localization": localization_rows,
 }
 
 # The README's "Results" table: (benchmark, metric) of summary rows, in this order.

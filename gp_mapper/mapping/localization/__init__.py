@@ -1,0 +1,21 @@
+"""Localization against a magnetic map: a Monte Carlo filter on the map's predictive
+distribution (ROS-free; the node and ``gp-mapper localize`` drive it)."""
+
+from gp_mapper.mapping.localization.field_lookup import FieldLookup, MapNoise
+from gp_mapper.mapping.localization.localizer import Localizer, LocalizerConfig, Step
+from gp_mapper.mapping.localization.motion import MotionNoise, odometry_step, sample_motion
+from gp_mapper.mapping.localization.particles import ParticleSet, PoseEstimate, kld_size
+
+__all__ = [
+    "FieldLookup",
+    "Localizer",
+    "LocalizerConfig",
+    "MapNoise",
+    "MotionNoise",
+    "ParticleSet",
+    "PoseEstimate",
+    "Step",
+    "kld_size",
+    "odometry_step",
+    "sample_motion",
+]

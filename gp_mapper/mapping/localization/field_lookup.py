@@ -1,0 +1,227 @@
+"""The map as a localizer reads it: mean and variance of the mapped scalar on a fine grid.
+
+A particle filter asks the map thousands of times per reading; the GP's own prediction
+costs O(M) per point, so the map is predicted once on a grid of ``resolution_m`` (default
+5 cm, a tenth of the lengthscales fitted on the Aalto and office data) and read by bilinear
+interpolation between cell centres. Outside the grid, and in cells the map does not know
+(latent variance above ``UNKNOWN_FRACTION`` of the prior variance, the grid's own rule), a
+particle gets the map's prior: the level the map holds far from its data and the prior
+variance, so an unmapped place neither attracts nor repels particles by a confident wrong
+value.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from gp_mapper.mapping.errors import MapFileError
+from gp_mapper.mapping.grid import GridSpec, grid_for, predict_grid
+
+if TYPE_CHECKING:
+    from gp_mapper.engine import Model
+
+# Cell side of the lookup grid [m].
+DEFAULT_RESOLUTION_M = 0.05
+# The lookup grid reaches this far past the map's data [m] (the prior beyond).
+DEFAULT_MARGIN_M = 0.5
+# A cell is known where its latent variance is below this share of the prior variance.
+UNKNOWN_FRACTION = 0.5
+# At most this many cells in the lookup grid (a 200 x 100 m floor at 5 cm is 8 M cells; the
+# grid coarsens beyond): 4 M cells of three float64 layers is 96 MB.
+MAX_LOOKUP_CELLS = 4_000_000
+
+
+@dataclass(frozen=True)
+class MapNoise:
+    """What a reading adds to the map's latent variance [µT²].
+
+    Attributes:
+        white: the fitted white noise σ²: averages away over a batch of readings.
+        shared: σ²_pass, the error that stays the same along a pass: a batch of readings of
+            one pass keeps it whole.
+    """
+
+    white: float
+    shared: float
+
+    def of_mean(self, count: int | np.ndarray) -> float | np.ndarray:
+        """The noise of the mean of ``count`` readings of one pass."""
+        return self.white / np.maximum(count, 1) + self.shared
+
+    @classmethod
+    def from_hyperparameters(cls, theta: Mapping[str, Any]) -> MapNoise:
+        """From a model's ``hyperparameters()``: ``noise_variance`` is the whole noise and
+        ``pass_noise_variance`` (where the model has one) its shared part."""
+        total = float(theta.get("noise_variance", 0.0))
+        shared = float(theta.get("pass_noise_variance", 0.0) or 0.0)
+        if not (math.isfinite(total) and total > 0.0):
+            raise ValueError(f"the map's noise variance must be positive; got {total}")
+        shared = min(max(shared, 0.0), total)
+        return cls(white=total - shared, shared=shared)
+
+
+class FieldLookup:
+    """The map's latent mean and variance on a grid, read by bilinear interpolation.
+
+    Args:
+        grid: the lookup grid.
+        mean, variance, prior_variance: [H, W] latent mean [µT], variance and prior variance
+            [µT²] at the cell centres (``grid.predict_grid``).
+        noise: the map's noise model.
+        lengthscale_m: the map kernel's shortest lengthscale (over which its errors are
+            correlated along a path).
+    """
+
+    def __init__(
+        self,
+        grid: GridSpec,
+        mean: np.ndarray,
+        variance: np.ndarray,
+        prior_variance: np.ndarray,
+        noise: MapNoise,
+        lengthscale_m: float,
+    ) -> None:
+        if mean.shape != grid.shape or variance.shape != grid.shape:
+            raise ValueError(f"layers {mean.shape} / {variance.shape} != grid {grid.shape}")
+        if not np.isfinite(mean).all() or not np.isfinite(variance).all():
+            raise ValueError("the map's mean and variance must be finite on the lookup grid")
+        self.grid = grid
+        self.known = variance < UNKNOWN_FRACTION * prior_variance
+        if not self.known.any():
+            raise ValueError("the map knows no cell of its grid: nothing to localize against")
+        # The map far from its data: the mean its unknown cells hold (the posterior of the
+        # level), or the known cells' median when every cell is known; the prior variance.
+        far = ~self.known
+        self.far_mean = float(np.median(mean[far] if far.any() else mean))
+        self.far_variance = float(np.max(prior_variance))
+        # Unknown cells read as the far field (the module docstring).
+        self._mean = np.where(self.known, mean, self.far_mean)
+        self._variance = np.where(self.known, np.maximum(variance, 0.0), self.far_variance)
+        self.noise = noise
+        self.lengthscale_m = float(lengthscale_m)
+        self._known_cells = np.flatnonzero(self.known.ravel())
+
+    @classmethod
+    def from_model(
+        cls,
+        model: Model,
+        box: tuple[float, float, float, float],
+        *,
+        resolution_m: float = DEFAULT_RESOLUTION_M,
+        margin_m: float = DEFAULT_MARGIN_M,
+        z: float = 0.0,
+    ) -> FieldLookup:
+        """Predict ``model`` (a scalar map) over ``box`` (xmin, xmax, ymin, ymax) [m] plus
+        ``margin_m``."""
+        posterior = model.posterior
+        if posterior is None:
+            raise ValueError("the model has no posterior yet: map some readings first")
+        if posterior.target != "scalar":
+            raise ValueError(
+                "this localizer reads a map of one scalar (target: norm); a vector map's "
+                "three components are not read yet"
+            )
+        grid = grid_for(box, resolution_m, MAX_LOOKUP_CELLS, margin_m=margin_m)
+        mean, variance, prior = predict_grid(posterior, grid, z=z)
+        theta = model.hyperparameters()
+        return cls(
+            grid, mean, variance, prior, MapNoise.from_hyperparameters(theta),
+            _shortest_lengthscale(theta),
+        )  # fmt: skip
+
+    @classmethod
+    def from_map_file(
+        cls,
+        path: str | Path,
+        *,
+        resolution_m: float = DEFAULT_RESOLUTION_M,
+        margin_m: float = DEFAULT_MARGIN_M,
+        device: str = "cpu",
+    ) -> FieldLookup:
+        """Read a map file written by ``gp_mapper`` (any scalar model, tiled or not).
+
+        Raises:
+            MapFileError: the file is faulty, or holds no map a localizer can read (a vector
+                map, no data); the message names the path.
+        """
+        from gp_mapper.mapping.map_file import load_map, model_from_map
+
+        path = Path(path).expanduser()
+        data = load_map(path)
+        if data.config.get("target") not in (None, "norm"):
+            raise MapFileError(
+                f"{path}: maps target {data.config.get('target')!r}; the localizer reads a "
+                "map of the field's norm (target: norm), which no rotation changes"
+            )
+        if data.explored_box is None:
+            raise MapFileError(f"{path}: the map holds no data")
+        model = model_from_map(data, path, device=device)
+        try:
+            return cls.from_model(
+                model, data.explored_box, resolution_m=resolution_m, margin_m=margin_m
+            )
+        except ValueError as err:
+            raise MapFileError(f"{path}: {err}") from err
+
+    def at(self, xy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Latent mean [P] and variance [P] at points ``xy`` [P, 2] (m); the far field
+        outside the grid."""
+        xy = np.asarray(xy, dtype=np.float64)
+        H, W = self.grid.shape
+        res = self.grid.resolution_m
+        u = (xy[:, 0] - self.grid.origin_m[0]) / res - 0.5  # column, between cell centres
+        v = (xy[:, 1] - self.grid.origin_m[1]) / res - 0.5  # row
+        inside = (u >= -0.5) & (u <= W - 0.5) & (v >= -0.5) & (v <= H - 0.5)
+        u = np.clip(u, 0.0, max(W - 1, 0))
+        v = np.clip(v, 0.0, max(H - 1, 0))
+        i0 = np.minimum(np.floor(u).astype(np.int64), max(W - 2, 0))
+        j0 = np.minimum(np.floor(v).astype(np.int64), max(H - 2, 0))
+        i1, j1 = np.minimum(i0 + 1, W - 1), np.minimum(j0 + 1, H - 1)
+        tu, tv = u - i0, v - j0
+        mean = np.full(xy.shape[0], self.far_mean)
+        var = np.full(xy.shape[0], self.far_variance)
+        for layer, out in ((self._mean, mean), (self._variance, var)):
+            value = (
+                layer[j0, i0] * (1 - tu) * (1 - tv)
+                + layer[j0, i1] * tu * (1 - tv)
+                + layer[j1, i0] * (1 - tu) * tv
+                + layer[j1, i1] * tu * tv
+            )
+            out[inside] = value[inside]
+        return mean, var
+
+    def is_known(self, xy: np.ndarray) -> np.ndarray:
+        """[P] whether the cell under each point is known."""
+        cols, rows, inside = self.grid.world_to_cell(np.asarray(xy, dtype=np.float64))
+        known = np.zeros(inside.shape, dtype=bool)
+        known[inside] = self.known[rows[inside], cols[inside]]
+        return known
+
+    def sample_known(self, rng: np.random.Generator, count: int) -> np.ndarray:
+        """``count`` points [count, 2] uniform over the known cells."""
+        cells = rng.choice(self._known_cells, size=count)
+        rows, cols = np.divmod(cells, self.grid.width)
+        res = self.grid.resolution_m
+        x = self.grid.origin_m[0] + (cols + rng.uniform(size=count)) * res
+        y = self.grid.origin_m[1] + (rows + rng.uniform(size=count)) * res
+        return np.column_stack([x, y])
+
+    @property
+    def known_area_m2(self) -> float:
+        return float(self._known_cells.size * self.grid.resolution_m**2)
+
+
+def _shortest_lengthscale(theta: Mapping[str, Any]) -> float:
+    """The shortest lengthscale among a model's hyperparameters [m] (1 m if it names none)."""
+    values = []
+    for name, value in theta.items():
+        if "lengthscale" in name:
+            values.extend(np.atleast_1d(np.asarray(value, dtype=np.float64)).tolist())
+    finite = [v for v in values if math.isfinite(v) and v > 0.0]
+    return min(finite) if finite else 1.0
