@@ -634,6 +634,7 @@ HEADLINE: tuple[tuple[str, str], ...] = (
     ("calibration.py", "95 % coverage, node defaults, held-out 10-s Aalto blocks"),
     ("vector_field.py", "potential stream, runs split: RMSE x / y / z / ‖B‖"),
     ("building.py", "office floor replayed: tiled map against one map"),
+    ("localization.py", "Aalto run 5, known start: position RMSE, whole run / after convergence"),
     ("building.py, NVIDIA H200 (device cuda)", "tiled: update p95, last 5 min / first 5 min"),
     ("gpu_check.py, NVIDIA H200", "CaGP-Opt bike (one seed)"),
     ("gpu_check.py, NVIDIA H200", "one VIPS update, M 5000, N 1000"),
