@@ -22,6 +22,7 @@ commands:
   gp-mapper convert aalto DATA_DIR OUT_BAG     Aalto recordings -> rosbag2
   gp-mapper replay BAG --out DIR               map a bag offline (no ROS runtime)
   gp-mapper fit BAG --model acgp --out DIR     fit a model on a whole bag, write theta.yaml
+  gp-mapper localize BAG --map MAP --out DIR   localize a bag's odometry against a map
   gp-mapper play BAG [--rate R]                publish a bag with /clock, like ros2 bag play
   gp-mapper record OUT_BAG                     record the node's outputs to MCAP
   gp-mapper demo [--data DIR]                  synthetic world -> live node -> PNG
@@ -65,6 +66,12 @@ def _fit() -> tuple[Adder, Runner]:
     return add_fit_arguments, run_fit
 
 
+def _localize() -> tuple[Adder, Runner]:
+    from gp_mapper.commands.localize import add_localize_arguments, run_localize
+
+    return add_localize_arguments, run_localize
+
+
 def _demo() -> tuple[Adder, Runner]:
     from gp_mapper.commands.demo import add_demo_arguments, run_demo
 
@@ -79,6 +86,11 @@ examples:
   gp-mapper replay walk.mcap --out out/tuned --params config/gp_mapper.yaml --set delta=0.095
   gp-mapper replay more.mcap --out out/more --resume out/walk/map_state.npz
 """,
+    "localize": """\
+examples:
+  gp-mapper localize run5.mcap --map out/map/map_state.npz --out out/loc
+  gp-mapper localize run5.mcap --map out/map/map_state.npz --out out/loc --initial-pose 1.2,0.5,0
+""",
 }
 
 # name -> (one-line help, loader of its argument adder and runner). A command's adder may
@@ -87,6 +99,7 @@ COMMANDS: dict[str, tuple[str, Callable[[], tuple[Adder, Runner]]]] = {
     "convert": ("convert recordings to a rosbag2", _convert),
     "replay": ("map a bag offline through the node's pipeline", _replay),
     "fit": ("fit a model ({models}) on a whole bag; writes the map and theta.yaml", _fit),
+    "localize": ("localize a bag's odometry and magnetometer against a map", _localize),
     "play": ("publish a bag on its topics with /clock", _play),
     "record": ("record the node's outputs to an MCAP bag", _record),
     "demo": ("map a synthetic world (or --data) through the live node", _demo),

@@ -49,6 +49,7 @@ examples:
   gp-mapper convert synthetic demo.mcap --duration 60
   gp-mapper convert aalto data/ aalto.mcap --sequences 1,2,3
   gp-mapper convert aalto data/ aalto_bag --storage sqlite3 --force
+  gp-mapper convert aalto data/ run5.mcap --sequences 5 --odometry-seed 0
 
 OUT_BAG ending in .mcap or .db3 is written as that one file; any other name as a
 rosbag2 directory (metadata.yaml beside the storage file).
@@ -103,6 +104,14 @@ def add_convert_arguments(parser: argparse.ArgumentParser) -> None:
         "heading, so the node's target: vector, x, y or z rotates it back to the recorded "
         "vector exactly; room: the recorded vector as is (right for target: norm only, any "
         "other target would apply the heading twice)",
+    )
+    aalto.add_argument(
+        "--odometry-seed",
+        type=int,
+        default=None,
+        metavar="SEED",
+        help="also write wheel odometry made from the track, with a drifting distance scale "
+        "and gyro (nav_msgs/Odometry on /odom, frame odom; seeded), for gp-mapper localize",
     )
     _add_common(aalto)
 
@@ -184,6 +193,12 @@ def _run_aalto(args: argparse.Namespace) -> list[str]:
         max_seconds=args.max_seconds,
         pose_rate_hz=args.pose_rate,
         rotate_field_to_body=args.field_frame == "body",
+        odometry_seed=args.odometry_seed,
+    )
+    odometry = (
+        []
+        if args.odometry_seed is None
+        else [f"  /odom: {summary.num_pose} nav_msgs/msg/Odometry (frame odom, simulated)"]
     )
     return [
         f"wrote {summary.out_bag} ({summary.storage})",
@@ -191,6 +206,7 @@ def _run_aalto(args: argparse.Namespace) -> list[str]:
         f"  source: Aalto {summary.sensor}, sequences {','.join(map(str, summary.sequences))}",
         f"  {args.mag_topic}: {summary.num_field} sensor_msgs/msg/MagneticField (tesla)",
         f"  {args.pose_topic}: {summary.num_pose} geometry_msgs/msg/PoseStamped (frame map)",
+        *odometry,
         f"  span: {summary.duration_s:.1f} s; non-finite rows dropped: {summary.nan_rows_dropped}",
     ]
 

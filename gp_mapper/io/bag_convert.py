@@ -37,6 +37,7 @@ from .bag_writer import (
     DEFAULT_POSE_TOPIC,
     MAG_FRAME_ID,
     MAP_FRAME_ID,
+    ODOM_FRAME_ID,
     TESLA_PER_MICROTESLA,
     FieldStream,
     PoseStream,
@@ -45,6 +46,7 @@ from .bag_writer import (
 )
 from .errors import DatasetError
 from .heading import heading_from_track, rotate_z, yaw_to_quaternion
+from .odometry import OdometryErrors, simulate_odometry
 
 __all__ = ["SEQUENCE_GAP_S", "ConvertSummary", "convert_aalto"]
 
@@ -101,6 +103,7 @@ def convert_aalto(
     pose_rate_hz: float | None = None,
     rotate_field_to_body: bool = True,
     force: bool = False,
+    odometry_seed: int | None = None,
 ) -> ConvertSummary:
     """Write Aalto sequences as one rosbag2 of MagneticField (tesla) and PoseStamped messages.
 
@@ -118,6 +121,10 @@ def convert_aalto(
         rotate_field_to_body: rotate the room-frame field by minus the estimated heading (see the
             module docstring); False writes the recorded vector unchanged (a norm-only bag).
         force: replace an existing bag at ``out_bag``.
+        odometry_seed: also write wheel odometry made from the track (``io.odometry`` at its
+            default errors, this seed plus the sequence number) as ``nav_msgs/msg/Odometry``
+            on ``/odom``, for localization; each sequence's odometry starts at the odom
+            origin. None: no odometry.
 
     Returns:
         A summary of the bag written.
@@ -139,6 +146,7 @@ def convert_aalto(
 
     field_parts: list[tuple[np.ndarray, np.ndarray]] = []
     pose_parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    odom_parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
     starts: list[int] = []
     dropped_total = 0
     next_start_ns = BASE_EPOCH_NS
@@ -157,6 +165,12 @@ def convert_aalto(
         position = np.column_stack([data.loc_m, np.zeros(data.loc_m.shape[0])])
         field_parts.append((stamps, field_t))
         pose_parts.append((stamps[keep], position[keep], yaw_to_quaternion(yaw[keep])))
+        if odometry_seed is not None:
+            odom = simulate_odometry(
+                data.time_s, data.loc_m, yaw, OdometryErrors(), odometry_seed + int(seq)
+            ).pose
+            odom_xyz = np.column_stack([odom[:, :2], np.zeros(odom.shape[0])])
+            odom_parts.append((stamps[keep], odom_xyz[keep], yaw_to_quaternion(odom[keep, 2])))
         starts.append(int(stamps[0]))
         next_start_ns = int(stamps[-1]) + round(SEQUENCE_GAP_S * NS_PER_S)
 
@@ -171,6 +185,16 @@ def convert_aalto(
         orientation_xyzw=np.concatenate([p[2] for p in pose_parts]),
         frame_id=MAP_FRAME_ID,
     )
+    odometry = (
+        PoseStream(
+            stamps_ns=np.concatenate([p[0] for p in odom_parts]),
+            position_m=np.concatenate([p[1] for p in odom_parts]),
+            orientation_xyzw=np.concatenate([p[2] for p in odom_parts]),
+            frame_id=ODOM_FRAME_ID,
+        )
+        if odom_parts
+        else None
+    )
     seq_text = ",".join(str(int(s)) for s in sequences)
     written = write_field_pose_bag(
         out_bag,
@@ -180,6 +204,7 @@ def convert_aalto(
         mag_topic=mag_topic,
         pose_topic=pose_topic,
         force=force,
+        odometry=odometry,
         custom_data={
             "gp_mapper.source": f"Aalto magnetic-data, sensor {sensor}, sequences {seq_text}",
             "gp_mapper.field_frame": "body (rotated by -heading)"

@@ -6,6 +6,8 @@ The one layout every bag gp_mapper writes shares (Aalto conversion, synthetic de
   ``header.frame_id`` = the sensor frame (``imu_link``);
 - ``pose_topic`` (default ``/pose``): ``geometry_msgs/msg/PoseStamped`` (or
   ``PoseWithCovarianceStamped`` / ``nav_msgs/msg/Odometry``), ``header.frame_id`` = ``map``;
+- optionally ``odometry_topic`` (default ``/odom``): ``nav_msgs/msg/Odometry`` in frame ``odom``
+  (child ``base_link``), wheel odometry beside the ground-truth poses, for localization;
 - every message's bag (log) time equals its header stamp; a pose and a reading with the same
   stamp are written pose first, so a reader never waits for the pose of a reading.
 
@@ -55,6 +57,8 @@ DEFAULT_MAG_TOPIC = "/imu/mag"
 DEFAULT_POSE_TOPIC = "/pose"
 # REP-105 names: the fixed world frame and the IMU's own frame.
 MAP_FRAME_ID = "map"
+ODOM_FRAME_ID = "odom"
+DEFAULT_ODOMETRY_TOPIC = "/odom"
 MAG_FRAME_ID = "imu_link"
 ODOM_CHILD_FRAME_ID = "base_link"
 
@@ -144,6 +148,8 @@ def write_field_pose_bag(
     pose_type: str = "pose_stamped",
     force: bool = False,
     custom_data: Mapping[str, str] | None = None,
+    odometry: PoseStream | None = None,
+    odometry_topic: str = DEFAULT_ODOMETRY_TOPIC,
 ) -> BagSummary:
     """Write magnetometer readings and poses, merged in stamp order, into a new rosbag2.
 
@@ -158,6 +164,8 @@ def write_field_pose_bag(
         force: replace an existing bag at ``out_bag`` (a directory that is not a bag is never
             deleted).
         custom_data: string pairs stored in the bag metadata (``custom_data``).
+        odometry: odometry poses (frame ``odom``) written as ``nav_msgs/msg/Odometry`` on
+            ``odometry_topic``; None writes none.
 
     Returns:
         A summary of what was written.
@@ -168,9 +176,12 @@ def write_field_pose_bag(
     """
     target = Path(out_bag)
     plugin = _lookup(STORAGE_PLUGINS, storage, "storage")
-    builder = _lookup(_POSE_BUILDERS, pose_type, "pose type")
+    _lookup(_POSE_BUILDERS, pose_type, "pose type")  # a clear error for an unknown type
     stamps_f, field_t = _check_field(field)
     stamps_p, position, orientation = _check_pose(pose)
+    streams = [(pose, pose_type, pose_topic, stamps_p, position, orientation)]
+    if odometry is not None:
+        streams.append((odometry, "odometry", odometry_topic, *_check_pose(odometry)))
     _check_target(target, force)
 
     typestore = get_typestore(Stores.ROS2_JAZZY)
@@ -181,25 +192,37 @@ def write_field_pose_bag(
             for key, value in (custom_data or {}).items():
                 writer.set_custom_data(key, value)
             mag_conn = writer.add_connection(mag_topic, FIELD_MSGTYPE, typestore=typestore)
-            msgtype = POSE_MSGTYPES[pose_type]
-            pose_conn = writer.add_connection(pose_topic, msgtype, typestore=typestore)
+            connections = [
+                writer.add_connection(topic, POSE_MSGTYPES[kind], typestore=typestore)
+                for _, kind, topic, *_ in streams
+            ]
             covariance = (
                 np.zeros(9) if field.covariance_t2 is None else np.asarray(field.covariance_t2)
             )
-            stamps = np.concatenate([stamps_p, stamps_f])
-            is_field = np.concatenate([np.zeros(stamps_p.size, bool), np.ones(stamps_f.size, bool)])
-            order = np.lexsort((is_field, stamps))  # by stamp, poses first at equal stamps
-            num_pose = stamps_p.size
+            # Every message as (stamp, stream, index): the streams' poses before the readings
+            # at equal stamps (stream 0, 1, ... then the field as the last).
+            stamps = np.concatenate([s[3] for s in streams] + [stamps_f])
+            which = np.concatenate(
+                [np.full(s[3].size, k) for k, s in enumerate(streams)]
+                + [np.full(stamps_f.size, len(streams))]
+            )
+            index = np.concatenate(
+                [np.arange(s[3].size) for s in streams] + [np.arange(stamps_f.size)]
+            )
+            order = np.lexsort((which, stamps))
             for k in order.tolist():
-                stamp = int(stamps[k])
-                if k >= num_pose:
-                    i = k - num_pose
+                stamp, i, stream = int(stamps[k]), int(index[k]), int(which[k])
+                if stream == len(streams):
                     msg = _field_msg(typestore, stamp, field.frame_id, field_t[i], covariance)
                     writer.write(mag_conn, stamp, typestore.serialize_cdr(msg, FIELD_MSGTYPE))
                 else:
-                    header = _header(typestore, stamp, pose.frame_id)
-                    msg = builder(typestore, header, position[k], orientation[k])
-                    writer.write(pose_conn, stamp, typestore.serialize_cdr(msg, msgtype))
+                    poses, kind, _, _, where, turn = streams[stream]
+                    header = _header(typestore, stamp, poses.frame_id)
+                    msg = _POSE_BUILDERS[kind](typestore, header, where[i], turn[i])
+                    writer.write(
+                        connections[stream], stamp,
+                        typestore.serialize_cdr(msg, POSE_MSGTYPES[kind]),
+                    )  # fmt: skip
         _move_into_place(staged, target, force)
     except (WriterError, OSError) as err:
         raise BagError(f"{target}: could not write the bag ({err})") from err

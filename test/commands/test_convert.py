@@ -66,6 +66,26 @@ def test_field_frame_room_writes_the_recorded_vector(
     )
 
 
+def test_odometry_is_written_beside_the_poses_and_drifts_from_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_tiny_aalto(tmp_path / "data")
+    out = tmp_path / "odom.mcap"
+    assert _run(["aalto", str(tmp_path / "data"), str(out), "--sequences", "1",
+                 "--odometry-seed", "3"]) == 0  # fmt: skip
+    assert "/odom: " in capsys.readouterr().out
+    info = bag_info(out)
+    assert info.topics["/odom"][0] == "nav_msgs/msg/Odometry"
+    odom = [r for r in read_bag(out, pose_topic="/odom", pose_type="auto")
+            if hasattr(r, "position_m")]  # fmt: skip
+    truth = [r for r in read_bag(out) if hasattr(r, "position_m")]
+    assert len(odom) == len(truth) > 10
+    np.testing.assert_allclose(odom[0].position_m, 0.0)  # the odom frame starts at its origin
+    steps = np.linalg.norm(np.diff([p.position_m for p in odom], axis=0), axis=1)
+    true_steps = np.linalg.norm(np.diff([p.position_m for p in truth], axis=0), axis=1)
+    assert not np.allclose(steps, true_steps) and np.allclose(steps, true_steps, rtol=0.2)
+
+
 def test_existing_output_needs_force(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "demo"
     assert _run(["synthetic", str(out), "--duration", "2", "--seed", "1"]) == 0

@@ -1,0 +1,311 @@
+"""``gp-mapper localize``: run the magnetic localizer on a bag against a map, offline.
+
+The same filter as the node (``gp_mapper.mapping.localization``), fed the bag's magnetometer
+and odometry in stamp order as fast as it goes. Writes the estimated trajectory
+(``trajectory.csv``), a picture of it over the map (``localization.png``: the map's ‖B‖, the
+ground truth where the bag has it, dead reckoning from the same start, the estimate with its
+95 % ellipses) and, where the bag has a ground-truth pose topic, the error statistics
+(``localization.json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import logging
+import math
+import sys
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from gp_mapper.io import bag_info, read_bag
+from gp_mapper.io.errors import IoLayerError
+from gp_mapper.io.heading import yaw_from_quaternion
+from gp_mapper.io.odometry import align_to_start
+from gp_mapper.mapping import FieldReading
+from gp_mapper.mapping.atomic import atomic_write_text
+from gp_mapper.mapping.errors import MapFileError
+from gp_mapper.mapping.localization import FieldLookup, Localizer, LocalizerConfig, Step
+from gp_mapper.mapping.params_file import parse_overrides
+
+from .progress import Progress
+
+_LOG = logging.getLogger(__name__)
+
+DEFAULT_MAG_TOPIC = "/imu/mag"
+DEFAULT_ODOM_TOPIC = "/odom"
+DEFAULT_TRUTH_TOPIC = "/pose"
+MICROTESLA_PER_TESLA = 1e6
+NS_PER_S = 1_000_000_000
+CHI2_2D_95 = 5.991  # 95 % quantile of χ² with 2 degrees of freedom
+ELLIPSES_SHOWN = 40
+
+
+class LocalizeResult(NamedTuple):
+    steps: list[Step]
+    drops: dict[str, int]
+    stats: dict[str, Any]
+    outputs: list[Path]
+
+
+def add_localize_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("bag", type=Path, help="rosbag2 directory (MCAP or sqlite3) or .mcap file")
+    parser.add_argument("--map", type=Path, required=True, help="map file (map_state.npz)")
+    parser.add_argument("--out", type=Path, required=True, help="output directory")
+    parser.add_argument("--mag-topic", default=DEFAULT_MAG_TOPIC, help="magnetometer topic")
+    parser.add_argument("--odom-topic", default=DEFAULT_ODOM_TOPIC,
+                        help="odometry topic (nav_msgs/Odometry, or a pose topic)")  # fmt: skip
+    parser.add_argument("--truth-topic", default=DEFAULT_TRUTH_TOPIC,
+                        help="ground-truth pose topic, scored where the bag has it "
+                        "('' for none)")  # fmt: skip
+    parser.add_argument("--initial-pose", default=None, metavar="X,Y,YAW",
+                        help="start around this map-frame pose (m, m, rad), as AMCL's "
+                        "initialpose; default: a global start over the map's known "
+                        "area")  # fmt: skip
+    parser.add_argument("--seed", type=int, default=0, help="the filter's random stream")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                        help="a filter setting, e.g. --set batch_distance_m=0.2 (repeatable; "
+                        "docs/localization.md)")  # fmt: skip
+
+
+def _poses(bag: Path, mag_topic: str, pose_topic: str) -> tuple[np.ndarray, np.ndarray]:
+    """(stamps [K] ns, poses [K, 3] x, y, yaw) of a pose topic."""
+    stamps, poses = [], []
+    for record in read_bag(bag, mag_topic, pose_topic, pose_type="auto"):
+        if not isinstance(record, FieldReading):
+            stamps.append(record.stamp_ns)
+            yaw = float(yaw_from_quaternion(np.asarray(record.orientation_xyzw)[None, :])[0])
+            poses.append((record.position_m[0], record.position_m[1], yaw))
+    return np.array(stamps, dtype=np.int64), np.array(poses, dtype=np.float64).reshape(-1, 3)
+
+
+def localize_bag(
+    bag: Path,
+    map_path: Path,
+    out: Path,
+    *,
+    mag_topic: str = DEFAULT_MAG_TOPIC,
+    odom_topic: str = DEFAULT_ODOM_TOPIC,
+    truth_topic: str = DEFAULT_TRUTH_TOPIC,
+    initial_pose: tuple[float, float, float] | None = None,
+    config: LocalizerConfig | None = None,
+    progress: bool = True,
+) -> LocalizeResult:
+    """Localize ``bag`` against ``map_path`` and write the outputs into ``out``.
+
+    Raises:
+        MapFileError: the map cannot be read or is not a map of ‖B‖.
+        IoLayerError: the bag or a topic is missing or damaged.
+    """
+    lookup = FieldLookup.from_map_file(map_path)
+    info = bag_info(bag)
+    has_truth = bool(truth_topic) and truth_topic in info.topics
+    localizer = Localizer(lookup, config)
+    if initial_pose is None:
+        localizer.initialize_global()
+    else:
+        localizer.initialize_pose(np.asarray(initial_pose, dtype=np.float64))
+    odom_stamps, odom_poses = [], []
+    total = max(info.message_count, 1)
+    bar = Progress(f"localize {bag.name}", stream=sys.stderr) if progress else None
+    for count, record in enumerate(read_bag(bag, mag_topic, odom_topic, pose_type="auto")):
+        if isinstance(record, FieldReading):
+            localizer.add_field(record.stamp_ns, np.asarray(record.field_t) * MICROTESLA_PER_TESLA)
+        else:
+            yaw = float(yaw_from_quaternion(np.asarray(record.orientation_xyzw)[None, :])[0])
+            pose = np.array([record.position_m[0], record.position_m[1], yaw])
+            localizer.add_odometry(record.stamp_ns, pose)
+            odom_stamps.append(record.stamp_ns)
+            odom_poses.append(pose)
+        if bar is not None and count % 500 == 0:
+            done = len(localizer.steps)
+            bar.update(count / total, f"{done} updates")
+    if bar is not None:
+        bar.done(f"{len(localizer.steps)} updates")
+    truth = _poses(bag, mag_topic, truth_topic) if has_truth else None
+    out.mkdir(parents=True, exist_ok=True)
+    steps = localizer.steps
+    stats = statistics(steps, truth, np.array(odom_stamps), np.array(odom_poses).reshape(-1, 3))
+    stats |= {"drops": dict(localizer.drops), "updates": len(steps),
+              "start": "global" if initial_pose is None else list(initial_pose),
+              "config": dataclasses.asdict(localizer.config)}  # fmt: skip
+    outputs = [
+        write_trajectory(out / "trajectory.csv", steps, truth),
+        write_stats(out / "localization.json", stats),
+        write_picture(out / "localization.png", lookup, steps, truth,
+                      np.array(odom_stamps), np.array(odom_poses).reshape(-1, 3)),
+    ]  # fmt: skip
+    return LocalizeResult(steps, dict(localizer.drops), stats, outputs)
+
+
+def _truth_at(truth: tuple[np.ndarray, np.ndarray], stamps_ns: np.ndarray) -> np.ndarray:
+    """The truth pose nearest in time to each stamp."""
+    t, poses = truth
+    i = np.searchsorted(t, stamps_ns).clip(1, t.size - 1)
+    i = np.where(np.abs(t[i - 1] - stamps_ns) <= np.abs(t[i] - stamps_ns), i - 1, i)
+    return poses[i]
+
+
+def statistics(
+    steps: list[Step],
+    truth: tuple[np.ndarray, np.ndarray] | None,
+    odom_stamps: np.ndarray,
+    odom_poses: np.ndarray,
+) -> dict[str, Any]:
+    """Error statistics against the ground truth (none without it)."""
+    if not steps:
+        return {"truth": truth is not None}
+    out: dict[str, Any] = {"truth": truth is not None,
+                           "converged_at_end": bool(steps[-1].converged)}  # fmt: skip
+    if truth is None or truth[0].size < 2:
+        return out
+    stamps = np.array([s.stamp_ns for s in steps])
+    est = np.array([s.estimate.mean for s in steps])
+    real = _truth_at(truth, stamps)
+    err = np.linalg.norm(est[:, :2] - real[:, :2], axis=1)
+    heading = np.abs((est[:, 2] - real[:, 2] + math.pi) % (2 * math.pi) - math.pi)
+    inside = [
+        float(e @ np.linalg.solve(s.estimate.covariance[:2, :2] + 1e-12 * np.eye(2), e))
+        <= CHI2_2D_95
+        for s, e in zip(steps, est[:, :2] - real[:, :2], strict=True)
+    ]
+    first = next((k for k, s in enumerate(steps) if s.converged), None)
+    out |= {
+        "rmse_m": float(np.sqrt(np.mean(err**2))),
+        "p95_m": float(np.quantile(err, 0.95)),
+        "final_error_m": float(err[-1]),
+        "heading_rmse_deg": float(np.degrees(np.sqrt(np.mean(heading**2)))),
+        "ellipse95": float(np.mean(inside)),
+        "first_converged_s": None if first is None
+        else float((stamps[first] - stamps[0]) / NS_PER_S),
+    }  # fmt: skip
+    if first is not None:
+        out["rmse_after_converged_m"] = float(np.sqrt(np.mean(err[first:] ** 2)))
+    if odom_poses.shape[0] >= 2:
+        dead = align_to_start(odom_poses, _truth_at(truth, odom_stamps[:1])[0])
+        dr_err = np.linalg.norm(dead[:, :2] - _truth_at(truth, odom_stamps)[:, :2], axis=1)
+        out["dead_reckoning_rmse_m"] = float(np.sqrt(np.mean(dr_err**2)))
+        out["dead_reckoning_max_m"] = float(dr_err.max())
+    return out
+
+
+def write_trajectory(
+    path: Path, steps: list[Step], truth: tuple[np.ndarray, np.ndarray] | None
+) -> Path:
+    header = ("stamp_ns,x,y,yaw,var_x,cov_xy,var_y,var_yaw,particles,effective_size,converged,"
+              "observed_ut,map_sd_ut")  # fmt: skip
+    real = None
+    if truth is not None and truth[0].size and steps:
+        header += ",truth_x,truth_y,truth_yaw,error_m"
+        real = _truth_at(truth, np.array([s.stamp_ns for s in steps]))
+    lines = [header]
+    for k, s in enumerate(steps):
+        m, c = s.estimate.mean, s.estimate.covariance
+        row = (f"{s.stamp_ns},{m[0]:.4f},{m[1]:.4f},{m[2]:.5f},{c[0, 0]:.6g},{c[0, 1]:.6g},"
+               f"{c[1, 1]:.6g},{c[2, 2]:.6g},{s.estimate.particles},"
+               f"{s.estimate.effective_size:.1f},{int(s.converged)},{s.observed_ut:.3f},"
+               f"{s.predicted_sd_ut:.3f}")  # fmt: skip
+        if real is not None:
+            error = math.hypot(m[0] - real[k, 0], m[1] - real[k, 1])
+            row += f",{real[k, 0]:.4f},{real[k, 1]:.4f},{real[k, 2]:.5f},{error:.4f}"
+        lines.append(row)
+    atomic_write_text(path, "\n".join(lines) + "\n")
+    return path
+
+
+def write_stats(path: Path, stats: dict[str, Any]) -> Path:
+    atomic_write_text(path, json.dumps(stats, indent=1) + "\n")
+    return path
+
+
+def write_picture(
+    path: Path,
+    lookup: FieldLookup,
+    steps: list[Step],
+    truth: tuple[np.ndarray, np.ndarray] | None,
+    odom_stamps: np.ndarray,
+    odom_poses: np.ndarray,
+) -> Path:
+    from matplotlib.figure import Figure  # deferred: matplotlib takes ~0.3 s to import
+    from matplotlib.patches import Ellipse
+
+    figure = Figure(figsize=(8, 7), dpi=110)
+    axes = figure.add_subplot()
+    x0, x1, y0, y1 = lookup.grid.extent
+    shown = np.where(lookup.known, lookup.at(lookup.grid.cell_points())[0].reshape(
+        lookup.grid.shape), np.nan)  # fmt: skip
+    image = axes.imshow(shown, origin="lower", extent=(x0, x1, y0, y1), cmap="viridis")
+    figure.colorbar(image, ax=axes, label="map ‖B‖ [µT]", shrink=0.8)
+    if truth is not None and truth[0].size:
+        axes.plot(truth[1][:, 0], truth[1][:, 1], color="black", lw=1.0, label="ground truth")
+        if odom_poses.shape[0] >= 2:
+            dead = align_to_start(odom_poses, _truth_at(truth, odom_stamps[:1])[0])
+            axes.plot(dead[:, 0], dead[:, 1], color="tab:orange", lw=0.8, ls="--",
+                      label="dead reckoning (from the true start)")  # fmt: skip
+    if steps:
+        est = np.array([s.estimate.mean for s in steps])
+        axes.plot(est[:, 0], est[:, 1], color="tab:red", lw=1.0, label="estimate")
+        # The ellipses of a converged filter: a lost one's cover the room and hide the rest.
+        held = [s for s in steps if s.converged]
+        for s in held[:: max(1, len(held) // ELLIPSES_SHOWN)]:
+            values, vectors = np.linalg.eigh(s.estimate.covariance[:2, :2])
+            width, height = 2 * np.sqrt(np.maximum(values, 0.0) * CHI2_2D_95)
+            angle = math.degrees(math.atan2(vectors[1, 1], vectors[0, 1]))
+            axes.add_patch(Ellipse(tuple(s.estimate.mean[:2]), width, height, angle=angle - 90,
+                                   fill=False, color="tab:red", lw=0.5, alpha=0.7))  # fmt: skip
+    axes.set(xlabel="x [m]", ylabel="y [m]", xlim=(x0, x1), ylim=(y0, y1),
+             title="magnetic localization (95 % ellipses once converged)")  # fmt: skip
+    axes.set_aspect("equal")
+    axes.legend(loc="upper right", fontsize=8)
+    figure.savefig(path)
+    return path
+
+
+def _pose_argument(text: str) -> tuple[float, float, float]:
+    parts = [float(v) for v in text.split(",")]
+    if len(parts) != 3 or not all(math.isfinite(v) for v in parts):
+        raise ValueError(f"--initial-pose takes X,Y,YAW (three finite numbers); got {text!r}")
+    return parts[0], parts[1], parts[2]
+
+
+def run_localize(args: argparse.Namespace) -> int:
+    try:
+        settings = parse_overrides(args.set)
+        config = LocalizerConfig(**{**settings, "seed": args.seed})
+        initial = None if args.initial_pose is None else _pose_argument(args.initial_pose)
+    except (TypeError, ValueError) as err:
+        print(f"gp-mapper localize: error: {err}", file=sys.stderr)
+        return 2
+    try:
+        result = localize_bag(
+            args.bag, args.map, args.out, mag_topic=args.mag_topic, odom_topic=args.odom_topic,
+            truth_topic=args.truth_topic, initial_pose=initial, config=config,
+        )  # fmt: skip
+    except (MapFileError, IoLayerError) as err:
+        print(f"gp-mapper localize: error: {err}", file=sys.stderr)
+        return 1
+    print(summary(result))
+    return 0
+
+
+def summary(result: LocalizeResult) -> str:
+    s = result.stats
+    lines = [f"localized: {s['updates']} filter updates; drops: {s['drops'] or 'none'}"]
+    if "rmse_m" in s:
+        converged = s.get("first_converged_s")
+        lines.append(
+            f"against the ground truth: RMSE {s['rmse_m']:.2f} m (p95 {s['p95_m']:.2f} m, "
+            f"final {s['final_error_m']:.2f} m), heading {s['heading_rmse_deg']:.1f}°, truth in "
+            f"the 95 % ellipse {100 * s['ellipse95']:.0f} %; first converged "
+            + ("never" if converged is None else f"at {converged:.1f} s")
+        )
+        if "dead_reckoning_rmse_m" in s:
+            lines.append(f"dead reckoning alone: RMSE {s['dead_reckoning_rmse_m']:.2f} m, "
+                         f"largest error {s['dead_reckoning_max_m']:.2f} m")  # fmt: skip
+    elif s.get("updates"):
+        lines.append("no ground truth in the bag: nothing scored")
+    lines += [f"wrote {p}" for p in result.outputs]
+    return "\n".join(lines)
