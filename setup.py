@@ -25,6 +25,7 @@ setup(
     entry_points={
         "console_scripts": [
             "gp_mapper_node = gp_mapper.ros.node:main",
+            "gp_localizer_node = gp_mapper.ros.localizer_node:main",
             "gp-mapper = gp_mapper.cli:main",
         ],
     },

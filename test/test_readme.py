@@ -36,3 +36,10 @@ def test_the_node_page_holds_the_parameter_table_as_generated() -> None:
     # The table itself is the parameter table's rendering: regenerate it with
     # gp_mapper.mapping.config.parameters_markdown() when a parameter changes.
     assert parameters_markdown() in text
+
+
+def test_the_localization_page_holds_its_parameter_table_as_generated() -> None:
+    from gp_mapper.mapping.localization.settings import parameters_markdown as localizer_table
+
+    text = (REPO_ROOT / "docs" / "localization.md").read_text()
+    assert localizer_table() in text

@@ -43,6 +43,7 @@ ROS_MODULES = {
     "std_srvs",
     "diagnostic_msgs",
     "rosgraph_msgs",
+    "tf2_ros",  # the localizer's map -> odom on /tf (imported where installed)
 }
 
 

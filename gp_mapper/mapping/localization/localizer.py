@@ -19,16 +19,19 @@ hypothesis.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import Counter, deque
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from .field_lookup import FieldLookup
 from .motion import MotionNoise, odometry_step, sample_motion, wrap_angle
 from .particles import ParticleSet, PoseEstimate, kld_size
+from .settings import PARAMETER_BY_NAME, default
 
 # Readings waiting for odometry that covers their stamp: at most this many seconds of them.
 MAX_WAIT_S = 5.0
@@ -38,7 +41,7 @@ NS_PER_S = 1_000_000_000
 @dataclass(frozen=True)
 class LocalizerConfig:
     """The filter's settings (Nav2 ``amcl`` names, and its defaults where this filter's use
-    does not call for others).
+    does not call for others); defaults and ranges from ``settings.LOCALIZER_PARAMETERS``.
 
     Attributes:
         min_particles, max_particles: the KLD-adaptive set's bounds (a global start uses
@@ -61,42 +64,45 @@ class LocalizerConfig:
         seed: the random stream; the same inputs and seed give the same poses.
     """
 
-    min_particles: int = 500
-    max_particles: int = 5000
-    batch_distance_m: float = 0.1
-    alpha1: float = 0.05
-    alpha2: float = 0.05
-    alpha3: float = 0.05
-    alpha4: float = 0.05
-    kld_error: float = 0.05
-    kld_quantile: float = 0.99
-    kld_bin_m: float = 0.5
-    kld_bin_rad: float = math.radians(10.0)
-    resample_ess: float = 0.5
-    initial_sd_m: float = 0.5
-    initial_sd_rad: float = math.sqrt(0.068)
-    converged_sd_m: float = 0.5
-    temper: bool = True
-    seed: int = 0
+    min_particles: int = default("min_particles")
+    max_particles: int = default("max_particles")
+    batch_distance_m: float = default("batch_distance_m")
+    alpha1: float = default("alpha1")
+    alpha2: float = default("alpha2")
+    alpha3: float = default("alpha3")
+    alpha4: float = default("alpha4")
+    kld_error: float = default("kld_error")
+    kld_quantile: float = default("kld_quantile")
+    kld_bin_m: float = default("kld_bin_m")
+    kld_bin_rad: float = default("kld_bin_rad")
+    resample_ess: float = default("resample_ess")
+    initial_sd_m: float = default("initial_sd_m")
+    initial_sd_rad: float = default("initial_sd_rad")
+    converged_sd_m: float = default("converged_sd_m")
+    temper: bool = default("temper")
+    seed: int = default("seed")
 
     @property
     def motion(self) -> MotionNoise:
         return MotionNoise(self.alpha1, self.alpha2, self.alpha3, self.alpha4)
 
     def __post_init__(self) -> None:
-        self.motion  # noqa: B018 (checks the alphas)
-        if not 1 <= self.min_particles <= self.max_particles:
+        # Each value against its row of the table (type, range), then the pair.
+        for item in dataclasses.fields(self):
+            object.__setattr__(
+                self, item.name, PARAMETER_BY_NAME[item.name].check(getattr(self, item.name))
+            )
+        if self.min_particles > self.max_particles:
             raise ValueError(
-                f"need 1 <= min_particles <= max_particles; got {self.min_particles}, "
+                f"need min_particles <= max_particles; got {self.min_particles}, "
                 f"{self.max_particles}"
             )
-        for name in ("batch_distance_m", "kld_error", "kld_bin_m", "kld_bin_rad",
-                     "converged_sd_m"):  # fmt: skip
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value > 0.0):
-                raise ValueError(f"{name} must be positive; got {value}")
-        if not 0.0 < self.kld_quantile < 1.0 or not 0.0 <= self.resample_ess <= 1.0:
-            raise ValueError("kld_quantile must be in (0, 1) and resample_ess in [0, 1]")
+
+    @classmethod
+    def from_values(cls, values: Mapping[str, Any]) -> LocalizerConfig:
+        """From a mapping that may hold other settings too (the node's parameters)."""
+        names = {item.name for item in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in values.items() if k in names})
 
 
 class Step(NamedTuple):
@@ -179,6 +185,15 @@ class Localizer:
         self._last_field_ns = int(stamp_ns)
         self._waiting.append((int(stamp_ns), value))
         self._drain()
+
+    def update_now(self) -> bool:
+        """Weigh the readings gathered since the last update now, moved or not (AMCL's
+        ``nomotion_update``); False when there are none or no start was given."""
+        if not self._batch or self.particles is None:
+            return False
+        self._update(self._batch)
+        self._batch = []
+        return True
 
     # ------------------------------------------------------------------ the filter
     def _drain(self) -> None:

@@ -1,0 +1,254 @@
+"""Every setting of the localizer, declared once: the filter's (``LocalizerConfig``) and the
+node's wiring, with defaults, ranges and units. The node declares its ROS parameters from this
+table (``gp_mapper.ros.localizer_node``) and ``config/gp_localizer.yaml`` lists it.
+
+Names follow Nav2's ``amcl`` where AMCL has the setting (``min_particles``, ``alpha1``,
+``global_frame_id``, ``set_initial_pose``, ``initial_pose.x`` as ``initial_pose_x``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from gp_mapper.engine.settings import Setting
+
+FILTER = "localization"
+NODE = "node"
+
+
+def _row(*fields: Any, group: str = FILTER, **named: Any) -> Setting:
+    return Setting(*fields, group=group, **named)
+
+
+LOCALIZER_PARAMETERS: tuple[Setting, ...] = (
+    # --- ROS wiring (the node's) ---
+    _row(
+        "map_path",
+        "",
+        "str",
+        "map file of ‖B‖ written by gp_mapper (map_state.npz; ~ is expanded), read at start "
+        "and by ~/load_map; empty: no map until ~/load_map with map_path set",
+        group=NODE,
+    ),
+    _row(
+        "mag_topic",
+        "mag",
+        "str",
+        "magnetometer topic (sensor_msgs/MagneticField, field in tesla)",
+        read_only=True,
+        group=NODE,
+    ),
+    _row(
+        "odom_topic",
+        "odom",
+        "str",
+        "odometry topic (nav_msgs/Odometry of the robot's base in odom_frame_id)",
+        read_only=True,
+        group=NODE,
+    ),
+    _row(
+        "global_frame_id",
+        "map",
+        "str",
+        "frame of the map and of the published pose",
+        read_only=True,
+        group=NODE,
+    ),
+    _row(
+        "odom_frame_id",
+        "odom",
+        "str",
+        "the odometry's frame (the child of map -> odom)",
+        read_only=True,
+        group=NODE,
+    ),
+    _row(
+        "tf_broadcast",
+        True,
+        "bool",
+        "broadcast map -> odom on /tf (needs tf2_ros); it is also published as a "
+        "geometry_msgs/TransformStamped on ~/map_to_odom",
+        read_only=True,
+        group=NODE,
+    ),
+    _row(
+        "set_initial_pose",
+        False,
+        "bool",
+        "start around initial_pose_x/y/a (as AMCL); false: a global start over the map's "
+        "known area once the map is loaded",
+        read_only=True,
+        group=NODE,
+    ),
+    _row(
+        "initial_pose_x",
+        0.0,
+        "float",
+        "initial pose x [m] in global_frame_id",
+        min=-1e6,
+        max=1e6,
+        read_only=True,
+        group=NODE,
+    ),
+    _row(
+        "initial_pose_y",
+        0.0,
+        "float",
+        "initial pose y [m] in global_frame_id",
+        min=-1e6,
+        max=1e6,
+        read_only=True,
+        group=NODE,
+    ),
+    _row(
+        "initial_pose_a",
+        0.0,
+        "float",
+        "initial pose yaw [rad] in global_frame_id",
+        min=-2 * math.pi,
+        max=2 * math.pi,
+        read_only=True,
+        group=NODE,
+    ),
+    _row(
+        "diagnostics_period",
+        1.0,
+        "float",
+        "period of /diagnostics [s]",
+        min=0.1,
+        max=60.0,
+        group=NODE,
+    ),
+    # --- the filter ---
+    _row(
+        "lookup_resolution",
+        0.05,
+        "float",
+        "cell of the grid the map is predicted on for the particles [m] (a tenth of the "
+        "lengthscales indoor fields fit)",
+        min=0.005,
+        max=1.0,
+        read_only=True,
+    ),
+    _row(
+        "min_particles",
+        500,
+        "int",
+        "fewest particles of the KLD-adaptive set",
+        min=1,
+        max=1_000_000,
+    ),
+    _row(
+        "max_particles",
+        5000,
+        "int",
+        "most particles of the set (a global start uses this many)",
+        min=1,
+        max=1_000_000,
+    ),
+    _row(
+        "batch_distance_m",
+        0.1,
+        "float",
+        "travel whose readings make one observation (their mean ‖B‖) [m]",
+        min=0.005,
+        max=10.0,
+    ),
+    _row(
+        "alpha1",
+        0.05,
+        "float",
+        "rotation noise from rotation (AMCL's odometry model) "
+        "[rad²/rad²]; lower than Nav2's 0.2, chosen on a validation run (docs/localization.md)",
+        min=0.0,
+        max=10.0,
+    ),
+    _row("alpha2", 0.05, "float", "rotation noise from translation [rad²/m²]", min=0.0, max=10.0),
+    _row("alpha3", 0.05, "float", "translation noise from translation [m²/m²]", min=0.0, max=10.0),
+    _row("alpha4", 0.05, "float", "translation noise from rotation [m²/rad²]", min=0.0, max=10.0),
+    _row(
+        "kld_error", 0.05, "float", "KLD sampling's error bound (AMCL's pf_err)", min=1e-4, max=1.0
+    ),
+    _row(
+        "kld_quantile",
+        0.99,
+        "float",
+        "KLD sampling's upper quantile (AMCL's pf_z)",
+        min=0.5,
+        max=0.9999,
+    ),
+    _row("kld_bin_m", 0.5, "float", "KLD histogram bin in x and y [m]", min=0.01, max=10.0),
+    _row(
+        "kld_bin_rad",
+        math.radians(10.0),
+        "float",
+        "KLD histogram bin in yaw [rad]",
+        min=0.01,
+        max=math.pi,
+    ),
+    _row(
+        "resample_ess",
+        0.5,
+        "float",
+        "resample when the effective sample size falls below this share of the set",
+        min=0.0,
+        max=1.0,
+    ),
+    _row(
+        "initial_sd_m",
+        0.5,
+        "float",
+        "position sd of a start from a given pose [m]",
+        min=0.001,
+        max=1000.0,
+    ),
+    _row(
+        "initial_sd_rad",
+        math.sqrt(0.068),
+        "float",
+        "yaw sd of a start from a given pose [rad] (AMCL's initial_cov_aa 0.068 rad²)",
+        min=0.001,
+        max=math.pi,
+    ),
+    _row(
+        "converged_sd_m",
+        0.5,
+        "float",
+        "converged when the position sd along its major axis is below this [m]",
+        min=0.001,
+        max=100.0,
+    ),
+    _row(
+        "temper",
+        True,
+        "bool",
+        "weigh each observation by batch_distance / lengthscale (at most 1): one lengthscale "
+        "of path counts once, its map errors being correlated",
+    ),
+    _row(
+        "seed",
+        0,
+        "int",
+        "the filter's random stream (same inputs and seed, same poses)",
+        min=0,
+        max=2**31 - 1,
+    ),
+)
+
+PARAMETER_BY_NAME: dict[str, Setting] = {p.name: p for p in LOCALIZER_PARAMETERS}
+
+
+def default(name: str) -> Any:
+    """The default of a setting of the table."""
+    return PARAMETER_BY_NAME[name].default
+
+
+def parameters_markdown() -> str:
+    """The table as Markdown (docs/localization.md's parameter table is this)."""
+    lines = ["| name | default | range | description |", "|---|---|---|---|"]
+    for p in LOCALIZER_PARAMETERS:
+        shown = f"{p.default:.4g}" if isinstance(p.default, float) else repr(p.default)
+        span = "" if p.min is None else f"{p.min:g} … {p.max:g}"
+        lines.append(f"| `{p.name}` | `{shown}` | {span} | {p.description} |")
+    return "\n".join(lines)
