@@ -8,15 +8,22 @@ error ±5 %, gyro bias ±1 °/s with a random walk of 0.1 °/s/√s, 2 % white n
 signs and noise drawn per seed), so that dead reckoning alone drifts by metres over the run.
 Two starts: ``known``, a pose drawn around the truth (sd 0.5 m, 15°) given as AMCL's
 ``initialpose``; ``uniform``, a global start over the map's known area. Per seed: the
-position RMSE over the whole run; converged at the first update from which the RMSE of every
-later update is ≤ 0.5 m and none is off by more than 1 m, and from there the RMSE, its 95th
-percentile, the heading RMSE and the share of updates whose truth lies inside the filter's
-95 % ellipse; the time and distance to converge; dead reckoning's RMSE and largest error from
+position RMSE over the whole run and over the updates where the map knows the true place,
+the share of updates whose truth lies inside the filter's 95 % ellipse; converged at the first
+update from which the RMSE of every later update is ≤ 0.5 m and none is off by more than 1 m,
+and from there the RMSE, its 95th percentile, the heading RMSE and the ellipse share again;
+the time and distance to converge; dead reckoning's RMSE and largest error from
 the true start. Medians over seeds. ``--split validation`` maps runs 1-3 and localizes run 4:
-the filter's defaults are chosen there, never on run 5. Speed: filter updates per second at a
-fixed particle count on one core (10 readings a batch).
+the filter's defaults are chosen there, never on run 5. The office floor of ``building.py``
+(seed 0, 60 x 40 m, 20 minutes at 100 Hz, per-pass offsets of 1 µT): the walk's first 15
+minutes are streamed through the pipeline at the node's defaults (the tiled map), its last 5
+minutes (mostly over mapped corridors; rooms first reached later are walked blind) are
+localized as run 5 is, rows ``building_known`` and
+``building_uniform``. Speed: filter updates per second at a fixed particle count on one core
+(10 readings a batch).
 
     python benchmarks/localization.py [--seeds 10] [--split test|validation] [--json F]
+        [--places aalto,building] [--starts known,uniform]
         [--set NAME=VALUE ...] [--scratch /tmp/gp_mapper_localization]
 """
 
@@ -36,6 +43,7 @@ from common import data_dir, format_table, run_env, write_json
 from gp_mapper.engine.core.device import set_cpu_threads
 from gp_mapper.io.aalto import load_aalto_sequence
 from gp_mapper.io.bag_writer import MAG_FRAME_ID, TESLA_PER_MICROTESLA
+from gp_mapper.io.building import building_walk, make_building_world, simulate_building_run
 from gp_mapper.io.heading import heading_from_track, yaw_to_quaternion
 from gp_mapper.io.odometry import OdometryErrors, align_to_start, simulate_odometry
 from gp_mapper.mapping import FieldReading, MapperConfig, MappingPipeline, Pose
@@ -43,6 +51,10 @@ from gp_mapper.mapping.localization import FieldLookup, Localizer, LocalizerConf
 from gp_mapper.mapping.params_file import parse_overrides
 
 SPLITS = {"test": ((1, 2, 3, 4), 5), "validation": ((1, 2, 3), 4)}
+# The office floor: the walk's first 15 minutes map it, the last 5 are localized.
+FLOOR_SEED = 0
+FLOOR_MINUTES = 20.0
+FLOOR_MAP_S = 900.0
 NS_PER_S = 1_000_000_000
 CONVERGED_RMSE_M = 0.5
 KNOWN_START_SD = (0.5, 0.5, math.radians(15.0))
@@ -87,15 +99,65 @@ def build_map(runs: tuple[int, ...], scratch: Path) -> Path:
     return path
 
 
+def floor_run() -> Any:
+    """The office floor of ``building.py`` (seed 0, 20 minutes at 100 Hz), in memory."""
+    world = make_building_world(FLOOR_SEED)
+    walk = building_walk(world, duration_s=FLOOR_MINUTES * 60.0, seed=FLOOR_SEED)
+    return simulate_building_run(world, walk, seed=FLOOR_SEED)
+
+
+def build_floor_map(run: Any, scratch: Path) -> Path:
+    """Stream the floor's first FLOOR_MAP_S seconds through the node's pipeline (defaults:
+    the tiled map) and save the map file."""
+    path = scratch / f"floor_seed{FLOOR_SEED}_first{FLOOR_MAP_S:g}s.npz"
+    if path.exists():
+        return path
+    config = MapperConfig.from_dict({"device": "cpu"}).offline()
+    keep = run.time_s < FLOOR_MAP_S
+    stamps = np.rint(run.time_s[keep] * NS_PER_S).astype(np.int64)
+    position = np.column_stack([run.position_m[keep], np.zeros(int(keep.sum()))])
+    orientation = yaw_to_quaternion(run.heading_rad[keep])
+    field_t = run.mag_ut[keep] * TESLA_PER_MICROTESLA
+    start = time.perf_counter()
+    with MappingPipeline(config, background=False) as pipeline:
+        for i, stamp in enumerate(stamps):
+            pipeline.add_pose(Pose(int(stamp), position[i], orientation[i]))
+            pipeline.add_field(FieldReading(int(stamp), field_t[i], MAG_FRAME_ID))
+            if i % 20_000 == 0:
+                done = i / stamps.size
+                elapsed = time.perf_counter() - start
+                eta = elapsed * (1 - done) / max(done, 1e-9)
+                M = pipeline.diagnostics()["inducing_points"]
+                print(f"  floor map: {100 * done:.0f} %, M={M}, {elapsed:.0f} s, ETA {eta:.0f} s",
+                      file=sys.stderr, flush=True)  # fmt: skip
+        pipeline.flush()
+        pipeline.save(path)
+    return path
+
+
 def localize_run(
     lookup: FieldLookup, run: int, seed: int, start: str, config: LocalizerConfig
 ) -> dict[str, Any]:
-    """One seed of one start on one run (module docstring)."""
+    """One seed of one start on one Aalto run (module docstring)."""
     seq = load_aalto_sequence(aalto_dir(), seq=run)
-    t = seq.time_s - seq.time_s[0]
     yaw = heading_from_track(seq.time_s, seq.loc_m)
-    truth = np.column_stack([seq.loc_m, yaw])
-    odom = simulate_odometry(t, seq.loc_m, yaw, OdometryErrors(), seed).pose
+    return localize_track(lookup, seq.time_s - seq.time_s[0], seq.loc_m, yaw, seq.mag_ut, seed,
+                          start, config)  # fmt: skip
+
+
+def localize_track(
+    lookup: FieldLookup,
+    t: np.ndarray,
+    xy: np.ndarray,
+    yaw: np.ndarray,
+    mag_ut: np.ndarray,
+    seed: int,
+    start: str,
+    config: LocalizerConfig,
+) -> dict[str, Any]:
+    """One seed of one start on a track with its readings (module docstring)."""
+    truth = np.column_stack([xy, yaw])
+    odom = simulate_odometry(t, xy, yaw, OdometryErrors(), seed).pose
     stamps = np.rint(t * NS_PER_S).astype(np.int64)
     localizer = Localizer(lookup, dataclasses.replace(config, seed=seed))
     rng = np.random.default_rng(10_000 + seed)
@@ -107,7 +169,7 @@ def localize_run(
     began = time.perf_counter()
     for i, stamp in enumerate(stamps):
         localizer.add_odometry(int(stamp), odom[i])
-        localizer.add_field(int(stamp), seq.mag_ut[i])
+        localizer.add_field(int(stamp), mag_ut[i])
     seconds = time.perf_counter() - began
     steps = localizer.steps
     step_s = np.array([s.stamp_ns / NS_PER_S for s in steps])
@@ -120,10 +182,17 @@ def localize_run(
     suffix = np.sqrt(np.cumsum((err**2)[::-1])[::-1] / np.arange(err.size, 0, -1))
     worst = np.maximum.accumulate(err[::-1])[::-1]
     ok = np.flatnonzero((suffix <= CONVERGED_RMSE_M) & (worst <= 2.0 * CONVERGED_RMSE_M))
-    steps_m = np.linalg.norm(np.diff(seq.loc_m, axis=0), axis=1)
+    steps_m = np.linalg.norm(np.diff(xy, axis=0), axis=1)
     travelled = np.concatenate([[0.0], np.cumsum(steps_m)])
     dr = align_to_start(odom, truth[0])
     dr_err = np.linalg.norm(dr[:, :2] - truth[:, :2], axis=1)
+    known = lookup.is_known(truth[index, :2])
+    offsets = est[:, :2] - truth[index, :2]
+    inside_all = [
+        float(e @ np.linalg.solve(s.estimate.covariance[:2, :2] + 1e-12 * np.eye(2), e))
+        <= CHI2_2D_95
+        for s, e in zip(steps, offsets, strict=True)
+    ]
     out: dict[str, Any] = {
         "seed": seed,
         "updates": len(steps),
@@ -133,6 +202,10 @@ def localize_run(
         "dead_reckoning_max_m": float(dr_err.max()),
         "converged": bool(ok.size),
         "rmse_all_m": float(np.sqrt(np.mean(err**2))),
+        # Where the map knows the true place (an unmapped room is walked blind).
+        "rmse_known_m": float(np.sqrt(np.mean(err[known] ** 2))) if known.any() else None,
+        "known_share": float(known.mean()),
+        "ellipse95_all": float(np.mean(inside_all)),
     }
     if ok.size:
         k = int(ok[0])
@@ -161,6 +234,9 @@ def summarise(per_seed: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "rmse_m": median("rmse_m"),
         "rmse_all_m": median("rmse_all_m"),
+        "rmse_known_m": median("rmse_known_m"),
+        "known_share": median("known_share"),
+        "ellipse95_all": median("ellipse95_all"),
         "p95_m": median("p95_m"),
         "converge_s": median("converge_s"),
         "converge_m": median("converge_m"),
@@ -206,6 +282,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--split", choices=sorted(SPLITS), default="test")
     parser.add_argument("--starts", default="known,uniform")
+    parser.add_argument("--places", default="aalto,building",
+                        help="aalto (the Aalto runs, the split's run), building (the office "
+                        "floor's last 5 minutes; test split only)")  # fmt: skip
     parser.add_argument(
         "--set",
         action="append",
@@ -218,40 +297,68 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", default=None)
     args = parser.parse_args(argv)
     set_cpu_threads(1)
-    if not aalto_dir().is_dir():
+    if "aalto" in args.places.split(",") and not aalto_dir().is_dir():
         print(f"Aalto data not found under {aalto_dir()} (set GP_MAPPER_DATA)", file=sys.stderr)
         return 2
     overrides = parse_overrides(args.set)
     config = LocalizerConfig(**overrides)
     args.scratch.mkdir(parents=True, exist_ok=True)
     map_runs, run = SPLITS[args.split]
-    path = build_map(map_runs, args.scratch)
-    lookup = FieldLookup.from_map_file(path)
-    print(f"map {path}: known area {lookup.known_area_m2:.1f} m², ℓ {lookup.lengthscale_m:.2f} "
-          f"m, noise {lookup.noise}", file=sys.stderr)  # fmt: skip
-    results: dict[str, Any] = {"runs": {}}
-    began = time.perf_counter()
+    places = args.places.split(",")
+    if args.split == "validation":
+        places = [p for p in places if p == "aalto"]
     starts = args.starts.split(",")
-    total = len(starts) * args.seeds
-    for s_index, start in enumerate(starts):
-        per_seed = []
-        for seed in range(args.seeds):
-            per_seed.append(localize_run(lookup, run, seed, start, config))
-            done = s_index * args.seeds + seed + 1
-            elapsed = time.perf_counter() - began
-            r = per_seed[-1]
-            eta = elapsed / done * (total - done)
-            print(f"  aalto{run}_{start} seed {seed}: rmse {r.get('rmse_m', math.nan):.2f} m, "
-                  f"converged {r.get('converge_s', math.nan):.0f} s, dead reckoning "
-                  f"{r['dead_reckoning_rmse_m']:.2f} m ({done}/{total}, ETA {eta:.0f} s)",
-                  file=sys.stderr, flush=True)  # fmt: skip
-        results["runs"][f"aalto{run}_{start}"] = summarise(per_seed)
+    results: dict[str, Any] = {"runs": {}}
+    tracks: dict[str, Any] = {}
+    lookups: dict[str, FieldLookup] = {}
+    if "aalto" in places:
+        path = build_map(map_runs, args.scratch)
+        lookups["aalto"] = FieldLookup.from_map_file(path)
+        tracks["aalto"] = run
+        results["map"] = {"runs": list(map_runs)}
+    if "building" in places:
+        floor = floor_run()
+        path = build_floor_map(floor, args.scratch)
+        began = time.perf_counter()
+        lookups["building"] = FieldLookup.from_map_file(path)
+        print(f"  floor lookup grid: {time.perf_counter() - began:.0f} s", file=sys.stderr)
+        test = floor.time_s >= FLOOR_MAP_S
+        tracks["building"] = (floor.time_s[test] - floor.time_s[test][0], floor.position_m[test],
+                              floor.heading_rad[test], floor.mag_ut[test])  # fmt: skip
+        results["floor"] = {"seed": FLOOR_SEED, "map_s": FLOOR_MAP_S, "minutes": FLOOR_MINUTES,
+                            "lookup_s": time.perf_counter() - began}  # fmt: skip
+    for place, lookup in lookups.items():
+        print(f"{place} map: known area {lookup.known_area_m2:.1f} m², ℓ {lookup.lengthscale_m:.2f}"
+              f" m, noise {lookup.noise}", file=sys.stderr)  # fmt: skip
+        results.setdefault("maps", {})[place] = {
+            "known_area_m2": lookup.known_area_m2, "lengthscale_m": lookup.lengthscale_m,
+            "noise": dataclasses.asdict(lookup.noise),
+        }  # fmt: skip
+    began = time.perf_counter()
+    total = len(starts) * args.seeds * len(lookups)
+    done = 0
+    for place, lookup in lookups.items():
+        for start in starts:
+            per_seed = []
+            for seed in range(args.seeds):
+                if place == "aalto":
+                    per_seed.append(localize_run(lookup, tracks[place], seed, start, config))
+                    name = f"aalto{run}_{start}"
+                else:
+                    per_seed.append(localize_track(lookup, *tracks[place], seed, start, config))
+                    name = f"building_{start}"
+                done += 1
+                elapsed = time.perf_counter() - began
+                eta = elapsed / done * (total - done)
+                r = per_seed[-1]
+                print(f"  {name} seed {seed}: rmse {r.get('rmse_m', math.nan):.2f} m, "
+                      f"converged {r.get('converge_s', math.nan):.0f} s, dead reckoning "
+                      f"{r['dead_reckoning_rmse_m']:.2f} m ({done}/{total}, ETA {eta:.0f} s)",
+                      file=sys.stderr, flush=True)  # fmt: skip
+            results["runs"][name] = summarise(per_seed)
     if not args.no_speed:
-        results["speed"] = speed(lookup, config)
+        results["speed"] = speed(next(iter(lookups.values())), config)
     results["params"] = dataclasses.asdict(config)
-    results["map"] = {"runs": list(map_runs), "known_area_m2": lookup.known_area_m2,
-                      "lengthscale_m": lookup.lengthscale_m,
-                      "noise": dataclasses.asdict(lookup.noise)}  # fmt: skip
     results["split"] = args.split
     print_table(results)
     write_json(args.json, {**results, "env": run_env()})
@@ -264,15 +371,16 @@ def fmt(value: float | None, digits: int = 2) -> str:
 
 def print_table(results: dict[str, Any]) -> None:
     rows = [
-        [name, fmt(r["rmse_all_m"]), fmt(r["rmse_m"]), fmt(r["p95_m"]), fmt(r["converge_s"], 1),
-         fmt(r["converge_m"], 1), fmt(r["heading_rmse_deg"], 1), fmt(r["ellipse95"]),
+        [name, fmt(r["rmse_all_m"]), fmt(r["rmse_known_m"]), fmt(r["rmse_m"]), fmt(r["p95_m"]),
+         fmt(r["converge_s"], 1), fmt(r["converge_m"], 1), fmt(r["heading_rmse_deg"], 1),
+         f"{fmt(r['ellipse95_all'])} / {fmt(r['ellipse95'])}",
          fmt(r["dead_reckoning_rmse_m"]), fmt(r["dead_reckoning_max_m"]),
          f"{r['converged_seeds']}/{r['seeds']}", str(r["converged_within_30s"])]
         for name, r in results["runs"].items()
     ]  # fmt: skip
-    headers = ["run", "RMSE all m", "RMSE after m", "p95 m", "converge s", "converge m",
-               "heading °", "in 95 % ellipse", "dead reckoning RMSE m", "DR max m", "converged",
-               "within 30 s"]  # fmt: skip
+    headers = ["run", "RMSE all m", "RMSE where mapped m", "RMSE after m", "p95 m",
+               "converge s", "converge m", "heading °", "in 95 % ellipse all / after",
+               "dead reckoning RMSE m", "DR max m", "converged", "within 30 s"]  # fmt: skip
     print(f"# magnetic localization, {results['split']} split (medians over seeds)")
     print(format_table(headers, rows))
     if "speed" in results:
