@@ -595,6 +595,16 @@ def localization_rows(data: dict[str, Any], path: Path) -> Iterator[Row]:
             " / ".join(f"{r['ellipse95']:.2f}" for r in runs), "", f"≥ {ELLIPSE_TARGET}",
             worst >= ELLIPSE_TARGET,
         )  # fmt: skip
+    for start in ("known", "uniform"):
+        floor = data["runs"].get(f"building_{start}")
+        if floor and floor.get("rmse_known_m") is not None:
+            yield _row(
+                data, bench,
+                f"office floor, last 5 minutes, {start} start: RMSE whole walk / where mapped",
+                f"{floor['rmse_all_m']:.2f} / {floor['rmse_known_m']:.2f} m "
+                f"(truth in the 95 % ellipse {floor['ellipse95_all']:.2f})",
+                f"dead reckoning {floor['dead_reckoning_rmse_m']:.1f} m", "", None,
+            )  # fmt: skip
     if "speed" in data:
         rates = dict(zip(data["speed"]["particles"], data["speed"]["updates_per_s"], strict=True))
         if 2000 in rates:
