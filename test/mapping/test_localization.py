@@ -225,16 +225,57 @@ def test_readings_without_a_start_are_counted_not_weighed(walk):
     assert localizer.steps == [] and localizer.drops["not_initialized"] > 0
 
 
-def test_a_map_of_the_field_vector_is_refused():
+def test_a_map_of_the_field_vector_is_read_with_its_components():
+    import torch
+
     from gp_mapper.engine import EngineSpec, build_model
 
-    model = build_model(EngineSpec(model="potential", kernel="se"), input_dim=2)
+    model = build_model(EngineSpec(model="potential", kernel="se", fit_iterations=0), input_dim=2)
     rng = np.random.default_rng(0)
     X = rng.uniform(0, 2, (30, 2))
     B = np.tile([20.0, 0.0, 40.0], (30, 1)) + rng.normal(size=(30, 3))
     assert model.update(X, B).accepted
-    with pytest.raises(ValueError, match="target: norm"):
-        FieldLookup.from_model(model, (0.0, 2.0, 0.0, 2.0))
+    lookup = FieldLookup.from_model(model, (0.0, 2.0, 0.0, 2.0), resolution_m=0.1)
+    assert lookup.has_field
+    centres = lookup.grid.cell_points()[lookup.known.ravel()][:5]
+    mean, var = lookup.field_at(centres)
+    expected, cov = model.predict_field(torch.as_tensor(centres))
+    np.testing.assert_allclose(mean, expected.numpy(), rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(var, np.diagonal(cov.numpy(), axis1=1, axis2=2), rtol=1e-9)
+
+
+def test_a_map_of_the_norm_has_no_field():
+    lookup = grid_lookup(lambda xy: 40.0 + xy[:, 0])
+    assert not lookup.has_field
+    with pytest.raises(ValueError, match="norm"):
+        lookup.field_at(np.zeros((1, 2)))
+
+
+def vector_lookup() -> FieldLookup:
+    """The world's field vector (and norm) on a grid, as a map of ``target: vector`` holds."""
+    lookup = world_lookup()
+    xy = lookup.grid.cell_points()
+    field = WORLD.field_at(xy).reshape(*lookup.grid.shape, 3)
+    return FieldLookup(lookup.grid, WORLD.norm_at(xy).reshape(lookup.grid.shape),
+                       np.full(lookup.grid.shape, 0.01), np.full(lookup.grid.shape, 100.0),
+                       lookup.noise, 0.5, (field, np.full(field.shape, 0.01)))  # fmt: skip
+
+
+def test_a_vector_map_corrects_the_heading_a_norm_map_cannot(walk):
+    """Started 40° off in heading: the field's horizontal components give the heading back;
+    the norm alone tells it only through the shape of the path."""
+    run, truth, odom = walk
+    heading = {}
+    for name, lookup in (("vector", vector_lookup()), ("norm", world_lookup())):
+        localizer = Localizer(lookup, LocalizerConfig(seed=5, initial_sd_rad=0.8))
+        localizer.initialize_pose(truth[0] + np.array([0.0, 0.0, math.radians(40.0)]))
+        drive(localizer, run, odom, stop=600)
+        early = [s for s in localizer.steps if s.stamp_ns < 8 * NS]
+        i = [int(np.searchsorted(run.time_s, s.stamp_ns / NS)) for s in early]
+        off = [abs(math.remainder(s.estimate.mean[2] - truth[k, 2], 2 * math.pi))
+               for s, k in zip(early, i, strict=True)]  # fmt: skip
+        heading[name] = math.degrees(float(np.sqrt(np.mean(np.square(off)))))
+    assert heading["vector"] < 10.0 and heading["vector"] < 0.5 * heading["norm"], heading
 
 
 def test_a_map_file_is_read_and_a_map_of_another_target_refused(tmp_path):
@@ -266,3 +307,22 @@ def test_odometry_without_errors_is_the_track_and_with_them_it_drifts(walk):
     np.testing.assert_array_equal(a, b)
     drift = np.linalg.norm(align_to_start(a, truth[0])[:, :2] - truth[:, :2], axis=1)
     assert drift.max() > 0.5
+
+
+def test_the_recovery_finds_a_kidnapped_robot_without_a_reinitialization(walk):
+    """Augmented MCL: when the particles explain the readings worse than they used to, a
+    share of them is drawn anew over the map, and the filter finds the robot again."""
+    run, truth, odom = walk
+    half = run.time_s.size // 3
+    jumped = odom.copy()
+    jumped[half:, 1] += 3.0  # from here the odometry is 3 m off the truth
+    found = {}
+    for slow, fast in ((0.0, 0.0), (0.001, 0.1)):
+        config = LocalizerConfig(seed=4, recovery_alpha_slow=slow, recovery_alpha_fast=fast)
+        localizer = Localizer(world_lookup(), config)
+        localizer.initialize_pose(truth[0])
+        drive(localizer, run, jumped)
+        err, _ = errors(localizer, run, truth, since_s=run.time_s[-1] - 20.0)
+        found[fast > 0] = (float(np.sqrt(np.mean(err**2))), localizer.injected)
+    assert found[False][1] == 0 and found[True][1] > 0
+    assert found[True][0] < 0.4 and found[True][0] < 0.5 * found[False][0], found

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from gp_mapper.mapping.errors import MapFileError
-from gp_mapper.mapping.grid import GridSpec, grid_for, predict_grid
+from gp_mapper.mapping.grid import GridSpec, grid_for, predict_grid, predict_grid_field
 
 if TYPE_CHECKING:
     from gp_mapper.engine import Model
@@ -76,6 +76,9 @@ class FieldLookup:
         noise: the map's noise model.
         lengthscale_m: the map kernel's shortest lengthscale (over which its errors are
             correlated along a path).
+        field: for a map of the field vector (``target: vector``), the map-frame components'
+            mean [H, W, 3] and variances [H, W, 3]; ``mean`` and ``variance`` are then ‖B‖'s
+            and decide which cells are known.
     """
 
     def __init__(
@@ -86,6 +89,7 @@ class FieldLookup:
         prior_variance: np.ndarray,
         noise: MapNoise,
         lengthscale_m: float,
+        field: tuple[np.ndarray, np.ndarray] | None = None,
     ) -> None:
         if mean.shape != grid.shape or variance.shape != grid.shape:
             raise ValueError(f"layers {mean.shape} / {variance.shape} != grid {grid.shape}")
@@ -106,6 +110,25 @@ class FieldLookup:
         self.noise = noise
         self.lengthscale_m = float(lengthscale_m)
         self._known_cells = np.flatnonzero(self.known.ravel())
+        self._field: tuple[np.ndarray, np.ndarray] | None = None
+        if field is not None:
+            f_mean, f_var = (np.asarray(a, dtype=np.float64) for a in field)
+            if f_mean.shape != (*grid.shape, 3) or f_var.shape != f_mean.shape:
+                raise ValueError(f"field layers {f_mean.shape} / {f_var.shape} != grid x 3")
+            if not np.isfinite(f_mean).all() or not np.isfinite(f_var).all():
+                raise ValueError("the map's field must be finite on the lookup grid")
+            unknown = ~self.known[..., None]
+            far_field = np.median(f_mean[~self.known] if far.any() else f_mean.reshape(-1, 3), 0)
+            self.far_field = far_field
+            self._field = (
+                np.where(unknown, far_field, f_mean),
+                np.where(unknown, self.far_variance, np.maximum(f_var, 0.0)),
+            )
+
+    @property
+    def has_field(self) -> bool:
+        """Whether the map holds the field vector (a heading can be read from it)."""
+        return self._field is not None
 
     @classmethod
     def from_model(
@@ -117,22 +140,18 @@ class FieldLookup:
         margin_m: float = DEFAULT_MARGIN_M,
         z: float = 0.0,
     ) -> FieldLookup:
-        """Predict ``model`` (a scalar map) over ``box`` (xmin, xmax, ymin, ymax) [m] plus
-        ``margin_m``."""
+        """Predict ``model`` over ``box`` (xmin, xmax, ymin, ymax) [m] plus ``margin_m``: ‖B‖,
+        and the field vector where the model maps it."""
         posterior = model.posterior
         if posterior is None:
             raise ValueError("the model has no posterior yet: map some readings first")
-        if posterior.target != "scalar":
-            raise ValueError(
-                "this localizer reads a map of one scalar (target: norm); a vector map's "
-                "three components are not read yet"
-            )
         grid = grid_for(box, resolution_m, MAX_LOOKUP_CELLS, margin_m=margin_m)
         mean, variance, prior = predict_grid(posterior, grid, z=z)
+        field = predict_grid_field(posterior, grid, z=z)  # None for a scalar map
         theta = model.hyperparameters()
         return cls(
             grid, mean, variance, prior, MapNoise.from_hyperparameters(theta),
-            _shortest_lengthscale(theta),
+            _shortest_lengthscale(theta), field,
         )  # fmt: skip
 
     @classmethod
@@ -154,10 +173,10 @@ class FieldLookup:
 
         path = Path(path).expanduser()
         data = load_map(path)
-        if data.config.get("target") not in (None, "norm"):
+        if data.config.get("target") not in (None, "norm", "vector"):
             raise MapFileError(
                 f"{path}: maps target {data.config.get('target')!r}; the localizer reads a "
-                "map of the field's norm (target: norm), which no rotation changes"
+                "map of the field's norm (target: norm) or of the whole vector (target: vector)"
             )
         if data.explored_box is None:
             raise MapFileError(f"{path}: the map holds no data")
@@ -170,8 +189,27 @@ class FieldLookup:
             raise MapFileError(f"{path}: {err}") from err
 
     def at(self, xy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Latent mean [P] and variance [P] at points ``xy`` [P, 2] (m); the far field
+        """Latent mean [P] and variance [P] of ‖B‖ at points ``xy`` [P, 2] (m); the far field
         outside the grid."""
+        mean, var = self._interpolate((self._mean, self._variance), xy)
+        return mean, var
+
+    def field_at(self, xy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Map-frame field mean [P, 3] and component variances [P, 3] at ``xy`` [P, 2].
+
+        Raises:
+            ValueError: the map holds ‖B‖ only (``has_field`` is False).
+        """
+        if self._field is None:
+            raise ValueError("this map holds |B| only (target: norm), not the field vector")
+        mean, var = self._interpolate(self._field, xy)
+        return mean, var
+
+    def _interpolate(
+        self, layers: tuple[np.ndarray, np.ndarray], xy: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Bilinear interpolation of [H, W] or [H, W, 3] layers between cell centres; the far
+        field (the layers' own, read at an unknown cell) outside the grid."""
         xy = np.asarray(xy, dtype=np.float64)
         H, W = self.grid.shape
         res = self.grid.resolution_m
@@ -184,17 +222,27 @@ class FieldLookup:
         j0 = np.minimum(np.floor(v).astype(np.int64), max(H - 2, 0))
         i1, j1 = np.minimum(i0 + 1, W - 1), np.minimum(j0 + 1, H - 1)
         tu, tv = u - i0, v - j0
-        mean = np.full(xy.shape[0], self.far_mean)
-        var = np.full(xy.shape[0], self.far_variance)
-        for layer, out in ((self._mean, mean), (self._variance, var)):
+        out = []
+        for layer in layers:
+            weights = [((1 - tu) * (1 - tv)), (tu * (1 - tv)), ((1 - tu) * tv), (tu * tv)]
+            if layer.ndim == 3:
+                weights = [w[:, None] for w in weights]
             value = (
-                layer[j0, i0] * (1 - tu) * (1 - tv)
-                + layer[j0, i1] * tu * (1 - tv)
-                + layer[j1, i0] * (1 - tu) * tv
-                + layer[j1, i1] * tu * tv
-            )
-            out[inside] = value[inside]
-        return mean, var
+                layer[j0, i0] * weights[0] + layer[j0, i1] * weights[1]
+                + layer[j1, i0] * weights[2] + layer[j1, i1] * weights[3]
+            )  # fmt: skip
+            far = self._far_of(layer)
+            out.append(np.where(inside.reshape((-1,) + (1,) * (layer.ndim - 2)), value, far))
+        return out[0], out[1]
+
+    def _far_of(self, layer: np.ndarray) -> np.ndarray | float:
+        """The value a layer holds far from the data."""
+        if layer is self._mean:
+            return self.far_mean
+        if layer is self._variance:
+            return self.far_variance
+        assert self._field is not None
+        return self.far_field if layer is self._field[0] else np.full(3, self.far_variance)
 
     def is_known(self, xy: np.ndarray) -> np.ndarray:
         """[P] whether the cell under each point is known."""

@@ -33,6 +33,8 @@ from .motion import MotionNoise, odometry_step, sample_motion, wrap_angle
 from .particles import ParticleSet, PoseEstimate, kld_size
 from .settings import PARAMETER_BY_NAME, default
 
+# exp() of a mean log-likelihood below this underflows; the recovery's averages floor it here.
+MIN_LOG_EVIDENCE = -700.0
 # Readings waiting for odometry that covers their stamp: at most this many seconds of them.
 MAX_WAIT_S = 5.0
 NS_PER_S = 1_000_000_000
@@ -61,6 +63,10 @@ class LocalizerConfig:
         converged_sd_m: the estimate is converged when the position sd along its major axis
             is below this.
         temper: weigh each batch by ``batch_distance / ℓ`` (module docstring).
+        recovery_alpha_slow, recovery_alpha_fast: the decay rates of the long- and short-term
+            averages of the particles' likelihood; when the short falls below the long, that
+            share of the particles is drawn anew over the map at the next resampling (AMCL's
+            names; 0 turns the recovery off).
         seed: the random stream; the same inputs and seed give the same poses.
     """
 
@@ -80,6 +86,8 @@ class LocalizerConfig:
     initial_sd_rad: float = default("initial_sd_rad")
     converged_sd_m: float = default("converged_sd_m")
     temper: bool = default("temper")
+    recovery_alpha_slow: float = default("recovery_alpha_slow")
+    recovery_alpha_fast: float = default("recovery_alpha_fast")
     seed: int = default("seed")
 
     @property
@@ -110,7 +118,7 @@ class Step(NamedTuple):
 
     stamp_ns: int  # the batch's middle reading
     odometry: np.ndarray  # (x, y, yaw) odometry pose there (odom frame)
-    observed_ut: float  # mean ‖B‖ of the batch
+    observed_ut: float  # ‖B‖ of the batch's mean
     readings: int
     estimate: PoseEstimate
     converged: bool
@@ -132,10 +140,12 @@ class Localizer:
         self.particles: ParticleSet | None = None
         self.drops: Counter[str] = Counter()
         self._odometry: deque[tuple[int, np.ndarray]] = deque(maxlen=2)
-        self._waiting: deque[tuple[int, float]] = deque()
-        self._batch: list[tuple[int, float, np.ndarray]] = []
+        self._waiting: deque[tuple[int, np.ndarray]] = deque()
+        self._batch: list[tuple[int, np.ndarray, np.ndarray]] = []
         self._anchor: np.ndarray | None = None  # odometry pose the particles stand at
         self._last_field_ns: int | None = None
+        self._w_slow = self._w_fast = 0.0
+        self.injected = 0  # particles drawn anew by the recovery
         self.steps: list[Step] = []
 
     # ------------------------------------------------------------------ starts
@@ -174,16 +184,17 @@ class Localizer:
         self._drain()
 
     def add_field(self, stamp_ns: int, field_ut: np.ndarray) -> None:
-        """A magnetometer reading [µT] (any frame: the norm is read)."""
-        value = float(np.linalg.norm(np.asarray(field_ut, dtype=np.float64)))
-        if not math.isfinite(value):
+        """A magnetometer reading [µT] in the sensor frame (a map of ‖B‖ reads its norm, a map
+        of the field vector all three components: ``_field_likelihood``)."""
+        field = np.asarray(field_ut, dtype=np.float64).reshape(3)
+        if not np.isfinite(field).all():
             self.drops["field_non_finite"] += 1
             return
         if self._last_field_ns is not None and stamp_ns < self._last_field_ns:
             self.drops["field_stamp_backwards"] += 1
             return
         self._last_field_ns = int(stamp_ns)
-        self._waiting.append((int(stamp_ns), value))
+        self._waiting.append((int(stamp_ns), field))
         self._drain()
 
     def update_now(self) -> bool:
@@ -194,6 +205,70 @@ class Localizer:
         self._update(self._batch)
         self._batch = []
         return True
+
+    def _field_likelihood(
+        self, fields: np.ndarray, yaws: np.ndarray, middle: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, float]:
+        """Log-likelihood [P] of a batch of sensor-frame readings [n, 3] against a map of the
+        field vector, the map's variance [P] and the batch's ‖B‖.
+
+        The readings are turned into the odom frame by the odometry's yaw at each (so a turn
+        within the batch does not smear its mean); a particle whose yaw differs from the
+        odometry's by δ predicts, in that frame, its map field turned by −δ. The horizontal
+        components thus weigh the heading as well as the place; the vertical one the place.
+        The horizontal variance is the mean of the map's x and y ones, so it does not turn
+        with δ. A level sensor whose frame is the base's (yaw only) is assumed.
+        """
+        c, s = np.cos(yaws), np.sin(yaws)
+        odom = np.column_stack([
+            c * fields[:, 0] - s * fields[:, 1], s * fields[:, 0] + c * fields[:, 1],
+            fields[:, 2],
+        ]).mean(axis=0)  # fmt: skip
+        poses = self.particles.poses  # type: ignore[union-attr]
+        mean, variance = self.lookup.field_at(poses[:, :2])
+        delta = poses[:, 2] - middle[2]
+        cd, sd = np.cos(delta), np.sin(delta)
+        predicted_x = cd * mean[:, 0] + sd * mean[:, 1]
+        predicted_y = -sd * mean[:, 0] + cd * mean[:, 1]
+        noise = self.lookup.noise.of_mean(fields.shape[0])
+        horizontal = 0.5 * (variance[:, 0] + variance[:, 1]) + noise
+        vertical = variance[:, 2] + noise
+        log_likelihood = -0.5 * (
+            ((odom[0] - predicted_x) ** 2 + (odom[1] - predicted_y) ** 2) / horizontal
+            + (odom[2] - mean[:, 2]) ** 2 / vertical
+            + 2.0 * np.log(horizontal)
+            + np.log(vertical)
+        )
+        return log_likelihood, variance.mean(axis=1), float(np.linalg.norm(odom))
+
+    # ------------------------------------------------------------------ recovery
+    def _track_evidence(self, log_evidence: float) -> None:
+        """The short- and long-term averages of the particles' mean likelihood (augmented MCL,
+        Thrun, Burgard & Fox 2005, table 8.3; AMCL's ``recovery_alpha_slow/fast``)."""
+        c = self.config
+        if c.recovery_alpha_slow <= 0.0 or c.recovery_alpha_fast <= 0.0:
+            return
+        w = math.exp(max(log_evidence, MIN_LOG_EVIDENCE))
+        self._w_slow += c.recovery_alpha_slow * (w - self._w_slow) if self._w_slow else w
+        self._w_fast += c.recovery_alpha_fast * (w - self._w_fast) if self._w_fast else w
+
+    def _inject_random_particles(self) -> None:
+        """After a resampling: replace each particle with one drawn over the known map with
+        probability ``1 − w_fast / w_slow``: the share by which the particles explain the
+        readings worse now than they used to (a lost or kidnapped robot)."""
+        if not (self._w_slow > 0.0 and self._w_fast > 0.0) or self.particles is None:
+            return
+        share = max(0.0, 1.0 - self._w_fast / self._w_slow)
+        if share <= 0.0:
+            return
+        replace = self._rng.uniform(size=self.particles.size) < share
+        count = int(replace.sum())
+        if count:
+            xy = self.lookup.sample_known(self._rng, count)
+            yaw = self._rng.uniform(-math.pi, math.pi, count)
+            self.particles.poses[replace] = np.column_stack([xy, yaw])
+            self.injected += count
+        self._w_slow = self._w_fast = 0.0  # as AMCL: start the averages again
 
     # ------------------------------------------------------------------ the filter
     def _drain(self) -> None:
@@ -206,12 +281,12 @@ class Localizer:
             return
         newest_ns = self._odometry[-1][0]
         while self._waiting and self._waiting[0][0] <= newest_ns:
-            stamp, value = self._waiting.popleft()
+            stamp, field = self._waiting.popleft()
             pose = self._odometry_at(stamp)
             if pose is None:
                 self.drops["before_odometry"] += 1
                 continue
-            self._add_to_batch(stamp, value, pose)
+            self._add_to_batch(stamp, field, pose)
         while self._waiting and self._waiting[-1][0] - newest_ns > wait_ns:
             self._waiting.popleft()
             self.drops["odometry_late"] += 1
@@ -229,8 +304,8 @@ class Localizer:
         out[2] = p0[2] + s * float(wrap_angle(p1[2] - p0[2]))
         return out
 
-    def _add_to_batch(self, stamp_ns: int, value: float, pose: np.ndarray) -> None:
-        self._batch.append((stamp_ns, value, pose))
+    def _add_to_batch(self, stamp_ns: int, field: np.ndarray, pose: np.ndarray) -> None:
+        self._batch.append((stamp_ns, field, pose))
         if self._anchor is None:
             self._anchor = self._batch[0][2]
         start = self._batch[0][2]
@@ -238,25 +313,31 @@ class Localizer:
             self._update(self._batch)
             self._batch = []
 
-    def _update(self, batch: list[tuple[int, float, np.ndarray]]) -> None:
+    def _update(self, batch: list[tuple[int, np.ndarray, np.ndarray]]) -> None:
         if self.particles is None:  # no start given: nothing to weigh yet
             self.drops["not_initialized"] += len(batch)
             return
         c = self.config
         stamp, _, middle = batch[len(batch) // 2]
-        observed = float(np.mean([value for _, value, _ in batch]))
+        fields = np.array([field for _, field, _ in batch])
         assert self._anchor is not None
         step = odometry_step(self._anchor, middle)
         self.particles.poses = sample_motion(self.particles.poses, step, c.motion, self._rng)
         self._anchor = middle
-        mean, variance = self.lookup.at(self.particles.poses[:, :2])
-        total = variance + self.lookup.noise.of_mean(len(batch))
-        log_likelihood = -0.5 * ((observed - mean) ** 2 / total + np.log(total))
+        if self.lookup.has_field:
+            yaws = np.array([pose[2] for _, _, pose in batch])
+            log_likelihood, variance, observed = self._field_likelihood(fields, yaws, middle)
+        else:
+            observed = float(np.linalg.norm(fields, axis=1).mean())
+            mean, variance = self.lookup.at(self.particles.poses[:, :2])
+            total = variance + self.lookup.noise.of_mean(len(batch))
+            log_likelihood = -0.5 * ((observed - mean) ** 2 / total + np.log(total))
         if c.temper:
             log_likelihood *= min(1.0, c.batch_distance_m / self.lookup.lengthscale_m)
         weights = self.particles.weights
         predicted_sd = float(weights @ np.sqrt(variance))
-        self.particles.weigh(log_likelihood)
+        evidence = self.particles.weigh(log_likelihood)
+        self._track_evidence(evidence)
         estimate = self.particles.estimate()
         if estimate.effective_size < c.resample_ess * self.particles.size:
             size = kld_size(
@@ -265,6 +346,7 @@ class Localizer:
                 maximum=c.max_particles,
             )  # fmt: skip
             self.particles.resample(size, self._rng)
+            self._inject_random_particles()
         converged = estimate.position_sd_m < c.converged_sd_m
         self.steps.append(
             Step(stamp, middle.copy(), observed, len(batch), estimate, converged, predicted_sd)

@@ -27,7 +27,8 @@ LOCALIZER_PARAMETERS: tuple[Setting, ...] = (
         "map_path",
         "",
         "str",
-        "map file of ‖B‖ written by gp_mapper (map_state.npz; ~ is expanded), read at start "
+        "map file of ‖B‖ or of the field vector written by gp_mapper (map_state.npz; ~ is "
+        "expanded), read at start "
         "and by ~/load_map; empty: no map until ~/load_map with map_path set",
         group=NODE,
     ),
@@ -225,6 +226,24 @@ LOCALIZER_PARAMETERS: tuple[Setting, ...] = (
         "bool",
         "weigh each observation by batch_distance / lengthscale (at most 1): one lengthscale "
         "of path counts once, its map errors being correlated",
+    ),
+    _row(
+        "recovery_alpha_slow",
+        0.0,
+        "float",
+        "decay rate of the long-term average of the particles' likelihood (AMCL's; 0 with "
+        "recovery_alpha_fast 0: no recovery)",
+        min=0.0,
+        max=1.0,
+    ),
+    _row(
+        "recovery_alpha_fast",
+        0.0,
+        "float",
+        "decay rate of the short-term average; when it falls below the long-term one, that "
+        "share of the particles is drawn anew over the known map at the next resampling",
+        min=0.0,
+        max=1.0,
     ),
     _row(
         "seed",
