@@ -12,7 +12,8 @@ Topics:
          Estimate"): restart the filter around it
     out  ``~/pose``  geometry_msgs/PoseWithCovarianceStamped in ``global_frame_id`` after each
          update (reliable, transient local, depth 1, as AMCL's ``amcl_pose``)
-    out  ``~/particles``  geometry_msgs/PoseArray, the particle set after each update
+    out  ``~/particles``  geometry_msgs/PoseArray, the particle set (at most PARTICLES_SHOWN
+         of it, at most every PARTICLES_PERIOD_S of wall time)
     out  ``~/map_to_odom``  geometry_msgs/TransformStamped ``global_frame_id`` -> ``odom_frame_id``,
          and the same on ``/tf`` when ``tf_broadcast`` and tf2_ros is installed
     out  ``~/map``  nav_msgs/OccupancyGrid of the map's ‖B‖ on the lookup grid (1..98, -1 where
@@ -59,6 +60,10 @@ from gp_mapper.ros.stamps import message_header, stamp_to_ns
 
 NODE_NAME = "gp_localizer"
 TESLA_TO_MICROTESLA = 1e6
+# ~/particles at most this often [s] and this many poses (an even subsample of the set):
+# building a PoseArray of 20 000 poses in Python costs ~0.1 s, far more than the update.
+PARTICLES_PERIOD_S = 0.5
+PARTICLES_SHOWN = 2000
 POSE_QOS = QoSProfile(
     history=HistoryPolicy.KEEP_LAST,
     depth=1,
@@ -105,6 +110,7 @@ class GpLocalizerNode(Node):
         self.localizer: Localizer | None = None
         self.drops: Counter[str] = Counter()
         self._steps_published = 0
+        self._particles_published_ns = 0
 
         self._pose_pub = self.create_publisher(PoseWithCovarianceStamped, "~/pose", POSE_QOS)
         self._particles_pub = self.create_publisher(PoseArray, "~/particles", 1)
@@ -254,9 +260,13 @@ class GpLocalizerNode(Node):
         full[np.ix_([0, 1, 5], [0, 1, 5])] = cov
         msg.pose.covariance = full.ravel().tolist()
         self._pose_pub.publish(msg)
-        cloud = PoseArray(header=header)
-        cloud.poses = [_set_yaw(Pose(), *p) for p in particles]
-        self._particles_pub.publish(cloud)
+        now_ns = self.get_clock().now().nanoseconds
+        if now_ns - self._particles_published_ns >= PARTICLES_PERIOD_S * 1e9:
+            self._particles_published_ns = now_ns
+            stride = max(1, math.ceil(particles.shape[0] / PARTICLES_SHOWN))
+            cloud = PoseArray(header=header)
+            cloud.poses = [_set_yaw(Pose(), *p) for p in particles[::stride]]
+            self._particles_pub.publish(cloud)
         x, y, yaw = map_to_odom(mean, step.odometry)
         transform = TransformStamped(header=header, child_frame_id=self._odom_frame)
         transform.transform.translation.x, transform.transform.translation.y = x, y

@@ -30,7 +30,7 @@ from gp_mapper.io.odometry import OdometryErrors, simulate_odometry
 from gp_mapper.io.synthetic import make_synthetic_world, simulate_run
 from gp_mapper.mapping import MapData, MapperConfig, save_map
 from gp_mapper.ros import diagnostic_messages
-from gp_mapper.ros.localizer_node import GpLocalizerNode, map_to_odom, yaw_of
+from gp_mapper.ros.localizer_node import PARTICLES_SHOWN, GpLocalizerNode, map_to_odom, yaw_of
 from gp_mapper.ros.qos import MAP_QOS
 from gp_mapper.ros.stamps import ns_to_stamp
 
@@ -163,7 +163,7 @@ def test_the_node_tracks_the_robot_and_publishes_as_amcl(harness: Localizer, wal
     cov = np.array(last.pose.covariance).reshape(6, 6)
     assert cov[0, 0] > 0 and cov[1, 1] > 0 and cov[5, 5] > 0
     particles = harness.collector.latest("/gp_localizer/particles")
-    assert 1 <= len(particles.poses) <= 5000
+    assert 1 <= len(particles.poses) <= PARTICLES_SHOWN
     # map -> odom composed with the odometry at the same update is the published pose.
     transform = harness.collector.messages("/gp_localizer/map_to_odom")[-1]
     assert transform.child_frame_id == "odom" and transform.header.stamp == last.header.stamp

@@ -46,8 +46,8 @@ class LocalizerConfig:
     does not call for others); defaults and ranges from ``settings.LOCALIZER_PARAMETERS``.
 
     Attributes:
-        min_particles, max_particles: the KLD-adaptive set's bounds (a global start uses
-            ``max_particles``).
+        min_particles, max_particles: the KLD-adaptive set's bounds (a start uses
+            ``max_particles``; the KLD bound brings a converged set down to a few hundred).
         batch_distance_m: travel whose readings make one observation (module docstring).
         alpha1 ... alpha4: the odometry noise (``motion.MotionNoise``). 0.05, not Nav2's
             0.2: a magnetic reading holds far less than a laser scan, so a filter that
