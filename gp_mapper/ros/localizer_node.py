@@ -29,7 +29,6 @@ reason when it fails, and the current map stays).
 
 from __future__ import annotations
 
-import logging
 import math
 import threading
 from collections import Counter
@@ -41,9 +40,7 @@ import rclpy
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import Pose, PoseArray, PoseWithCovarianceStamped, TransformStamped
 from nav_msgs.msg import OccupancyGrid, Odometry
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
-from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import MagneticField
 from std_srvs.srv import Empty, Trigger
 
@@ -52,9 +49,10 @@ from gp_mapper.mapping.localization import FieldLookup, Localizer, LocalizerConf
 from gp_mapper.mapping.localization.settings import LOCALIZER_PARAMETERS
 from gp_mapper.mapping.occupancy import scale_to_occupancy
 from gp_mapper.ros.diagnostic_messages import DIAGNOSTIC_OK, DIAGNOSTIC_WARN, diagnostic_array
+from gp_mapper.ros.entry import run_node
 from gp_mapper.ros.grid_messages import occupancy_grid
 from gp_mapper.ros.parameters import declare_parameters, read_values
-from gp_mapper.ros.qos import DIAGNOSTICS_QOS, MAP_QOS, sensor_qos
+from gp_mapper.ros.qos import DIAGNOSTICS_QOS, MAP_QOS, POSE_QOS, sensor_qos
 from gp_mapper.ros.service_host import ServiceHost, one_line
 from gp_mapper.ros.stamps import message_header, stamp_to_ns
 
@@ -64,13 +62,6 @@ TESLA_TO_MICROTESLA = 1e6
 # building a PoseArray of 20 000 poses in Python costs ~0.1 s, far more than the update.
 PARTICLES_PERIOD_S = 0.5
 PARTICLES_SHOWN = 2000
-POSE_QOS = QoSProfile(
-    history=HistoryPolicy.KEEP_LAST,
-    depth=1,
-    reliability=ReliabilityPolicy.RELIABLE,
-    durability=DurabilityPolicy.TRANSIENT_LOCAL,
-)
-"""``~/pose`` as AMCL publishes ``amcl_pose``: a late subscriber gets the last pose."""
 
 
 def yaw_of(q: Any) -> float:
@@ -320,25 +311,7 @@ def main(args: list[str] | None = None) -> None:
     Exits with status 1, after one logged line with the reason, when the parameters are
     invalid or anything else stops the node.
     """
-    logging.basicConfig(level=logging.INFO, format="[%(levelname)s] [%(name)s]: %(message)s")
-    rclpy.init(args=args)
-    node = None
-    failed = False
-    try:
-        node = GpLocalizerNode()
-        rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    except Exception as err:  # invalid parameters, anything else: one line, no traceback
-        stage = "cannot start" if node is None else "stopped"
-        logging.getLogger(NODE_NAME).error("%s: %s", stage, one_line(err))
-        failed = True
-    finally:
-        if node is not None:
-            node.destroy_node()
-        rclpy.try_shutdown()
-    if failed:
-        raise SystemExit(1)
+    run_node(NODE_NAME, GpLocalizerNode, rclpy.spin, (ValueError,), args)
 
 
 if __name__ == "__main__":

@@ -46,7 +46,6 @@ both resolved input topics.
 
 from __future__ import annotations
 
-import logging
 import math
 import threading
 import time
@@ -60,8 +59,6 @@ from nav_msgs.msg import OccupancyGrid
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.clock import Clock, ClockType
 from rclpy.event_handler import QoSMessageLostInfo, SubscriptionEventCallbacks
-from rclpy.exceptions import InvalidParameterTypeException, InvalidParameterValueException
-from rclpy.executors import ExternalShutdownException
 from rclpy.experimental import EventsExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
@@ -82,6 +79,7 @@ from gp_mapper.ros.diagnostic_messages import (
     DIAGNOSTIC_WARN,
     diagnostic_array,
 )
+from gp_mapper.ros.entry import run_node
 from gp_mapper.ros.input_messages import POSE_INPUTS, field_reading_from_msg
 from gp_mapper.ros.input_watch import InputWatch
 from gp_mapper.ros.map_messages import MapMessages, empty_messages, snapshot_messages
@@ -518,28 +516,10 @@ def main(args: list[str] | None = None) -> None:
     Exits with status 1, after one logged line with the reason and no traceback, when the
     parameters are invalid or anything else stops the node from starting or running.
     """
-    logging.basicConfig(level=logging.INFO, format="[%(levelname)s] [%(name)s]: %(message)s")
-    rclpy.init(args=args)
-    node = None
-    failed = False
-    try:
-        node = GpMapperNode()
-        _spin(node, node.get_parameter("executor").value)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    except (ConfigError, InvalidParameterValueException, InvalidParameterTypeException) as err:
-        logging.getLogger(NODE_NAME).error("invalid parameters: %s", one_line(err, with_type=False))
-        failed = True
-    except Exception as err:  # anything else (an engine refusing a value, no CUDA...): one line
-        stage = "cannot start" if node is None else "stopped"
-        logging.getLogger(NODE_NAME).error("%s: %s", stage, one_line(err))
-        failed = True
-    finally:
-        if node is not None:
-            node.destroy_node()
-        rclpy.try_shutdown()
-    if failed:
-        raise SystemExit(1)
+    run_node(
+        NODE_NAME, GpMapperNode, lambda node: _spin(node, node.get_parameter("executor").value),
+        (ConfigError,), args,
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -42,6 +42,10 @@ MAP_QOS = QoSProfile(
 )
 """Map topics (``~/mean``, ``~/variance``, ``~/field``, ``~/inducing_points``)."""
 
+POSE_QOS = MAP_QOS
+"""The localizer's ``~/pose``, as AMCL publishes ``amcl_pose``: a late subscriber gets the
+last pose."""
+
 DIAGNOSTICS_QOS = QoSProfile(
     history=HistoryPolicy.KEEP_LAST,
     depth=DIAGNOSTICS_QUEUE_DEPTH,

@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 from gp_mapper.cli import main as cli_main
-from gp_mapper.engine import EngineSpec, build_model
 from gp_mapper.io.bag_source import read_bag
 from gp_mapper.io.bag_writer import (
     BASE_EPOCH_NS,
@@ -21,11 +20,11 @@ from gp_mapper.io.bag_writer import (
 )
 from gp_mapper.io.heading import yaw_to_quaternion
 from gp_mapper.io.odometry import OdometryErrors, simulate_odometry
-from gp_mapper.io.synthetic import make_synthetic_world, simulate_run
-from gp_mapper.mapping import MapData, MapperConfig, save_map
+from gp_mapper.io.synthetic import simulate_run
+
+from ..mapping.localization_scene import WORLD, write_world_map
 
 NS = 1_000_000_000
-WORLD = make_synthetic_world(seed=3)
 
 
 def planar(xy: np.ndarray) -> np.ndarray:
@@ -37,16 +36,7 @@ def scene(tmp_path_factory):
     """A map file of the world (50 m of its coverage path) and a bag of a second walk (36 m) with
     simulated odometry on /odom and the ground truth on /pose."""
     root = tmp_path_factory.mktemp("localize")
-    mapping = simulate_run(WORLD, 100.0, rate_hz=20.0, seed=1, speed_mps=0.5)
-    spec = EngineSpec(fit_iterations=0, lengthscale=0.6, kernel_variance=100.0,
-                      noise_variance=0.1, device="cpu")  # fmt: skip
-    model = build_model(spec, input_dim=2)
-    y = np.linalg.norm(mapping.mag_ut, axis=1)
-    for part in np.array_split(np.arange(y.size), 10):
-        assert model.update(mapping.position_m[part], y[part]).accepted
-    box = (0.0, 8.0, 0.0, 6.0)
-    save_map(root / "map.npz", MapData(model.state_dict(), MapperConfig().to_dict(),
-                                       mapping.position_m[::10], box, y.size, 0, {}))  # fmt: skip
+    write_world_map(root / "map.npz")
     walk = simulate_run(WORLD, 90.0, rate_hz=20.0, seed=2, speed_mps=0.4)
     stamps = BASE_EPOCH_NS + np.rint(walk.time_s * NS).astype(np.int64)
     odom = simulate_odometry(walk.time_s, walk.position_m, walk.heading_rad, OdometryErrors(), 4)

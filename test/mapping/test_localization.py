@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from gp_mapper.io.odometry import OdometryErrors, align_to_start, simulate_odometry
-from gp_mapper.io.synthetic import make_synthetic_world, simulate_run
+from gp_mapper.io.synthetic import simulate_run
 from gp_mapper.mapping.grid import GridSpec
 from gp_mapper.mapping.localization import (
     FieldLookup,
@@ -22,6 +22,8 @@ from gp_mapper.mapping.localization import (
     odometry_step,
     sample_motion,
 )
+
+from .localization_scene import WORLD
 
 NS = 1_000_000_000
 CHI2_2D_95 = 5.991
@@ -118,7 +120,6 @@ def test_systematic_resampling_keeps_the_weights_proportions():
 
 
 # ---------------------------------------------------------------- the filter on a known field
-WORLD = make_synthetic_world(seed=3)
 
 
 def world_lookup(**kwargs) -> FieldLookup:

@@ -73,16 +73,21 @@ def _stub_modules() -> dict[str, types.ModuleType]:
     }
 
 
-@pytest.fixture
-def description(monkeypatch: pytest.MonkeyPatch) -> _Recorded:
-    """The launch file's LaunchDescription, built against the stand-ins."""
+def launch_description(monkeypatch: pytest.MonkeyPatch, path: Path) -> _Recorded:
+    """A launch file's LaunchDescription, built against the stand-ins."""
     for name, module in _stub_modules().items():
         monkeypatch.setitem(sys.modules, name, module)
-    spec = importlib.util.spec_from_file_location("gp_mapper_launch_under_test", LAUNCH_FILE)
+    spec = importlib.util.spec_from_file_location(f"{path.stem}_under_test", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.generate_launch_description()
+
+
+@pytest.fixture
+def description(monkeypatch: pytest.MonkeyPatch) -> _Recorded:
+    """The mapper's launch file's LaunchDescription, built against the stand-ins."""
+    return launch_description(monkeypatch, LAUNCH_FILE)
 
 
 def _node_for(description: _Recorded, **arguments: str) -> _Recorded:

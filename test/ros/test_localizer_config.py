@@ -3,8 +3,6 @@ node (the table of gp_mapper.mapping.localization.settings)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,7 +10,7 @@ import yaml
 
 from gp_mapper.mapping.localization.settings import LOCALIZER_PARAMETERS
 
-from .test_launch_args import _node_for, _stub_modules
+from .test_launch_args import _node_for, launch_description
 
 REPO = Path(__file__).resolve().parents[2]
 YAML_PATH = REPO / "config" / "gp_localizer.yaml"
@@ -58,13 +56,7 @@ def test_the_rviz_view_shows_the_nodes_topics_with_their_qos() -> None:
 
 
 def test_the_launch_file_passes_the_map_and_the_remappings(monkeypatch) -> None:
-    for name, module in _stub_modules().items():
-        monkeypatch.setitem(sys.modules, name, module)
-    spec = importlib.util.spec_from_file_location("gp_localizer_launch_under_test", LAUNCH_FILE)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    description = module.generate_launch_description()
+    description = launch_description(monkeypatch, LAUNCH_FILE)
     node = _node_for(description, map_path="/maps/floor.npz", mag_topic="/imu/mag")
     assert node.kwargs["executable"] == "gp_localizer_node"
     assert node.kwargs["parameters"][1] == {"use_sim_time": False, "map_path": "/maps/floor.npz"}

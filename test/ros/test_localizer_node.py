@@ -25,20 +25,18 @@ from rclpy.qos import QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import MagneticField
 from std_srvs.srv import Empty, Trigger
 
-from gp_mapper.engine import EngineSpec, build_model
 from gp_mapper.io.odometry import OdometryErrors, simulate_odometry
-from gp_mapper.io.synthetic import make_synthetic_world, simulate_run
-from gp_mapper.mapping import MapData, MapperConfig, save_map
+from gp_mapper.io.synthetic import simulate_run
 from gp_mapper.ros import diagnostic_messages
 from gp_mapper.ros.localizer_node import PARTICLES_SHOWN, GpLocalizerNode, map_to_odom, yaw_of
 from gp_mapper.ros.qos import MAP_QOS
 from gp_mapper.ros.stamps import ns_to_stamp
 
+from ..mapping.localization_scene import WORLD, write_world_map
 from .helpers import Collector, Spinner, wait_for
 
 pytestmark = pytest.mark.ros
 
-WORLD = make_synthetic_world(seed=3)
 T0_NS = 50 * 1_000_000_000
 PROBE_QOS = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE)
 POSE = "/gp_localizer/pose"
@@ -46,18 +44,7 @@ POSE = "/gp_localizer/pose"
 
 @pytest.fixture(scope="module")
 def map_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A ‖B‖ map of the world from 50 m of its coverage path (θ fixed: fast)."""
-    mapping = simulate_run(WORLD, 100.0, rate_hz=20.0, seed=1, speed_mps=0.5)
-    spec = EngineSpec(fit_iterations=0, lengthscale=0.6, kernel_variance=100.0,
-                      noise_variance=0.1, device="cpu")  # fmt: skip
-    model = build_model(spec, input_dim=2)
-    y = np.linalg.norm(mapping.mag_ut, axis=1)
-    for part in np.array_split(np.arange(y.size), 10):
-        assert model.update(mapping.position_m[part], y[part]).accepted
-    path = tmp_path_factory.mktemp("localizer") / "map.npz"
-    save_map(path, MapData(model.state_dict(), MapperConfig().to_dict(), mapping.position_m[::10],
-                           (0.0, 8.0, 0.0, 6.0), y.size, 0, {}))  # fmt: skip
-    return path
+    return write_world_map(tmp_path_factory.mktemp("localizer") / "map.npz")
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,56 @@
+"""The console scripts' shared start and stop: one logged line and exit 1 on any failure."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+import rclpy
+from rclpy.exceptions import InvalidParameterTypeException, InvalidParameterValueException
+from rclpy.executors import ExternalShutdownException
+from rclpy.node import Node
+
+from gp_mapper.ros.service_host import one_line
+
+# rclpy's own refusals of a parameter override (out of range, wrong type).
+PARAMETER_ERRORS: tuple[type[Exception], ...] = (
+    InvalidParameterValueException,
+    InvalidParameterTypeException,
+)
+
+
+def run_node(
+    name: str,
+    make: Callable[[], Node],
+    spin: Callable[[Node], None],
+    invalid: tuple[type[Exception], ...],
+    args: list[str] | None = None,
+) -> None:
+    """Start a node, spin it until shutdown (SIGINT), and tear it down.
+
+    Exits with status 1, after one logged line with the reason and no traceback, when the
+    parameters are invalid (``invalid``, or rclpy's ``PARAMETER_ERRORS``) or anything else
+    stops the node from starting or running.
+    """
+    logging.basicConfig(level=logging.INFO, format="[%(levelname)s] [%(name)s]: %(message)s")
+    rclpy.init(args=args)
+    node = None
+    failed = False
+    try:
+        node = make()
+        spin(node)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    except (*invalid, *PARAMETER_ERRORS) as err:
+        logging.getLogger(name).error("invalid parameters: %s", one_line(err, with_type=False))
+        failed = True
+    except Exception as err:  # anything else (an engine refusing a value, no CUDA...): one line
+        stage = "cannot start" if node is None else "stopped"
+        logging.getLogger(name).error("%s: %s", stage, one_line(err))
+        failed = True
+    finally:
+        if node is not None:
+            node.destroy_node()
+        rclpy.try_shutdown()
+    if failed:
+        raise SystemExit(1)
