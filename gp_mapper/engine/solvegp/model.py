@@ -79,6 +79,9 @@ MIN_SCALE = 1e-12
 DEFAULT_PREFIT_POINTS = setting_default("solve_prefit_points")
 # L-BFGS iterations of the pre-fit's exact GP.
 PREFIT_ITERATIONS = 100
+# Seconds between two progress reports within an epoch (an epoch of 20 000 readings takes
+# ~7 s here; the CLI prints at most every 5 s).
+STEP_REPORT_S = 2.0
 # The pre-fit's subset is drawn from its own stream, so the split and the minibatch order are
 # the same with or without it.
 PREFIT_SEED_OFFSET = 7919
@@ -448,7 +451,7 @@ class SolveGP(PlainInputs, CommittedFit):
         elbo_history: list[float] = []
         val_history: list[float] = []
         epochs_run, early = 0, False
-        fit_start = time.perf_counter()
+        fit_start = reported = time.perf_counter()
         if self.epochs > 0:
             optimiser = Adam(trainable, self.learning_rate)
             for epoch in range(1, self.epochs + 1):
@@ -456,6 +459,11 @@ class SolveGP(PlainInputs, CommittedFit):
                 # Summed on the device: one host sync per epoch, not per step.
                 total, steps = torch.zeros((), dtype=PRIOR_DTYPE, device=self.device), 0
                 for s in range(0, n_train, self.batch_size):
+                    if progress is not None and time.perf_counter() - reported > STEP_REPORT_S:
+                        # Within an epoch too: an epoch of a large log takes seconds.
+                        reported = time.perf_counter()
+                        done = (epoch - 1 + s / n_train) / (self.epochs + 1)
+                        progress(done, f"epoch {epoch}/{self.epochs}: {s}/{n_train} readings")
                     idx = order[s : s + self.batch_size]
                     optimiser.zero_grad()
                     terms = elbo(

@@ -117,7 +117,7 @@ def test_progress_reports_each_epoch_with_its_elbo() -> None:
     model = SolveGP(kernel(), 0.05, **{**QUICK, "validation": 0.0})  # type: ignore[arg-type]
     X, y = data()
     model.fit(X, y, progress=lambda f, s: calls.append((f, s)))
-    epochs = [(f, s) for f, s in calls if s.startswith("epoch")]
+    epochs = [(f, s) for f, s in calls if s.startswith("epoch") and "ELBO" in s]
     assert [s.split(" ELBO")[0] for _, s in epochs] == ["epoch 1/3", "epoch 2/3", "epoch 3/3"]
     fractions = [f for f, _ in calls]
     assert fractions == sorted(fractions) and fractions[-1] == 1.0 and epochs[0][0] > 0.0
@@ -125,6 +125,21 @@ def test_progress_reports_each_epoch_with_its_elbo() -> None:
     # Before the first epoch the placement of the inducing points says what it does.
     before = [s for f, s in calls[: calls.index(epochs[0])]]
     assert any(s.startswith("placing") for s in before), before
+
+
+def test_progress_comes_within_an_epoch_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An epoch of a large log takes seconds: its minibatches report between the epochs'."""
+    from gp_mapper.engine.solvegp import model as solve_model
+
+    monkeypatch.setattr(solve_model, "STEP_REPORT_S", 0.0)
+    calls: list[tuple[float, str]] = []
+    fitted = SolveGP(kernel(), 0.05, **{**QUICK, "validation": 0.0})  # type: ignore[arg-type]
+    X, y = data()
+    fitted.fit(X, y, progress=lambda f, s: calls.append((f, s)))
+    within = [s for _, s in calls if s.endswith("readings")]
+    assert within and within[0].startswith("epoch 1/3: 0/")
+    fractions = [f for f, _ in calls]
+    assert fractions == sorted(fractions)
 
 
 def test_k_means_ticks_while_it_seeds_and_iterates() -> None:
