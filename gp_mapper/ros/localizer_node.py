@@ -3,7 +3,8 @@
 A thin shell over ``gp_mapper.mapping.localization.Localizer`` with AMCL's conventions
 (Nav2 ``amcl``): the filter runs in the input callbacks (one update is ~1 ms at 2000
 particles, ``docs/localization.md``); a map load, which predicts the map on a lookup grid and
-takes seconds, runs on a service thread and swaps the map in when it is ready.
+takes seconds, runs on a thread of its own (at start) or on the service thread
+(``~/load_map``) and swaps the map in when it is ready.
 
 Topics:
     in   ``mag``  sensor_msgs/MagneticField [T], sensor-data QoS (``mag_topic``)
@@ -122,10 +123,18 @@ class GpLocalizerNode(Node):
         self._service_host = ServiceHost(self, {"load_map": self._on_load_map})
         self.create_timer(float(self._values["diagnostics_period"]), self._publish_diagnostics)
         if self._values["map_path"]:
-            ok, message = self.load_map(str(self._values["map_path"]))
-            (self.get_logger().info if ok else self.get_logger().error)(message)
+            # A building's map takes seconds to predict on the lookup grid: read it beside the
+            # executor, readings before it are counted (no_map).
+            self._loader = threading.Thread(
+                target=self._load_at_start, args=(str(self._values["map_path"]),), daemon=True
+            )
+            self._loader.start()
         else:
             self.get_logger().warn("no map_path: no map until ~/load_map with map_path set")
+
+    def _load_at_start(self, path: str) -> None:
+        ok, message = self.load_map(path)
+        (self.get_logger().info if ok else self.get_logger().error)(message)
 
     def _transform_broadcaster(self) -> Any:
         try:

@@ -117,6 +117,7 @@ def harness(ros_context: Context, spinner: Spinner, map_file: Path,
         "initial_pose_a": float(w.heading_rad[0]), "diagnostics_period": 0.2, "seed": 1,
     })  # fmt: skip
     try:
+        wait_for(lambda: h.node.localizer is not None, what="the map, read at start")
         yield h
     finally:
         h.close()
