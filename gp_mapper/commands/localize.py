@@ -28,7 +28,13 @@ from gp_mapper.io.odometry import align_to_start
 from gp_mapper.mapping import FieldReading
 from gp_mapper.mapping.atomic import atomic_write_text
 from gp_mapper.mapping.errors import MapFileError
-from gp_mapper.mapping.localization import FieldLookup, Localizer, LocalizerConfig, Step
+from gp_mapper.mapping.localization import (
+    CHI2_2D_95,
+    FieldLookup,
+    Localizer,
+    LocalizerConfig,
+    Step,
+)
 from gp_mapper.mapping.params_file import parse_overrides
 
 from .progress import Progress
@@ -40,7 +46,6 @@ DEFAULT_ODOM_TOPIC = "/odom"
 DEFAULT_TRUTH_TOPIC = "/pose"
 MICROTESLA_PER_TESLA = 1e6
 NS_PER_S = 1_000_000_000
-CHI2_2D_95 = 5.991  # 95 % quantile of χ² with 2 degrees of freedom
 ELLIPSES_SHOWN = 40
 
 
@@ -167,11 +172,7 @@ def statistics(
     real = _truth_at(truth, stamps)
     err = np.linalg.norm(est[:, :2] - real[:, :2], axis=1)
     heading = np.abs((est[:, 2] - real[:, 2] + math.pi) % (2 * math.pi) - math.pi)
-    inside = [
-        float(e @ np.linalg.solve(s.estimate.covariance[:2, :2] + 1e-12 * np.eye(2), e))
-        <= CHI2_2D_95
-        for s, e in zip(steps, est[:, :2] - real[:, :2], strict=True)
-    ]
+    inside = [s.estimate.covers(r[:2]) for s, r in zip(steps, real, strict=True)]
     first = next((k for k, s in enumerate(steps) if s.converged), None)
     out |= {
         "rmse_m": float(np.sqrt(np.mean(err**2))),

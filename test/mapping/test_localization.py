@@ -26,7 +26,6 @@ from gp_mapper.mapping.localization import (
 from .localization_scene import WORLD
 
 NS = 1_000_000_000
-CHI2_2D_95 = 5.991
 
 
 def grid_lookup(values, known=None, noise=None, resolution=0.05, box=(0, 8, 0, 6)):
@@ -143,7 +142,7 @@ def errors(localizer: Localizer, run, truth: np.ndarray, since_s: float = 0.0):
         i = int(np.searchsorted(run.time_s, t))
         e = step.estimate.mean[:2] - truth[i, :2]
         err.append(np.linalg.norm(e))
-        inside.append(e @ np.linalg.solve(step.estimate.covariance[:2, :2], e) <= CHI2_2D_95)
+        inside.append(step.estimate.covers(truth[i, :2]))
     return np.array(err), np.array(inside)
 
 
@@ -327,3 +326,13 @@ def test_the_recovery_finds_a_kidnapped_robot_without_a_reinitialization(walk):
         found[fast > 0] = (float(np.sqrt(np.mean(err**2))), localizer.injected)
     assert found[False][1] == 0 and found[True][1] > 0
     assert found[True][0] < 0.4 and found[True][0] < 0.5 * found[False][0], found
+
+
+def test_an_estimate_covers_what_its_95_percent_ellipse_holds():
+    from gp_mapper.mapping.localization import PoseEstimate
+
+    estimate = PoseEstimate(np.array([1.0, 2.0, 0.0]), np.diag([1.0, 4.0, 0.1]), 100.0, 100)
+    assert estimate.covers(np.array([1.0 + 2.4, 2.0]))  # χ² 5.76 < 5.991
+    assert not estimate.covers(np.array([1.0 + 2.5, 2.0]))  # 6.25
+    assert estimate.covers(np.array([1.0, 2.0 + 4.8]))  # 5.76 along the wider axis
+    assert estimate.position_sd_m == pytest.approx(2.0)

@@ -4,9 +4,15 @@ distribution (ROS-free; the node and ``gp-mapper localize`` drive it)."""
 from gp_mapper.mapping.localization.field_lookup import FieldLookup, MapNoise
 from gp_mapper.mapping.localization.localizer import Localizer, LocalizerConfig, Step
 from gp_mapper.mapping.localization.motion import MotionNoise, odometry_step, sample_motion
-from gp_mapper.mapping.localization.particles import ParticleSet, PoseEstimate, kld_size
+from gp_mapper.mapping.localization.particles import (
+    CHI2_2D_95,
+    ParticleSet,
+    PoseEstimate,
+    kld_size,
+)
 
 __all__ = [
+    "CHI2_2D_95",
     "FieldLookup",
     "Localizer",
     "LocalizerConfig",

@@ -17,6 +17,9 @@ from scipy.stats import norm
 
 from .motion import wrap_angle
 
+# The 95 % quantile of χ² with 2 degrees of freedom: the 95 % ellipse of a planar position.
+CHI2_2D_95 = 5.991
+
 
 class PoseEstimate(NamedTuple):
     """The filter's pose: weighted mean and covariance of the particles.
@@ -32,6 +35,12 @@ class PoseEstimate(NamedTuple):
     covariance: np.ndarray
     effective_size: float
     particles: int
+
+    def covers(self, xy: np.ndarray) -> bool:
+        """Whether the point ``xy`` (x, y) lies inside the estimate's 95 % position ellipse."""
+        offset = np.asarray(xy, dtype=np.float64)[:2] - self.mean[:2]
+        covariance = self.covariance[:2, :2] + 1e-12 * np.eye(2)  # one particle: a point
+        return float(offset @ np.linalg.solve(covariance, offset)) <= CHI2_2D_95
 
     @property
     def position_sd_m(self) -> float:
