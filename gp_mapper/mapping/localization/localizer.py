@@ -6,15 +6,15 @@ KLD-adaptive resampling and conventions (Fox 2003; Nav2 ``amcl``). ROS-free: the
 ``gp-mapper localize`` drive the same object, with readings and odometry in stamp order.
 
 An observation is the mean ‖B‖ of the readings taken over ``batch_distance_m`` of travel
-(10 cm: 50 readings at 50 Hz and 0.1 m/s), placed at the odometry pose of its middle reading.
+(20 cm: 50 readings at 50 Hz and 0.2 m/s), placed at the odometry pose of its middle reading.
 Its likelihood at a particle is ``N(z̄; μ(x), σ²_map(x) + σ²/n + σ²_pass)``: the map's own
 uncertainty, the white noise averaged over the batch, and the pass error, which one pass's
 readings share and so do not average (``field_lookup.MapNoise``). Consecutive batches are not
 independent either: the map's error and the pass error are correlated over a lengthscale of
 path, so each batch's log-likelihood is weighted by ``batch_distance / ℓ`` (at most 1), one
-lengthscale of travel counting as one observation. Without that, a filter on a 10-cm batch
-and a 0.5-m lengthscale would trust each stretch five times over and collapse onto one wrong
-hypothesis.
+lengthscale of travel counting as one observation. Without that, a filter on a 20-cm batch
+and a 0.5-m lengthscale would trust each stretch two and a half times over and collapse onto
+one wrong hypothesis.
 """
 
 from __future__ import annotations
