@@ -46,7 +46,7 @@ DEFAULT_ODOM_TOPIC = "/odom"
 DEFAULT_TRUTH_TOPIC = "/pose"
 MICROTESLA_PER_TESLA = 1e6
 NS_PER_S = 1_000_000_000
-ELLIPSES_SHOWN = 40
+ELLIPSES_SHOWN = 15
 
 
 class LocalizeResult(NamedTuple):
@@ -260,7 +260,7 @@ def write_picture(
     axes.set(xlabel="x [m]", ylabel="y [m]", xlim=(x0, x1), ylim=(y0, y1),
              title="magnetic localization (95 % ellipses once converged)")  # fmt: skip
     axes.set_aspect("equal")
-    axes.legend(loc="upper right", fontsize=8)
+    axes.legend(loc="lower left", fontsize=8, framealpha=0.8)
     figure.savefig(path)
     return path
 
