@@ -48,6 +48,7 @@ from gp_mapper.io.heading import heading_from_track, yaw_to_quaternion
 from gp_mapper.io.odometry import OdometryErrors, align_to_start, simulate_odometry
 from gp_mapper.mapping import FieldReading, MapperConfig, MappingPipeline, Pose
 from gp_mapper.mapping.localization import FieldLookup, Localizer, LocalizerConfig
+from gp_mapper.mapping.localization.motion import wrap_angle
 from gp_mapper.mapping.params_file import parse_overrides
 
 SPLITS = {"test": ((1, 2, 3, 4), 5), "validation": ((1, 2, 3), 4)}
@@ -175,7 +176,7 @@ def localize_track(
     index = np.searchsorted(t, step_s).clip(0, t.size - 1)
     est = np.array([s.estimate.mean for s in steps])
     err = np.linalg.norm(est[:, :2] - truth[index, :2], axis=1)
-    heading_err = np.abs((est[:, 2] - truth[index, 2] + math.pi) % (2 * math.pi) - math.pi)
+    heading_err = np.abs(wrap_angle(est[:, 2] - truth[index, 2]))
     # Converged at the first update from which the RMSE of every later update is ≤ 0.5 m and
     # none is off by more than twice that (a mean over the rest of a run hides an early miss).
     suffix = np.sqrt(np.cumsum((err**2)[::-1])[::-1] / np.arange(err.size, 0, -1))

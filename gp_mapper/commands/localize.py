@@ -35,6 +35,7 @@ from gp_mapper.mapping.localization import (
     LocalizerConfig,
     Step,
 )
+from gp_mapper.mapping.localization.motion import wrap_angle
 from gp_mapper.mapping.params_file import parse_overrides
 
 from .progress import Progress
@@ -171,7 +172,7 @@ def statistics(
     est = np.array([s.estimate.mean for s in steps])
     real = _truth_at(truth, stamps)
     err = np.linalg.norm(est[:, :2] - real[:, :2], axis=1)
-    heading = np.abs((est[:, 2] - real[:, 2] + math.pi) % (2 * math.pi) - math.pi)
+    heading = np.abs(wrap_angle(est[:, 2] - real[:, 2]))
     inside = [s.estimate.covers(r[:2]) for s, r in zip(steps, real, strict=True)]
     first = next((k for k, s in enumerate(steps) if s.converged), None)
     out |= {
@@ -236,8 +237,7 @@ def write_picture(
     figure = Figure(figsize=(8, 7), dpi=110)
     axes = figure.add_subplot()
     x0, x1, y0, y1 = lookup.grid.extent
-    shown = np.where(lookup.known, lookup.at(lookup.grid.cell_points())[0].reshape(
-        lookup.grid.shape), np.nan)  # fmt: skip
+    shown = np.where(lookup.known, lookup.mean_grid, np.nan)
     image = axes.imshow(shown, origin="lower", extent=(x0, x1, y0, y1), cmap="viridis")
     figure.colorbar(image, ax=axes, label="map ‖B‖ [µT]", shrink=0.8)
     if truth is not None and truth[0].size:

@@ -15,6 +15,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from gp_mapper.mapping.localization.motion import wrap_angle
+
 
 @dataclass(frozen=True)
 class OdometryErrors:
@@ -55,7 +57,7 @@ def simulate_odometry(
     c, s = np.cos(yaw_rad[:-1]), np.sin(yaw_rad[:-1])
     forward = c * d[:, 0] + s * d[:, 1]  # body-frame increments
     lateral = -s * d[:, 0] + c * d[:, 1]
-    turn = (np.diff(yaw_rad) + math.pi) % (2.0 * math.pi) - math.pi
+    turn = wrap_angle(np.diff(yaw_rad))
     scale = 1.0 + errors.scale * rng.choice([-1.0, 1.0])
     bias = math.radians(errors.gyro_bias_deg_s) * rng.choice([-1.0, 1.0])
     walk = np.cumsum(rng.standard_normal(dt.size) * np.sqrt(dt)) * math.radians(
@@ -70,7 +72,7 @@ def simulate_odometry(
         pose[k + 1, 0] = pose[k, 0] + math.cos(yaw) * forward[k] - math.sin(yaw) * lateral[k]
         pose[k + 1, 1] = pose[k, 1] + math.sin(yaw) * forward[k] + math.cos(yaw) * lateral[k]
         pose[k + 1, 2] = yaw + turn[k]
-    pose[:, 2] = (pose[:, 2] + math.pi) % (2.0 * math.pi) - math.pi
+    pose[:, 2] = wrap_angle(pose[:, 2])
     return Odometry(time_s, pose)
 
 
@@ -83,5 +85,5 @@ def align_to_start(odometry: np.ndarray, start: np.ndarray) -> np.ndarray:
     out = np.empty_like(odometry)
     out[:, 0] = start[0] + c * rel[:, 0] - s * rel[:, 1]
     out[:, 1] = start[1] + s * rel[:, 0] + c * rel[:, 1]
-    out[:, 2] = (odometry[:, 2] + dyaw + math.pi) % (2.0 * math.pi) - math.pi
+    out[:, 2] = wrap_angle(odometry[:, 2] + dyaw)
     return out

@@ -101,7 +101,7 @@ class GpLocalizerNode(Node):
         self._lock = threading.Lock()  # the localizer: callbacks and the load thread
         self.localizer: Localizer | None = None
         self.drops: Counter[str] = Counter()
-        self._steps_published = 0
+        self._updates_published = 0
         self._particles_published_ns = 0
 
         self._pose_pub = self.create_publisher(PoseWithCovarianceStamped, "~/pose", POSE_QOS)
@@ -158,7 +158,7 @@ class GpLocalizerNode(Node):
             )
         except (MapFileError, OSError, ValueError) as err:
             return False, f"map not loaded: {one_line(err, with_type=False)}"
-        localizer = Localizer(lookup, self.config)
+        localizer = Localizer(lookup, self.config, history=1)  # bounded: it runs for hours
         if self._values["set_initial_pose"]:
             x, y, a = (float(self._values[f"initial_pose_{k}"]) for k in "xya")
             localizer.initialize_pose(np.array([x, y, a]))
@@ -180,8 +180,7 @@ class GpLocalizerNode(Node):
         return response
 
     def _publish_map(self, lookup: FieldLookup) -> None:
-        mean = lookup.at(lookup.grid.cell_points())[0].reshape(lookup.grid.shape)
-        data, _, _ = scale_to_occupancy(mean, ~lookup.known)
+        data, _, _ = scale_to_occupancy(lookup.mean_grid, ~lookup.known)
         stamp = self.get_clock().now().nanoseconds
         grid = lookup.grid
         self._map_pub.publish(
@@ -244,14 +243,19 @@ class GpLocalizerNode(Node):
     # ------------------------------------------------------------------ outputs
     def _publish_new_steps(self) -> None:
         with self._lock:
-            if self.localizer is None or len(self.localizer.steps) == self._steps_published:
+            localizer = self.localizer
+            if localizer is None or localizer.updates == self._updates_published:
                 return
-            step = self.localizer.steps[-1]
-            self._steps_published = len(self.localizer.steps)
-            poses = self.localizer.particles.poses.copy()
-        self._publish_step(step, poses)
+            step = localizer.steps[-1]
+            self._updates_published = localizer.updates
+            now_ns = self.get_clock().now().nanoseconds
+            particles = None  # copied only when ~/particles is due (20 000 poses: 0.5 MB)
+            if now_ns - self._particles_published_ns >= PARTICLES_PERIOD_S * 1e9:
+                self._particles_published_ns = now_ns
+                particles = localizer.particles.poses.copy()  # type: ignore[union-attr]
+        self._publish_step(step, particles)
 
-    def _publish_step(self, step: Step, particles: np.ndarray) -> None:
+    def _publish_step(self, step: Step, particles: np.ndarray | None) -> None:
         header = message_header(self._global_frame, step.stamp_ns)
         mean, cov = step.estimate.mean, step.estimate.covariance
         msg = PoseWithCovarianceStamped(header=header)
@@ -260,9 +264,7 @@ class GpLocalizerNode(Node):
         full[np.ix_([0, 1, 5], [0, 1, 5])] = cov
         msg.pose.covariance = full.ravel().tolist()
         self._pose_pub.publish(msg)
-        now_ns = self.get_clock().now().nanoseconds
-        if now_ns - self._particles_published_ns >= PARTICLES_PERIOD_S * 1e9:
-            self._particles_published_ns = now_ns
+        if particles is not None:
             stride = max(1, math.ceil(particles.shape[0] / PARTICLES_SHOWN))
             cloud = PoseArray(header=header)
             cloud.poses = [_set_yaw(Pose(), *p) for p in particles[::stride]]
@@ -283,7 +285,7 @@ class GpLocalizerNode(Node):
             if localizer is None:
                 return values
             values |= {f"drop_{k}": v for k, v in localizer.drops.items()}
-            values["updates"] = len(localizer.steps)
+            values["updates"] = localizer.updates
             if localizer.steps:
                 step = localizer.steps[-1]
                 values |= {

@@ -188,11 +188,18 @@ class FieldLookup:
         except ValueError as err:
             raise MapFileError(f"{path}: {err}") from err
 
+    @property
+    def mean_grid(self) -> np.ndarray:
+        """[H, W] ‖B‖ at the cell centres as the particles read it (unknown cells: the far
+        field)."""
+        return self._mean
+
     def at(self, xy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Latent mean [P] and variance [P] of ‖B‖ at points ``xy`` [P, 2] (m); the far field
         outside the grid."""
-        mean, var = self._interpolate((self._mean, self._variance), xy)
-        return mean, var
+        return self._interpolate(
+            ((self._mean, self.far_mean), (self._variance, self.far_variance)), xy
+        )
 
     def field_at(self, xy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Map-frame field mean [P, 3] and component variances [P, 3] at ``xy`` [P, 2].
@@ -202,14 +209,15 @@ class FieldLookup:
         """
         if self._field is None:
             raise ValueError("this map holds |B| only (target: norm), not the field vector")
-        mean, var = self._interpolate(self._field, xy)
-        return mean, var
+        mean, var = self._field
+        far_var = np.full(3, self.far_variance)
+        return self._interpolate(((mean, self.far_field), (var, far_var)), xy)
 
     def _interpolate(
-        self, layers: tuple[np.ndarray, np.ndarray], xy: np.ndarray
+        self, layers: tuple[tuple[np.ndarray, Any], tuple[np.ndarray, Any]], xy: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Bilinear interpolation of [H, W] or [H, W, 3] layers between cell centres; the far
-        field (the layers' own, read at an unknown cell) outside the grid."""
+        """Bilinear interpolation of two ([H, W] or [H, W, 3] layer, far value) pairs between
+        cell centres; the far value outside the grid."""
         xy = np.asarray(xy, dtype=np.float64)
         H, W = self.grid.shape
         res = self.grid.resolution_m
@@ -222,27 +230,16 @@ class FieldLookup:
         j0 = np.minimum(np.floor(v).astype(np.int64), max(H - 2, 0))
         i1, j1 = np.minimum(i0 + 1, W - 1), np.minimum(j0 + 1, H - 1)
         tu, tv = u - i0, v - j0
+        weights = [(1 - tu) * (1 - tv), tu * (1 - tv), (1 - tu) * tv, tu * tv]
         out = []
-        for layer in layers:
-            weights = [((1 - tu) * (1 - tv)), (tu * (1 - tv)), ((1 - tu) * tv), (tu * tv)]
-            if layer.ndim == 3:
-                weights = [w[:, None] for w in weights]
+        for layer, far in layers:
+            w = [x[:, None] for x in weights] if layer.ndim == 3 else weights
             value = (
-                layer[j0, i0] * weights[0] + layer[j0, i1] * weights[1]
-                + layer[j1, i0] * weights[2] + layer[j1, i1] * weights[3]
+                layer[j0, i0] * w[0] + layer[j0, i1] * w[1]
+                + layer[j1, i0] * w[2] + layer[j1, i1] * w[3]
             )  # fmt: skip
-            far = self._far_of(layer)
             out.append(np.where(inside.reshape((-1,) + (1,) * (layer.ndim - 2)), value, far))
         return out[0], out[1]
-
-    def _far_of(self, layer: np.ndarray) -> np.ndarray | float:
-        """The value a layer holds far from the data."""
-        if layer is self._mean:
-            return self.far_mean
-        if layer is self._variance:
-            return self.far_variance
-        assert self._field is not None
-        return self.far_field if layer is self._field[0] else np.full(3, self.far_variance)
 
     def is_known(self, xy: np.ndarray) -> np.ndarray:
         """[P] whether the cell under each point is known."""

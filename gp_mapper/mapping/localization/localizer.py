@@ -131,9 +131,16 @@ class Localizer:
     Args:
         lookup: the map.
         config: the settings.
+        history: how many of the latest updates ``steps`` keeps (None: all, as an offline run
+            wants; a node running for hours keeps one and counts ``updates``).
     """
 
-    def __init__(self, lookup: FieldLookup, config: LocalizerConfig | None = None) -> None:
+    def __init__(
+        self,
+        lookup: FieldLookup,
+        config: LocalizerConfig | None = None,
+        history: int | None = None,
+    ) -> None:
         self.lookup = lookup
         self.config = config or LocalizerConfig()
         self._rng = np.random.default_rng(self.config.seed)
@@ -147,6 +154,8 @@ class Localizer:
         self._w_slow = self._w_fast = 0.0
         self.injected = 0  # particles drawn anew by the recovery
         self.steps: list[Step] = []
+        self.updates = 0  # every update, also those ``history`` no longer keeps
+        self._history = history
 
     # ------------------------------------------------------------------ starts
     def initialize_pose(self, mean: np.ndarray, covariance: np.ndarray | None = None) -> None:
@@ -351,3 +360,6 @@ class Localizer:
         self.steps.append(
             Step(stamp, middle.copy(), observed, len(batch), estimate, converged, predicted_sd)
         )
+        self.updates += 1
+        if self._history is not None and len(self.steps) > self._history:
+            del self.steps[: len(self.steps) - self._history]
