@@ -219,7 +219,7 @@ def time_ours(
     total = warmup + epochs
     model = CaGP(our_kernel(case.outputscale, case.lengthscale), case.noise, actions=actions,
                  epochs=total, learning_rate=LEARNING_RATE, optimizer="adam", validation=0.0,
-                 seed=seed, device="cpu", dtype=DTYPE)  # fmt: skip
+                 prefit_points=0, seed=seed, device="cpu", dtype=DTYPE)  # fmt: skip
     stamps: list[tuple[float, float]] = []
 
     def progress(fraction: float, status: str) -> None:

@@ -293,6 +293,7 @@ def run_cagp(
         cagp_validation=VALIDATION_FRACTION,
         cagp_validate_every=VALIDATE_EVERY,
         cagp_patience=PATIENCE,
+        cagp_prefit_points=0,  # the paper trains θ from its start (Table S1)
         seed=seed,
         device=str(device),
         dtype="float64",

@@ -113,6 +113,7 @@ class EngineSpec:
     cagp_validation: float = default("cagp_validation")
     cagp_validate_every: int = default("cagp_validate_every")
     cagp_patience: int = default("cagp_patience")
+    cagp_prefit_points: int = default("cagp_prefit_points")
     cagp_chunk: int = default("cagp_chunk")
     cagp_block_order: str = default("cagp_block_order")
     cagp_cg_tolerance: float = default("cagp_cg_tolerance")

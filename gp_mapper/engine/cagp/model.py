@@ -34,6 +34,7 @@ from ..core.kernels import Kernel
 from ..core.linalg import JITTER_LADDER, LOG_2PI, Jitter
 from ..core.noise import GaussianNoise
 from ..errors import NumericalError, StateError
+from ..exact.prefit import prefit_theta
 from ..model import ModelKind, PlainInputs, ProgressCallback
 from ..report import FitReport
 from ..settings import default as setting_default
@@ -66,6 +67,8 @@ DEFAULT_ACTIONS = setting_default("cagp_actions")
 # A few hundred full-batch epochs: the paper's 1000 (Adam) is a GPU budget; on 10⁴ samples an
 # epoch is 10⁸ kernel evaluations (about a second on a CPU).
 DEFAULT_EPOCHS = setting_default("cagp_epochs")
+# Samples of the exact pre-fit of θ (the settings table's reason).
+DEFAULT_PREFIT_POINTS = setting_default("cagp_prefit_points")
 # Share of the training progress bar given to training; the final posterior takes the rest.
 _TRAIN_SHARE = 0.95
 
@@ -98,6 +101,8 @@ class _ComputationAwareGP(PlainInputs, CommittedFit, ABC):
         validation: share of the log held out for early stopping, in [0, 0.5); 0 = none.
         validate_every: epochs between validation checks.
         patience: validation checks without improvement before stopping (0: never).
+        prefit_points: before training, fit θ by L-BFGS on an exact GP over this many random
+            training points (``exact.prefit``); 0 = off, the paper's start.
         chunk: rows per kernel block of ``K S`` and of prediction (memory O(chunk·N)).
         seed: seed of the validation split and of the blocks and their initial entries.
         device: "auto", "cpu", "cuda" or "cuda:N".
@@ -117,6 +122,8 @@ class _ComputationAwareGP(PlainInputs, CommittedFit, ABC):
         StateSetting("patience", int, attr="trainer.patience"),
         StateSetting("chunk", int),
         StateSetting("seed", int),
+        # States from before the pre-fit had none.
+        StateSetting("prefit_points", int, missing=0),
     )
 
     def __init__(
@@ -131,6 +138,7 @@ class _ComputationAwareGP(PlainInputs, CommittedFit, ABC):
         validation: float = 0.0,
         validate_every: int = DEFAULT_VALIDATE_EVERY,
         patience: int = DEFAULT_PATIENCE,
+        prefit_points: int = DEFAULT_PREFIT_POINTS,
         chunk: int = DEFAULT_CHUNK,
         seed: int = 0,
         device: str | torch.device = "auto",
@@ -143,6 +151,8 @@ class _ComputationAwareGP(PlainInputs, CommittedFit, ABC):
             raise ValueError(f"validation must be in [0, 0.5), got {validation}")
         if chunk < 1:
             raise ValueError(f"chunk must be at least 1, got {chunk}")
+        if prefit_points < 0:
+            raise ValueError(f"prefit_points must be non-negative, got {prefit_points}")
         if not (math.isfinite(noise_variance) and noise_variance > 0.0):
             raise ValueError(f"noise_variance must be positive and finite, got {noise_variance}")
         self.trainer = TrainerConfig(epochs, learning_rate, optimizer, validate_every, patience)
@@ -150,6 +160,7 @@ class _ComputationAwareGP(PlainInputs, CommittedFit, ABC):
         self.validation = float(validation)
         self.chunk = int(chunk)
         self.seed = int(seed)
+        self.prefit_points = int(prefit_points)
         kernel, noise = self._init_parameters(kernel, noise_variance, device, dtype, jitter)
         self._state = _State(kernel, noise, None, None, None, None, 0, 0)
 
@@ -209,8 +220,14 @@ class _ComputationAwareGP(PlainInputs, CommittedFit, ABC):
 
         # Training runs on copies (float64 for L-BFGS); the committed state is untouched.
         work = torch.float64 if self.trainer.optimizer == "lbfgs" else self.dtype
-        kernel = copy.deepcopy(self._state.kernel).to(dtype=work)
-        noise = copy.deepcopy(self._state.noise).to(dtype=work)
+        kernel, noise = self._state.kernel, self._state.noise
+        prefit: dict[str, Any] | None = None
+        if self.prefit_points > 0:
+            kernel, noise, prefit = prefit_theta(
+                kernel, noise, X_fit, y_fit, self.prefit_points, self.seed, progress
+            )
+        kernel = copy.deepcopy(kernel).to(dtype=work)
+        noise = copy.deepcopy(noise).to(dtype=work)
         blocks = self._initial_blocks(n, num_actions, generator, work)
         Xw, yw = X_fit.to(work), y_fit.to(work)
         params = [*kernel.parameters(), *noise.parameters()]
@@ -257,7 +274,9 @@ class _ComputationAwareGP(PlainInputs, CommittedFit, ABC):
         self._state = _State(
             kernel, noise, posterior, X_fit, y_fit, blocks, n_total, self._state.num_updates + 1
         )
-        self._report = self._fit_report(posterior, result, n_total, m_before, start, trained)
+        self._report = self._fit_report(
+            posterior, result, n_total, m_before, start, trained, prefit
+        )
         if progress is not None:
             progress(1.0, f"{posterior.num_actions} actions on {n} points")
         return self._report
@@ -319,6 +338,7 @@ class _ComputationAwareGP(PlainInputs, CommittedFit, ABC):
         m_before: int,
         start: float,
         trained: float,
+        prefit: dict[str, Any] | None,
     ) -> FitReport:
         n = posterior.X.shape[0]
         details: dict[str, Any] = {
@@ -330,6 +350,7 @@ class _ComputationAwareGP(PlainInputs, CommittedFit, ABC):
             "optimizer": self.trainer.optimizer,
             "learning_rate": self.trainer.learning_rate,
             "seconds_fit": trained - start,
+            "prefit": prefit,
             **_training_details(result),
             **self._policy_details(posterior),
         }

@@ -15,7 +15,8 @@ SETTINGS: tuple[Setting, ...] = (
             min=1, max=100000, models=CAGP),
     Setting("cagp_epochs", 300, "int",
             "full-batch training epochs on the ELBO, each N² kernel evaluations (the paper: "
-            "1000 with Adam, 250 for CaGP-CG, 100 with L-BFGS); 0 = keep θ [epochs]",
+            "1000 with Adam, 250 for CaGP-CG, 100 with L-BFGS); 0 = no training: θ stays the "
+            "pre-fit's, or the initial one without it [epochs]",
             min=0, max=100000, models=CAGP),
     Setting("cagp_learning_rate", 0.1, "float",
             "initial learning rate on the per-datum ELBO, decayed linearly to a tenth over all "
@@ -35,6 +36,11 @@ SETTINGS: tuple[Setting, ...] = (
             "validation checks without improvement before stopping; 0 = never stop early "
             "(CaGP-Opt ramps up slowly: Wenger et al. 2024, Fig. 3)",
             min=0, max=10000, models=CAGP),
+    Setting("cagp_prefit_points", 1000, "int",
+            "before training, fit the hyperparameters by L-BFGS on an exact GP over this many "
+            "random samples (SOLVE-GP's pre-fit: a few epochs move them slowly from the "
+            "initial guesses); 0 = off, the paper's start [samples]",
+            min=0, max=20000, models=CAGP),
     Setting("cagp_chunk", 256, "int",
             "rows per kernel block of K·S and of prediction; memory ~ 8·chunk·N bytes [rows]",
             min=1, max=1000000, models=CAGP),

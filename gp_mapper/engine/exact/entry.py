@@ -8,6 +8,7 @@ from ..cost import FitCost
 from ..registry import ModelEntry, model_kind
 from ..spec import DTYPES, EngineSpec, build_kernel
 from .gp import ExactGP
+from .prefit import PREFIT_ITERATIONS
 
 
 def build_exact(spec: EngineSpec, input_dim: int) -> ExactGP:
@@ -32,6 +33,13 @@ def exact_fit_cost(spec: EngineSpec, n: int) -> FitCost:
     """The fit's work: its L-BFGS evaluations, each of the N × N matrix (``cost.py``)."""
     per = EVALUATION_FLOPS_PER_N3 * float(n) ** 3
     return FitCost(max_evaluations(spec.fit_iterations), "L-BFGS evaluations", per, per / 3.0)
+
+
+def prefit_flops(spec: EngineSpec, points: int) -> float:
+    """The work of ``prefit_theta`` on ``points`` samples (0 when off)."""
+    if points <= 0:
+        return 0.0
+    return exact_fit_cost(spec.replace(fit_iterations=PREFIT_ITERATIONS), points).flops
 
 
 def entry(name: str) -> ModelEntry:

@@ -6,11 +6,11 @@ import numpy as np
 
 from ..core.linalg import Jitter
 from ..cost import FitCost
-from ..exact.entry import exact_fit_cost
+from ..exact.entry import prefit_flops
 from ..registry import ModelEntry, model_kind
 from ..spec import DTYPES, EngineSpec, build_kernel, build_selector, stream_options, vips_options
 from .continuation import to_streaming_state
-from .model import PREFIT_ITERATIONS, SolveGP
+from .model import SolveGP
 
 
 def build_solvegp(spec: EngineSpec, input_dim: int) -> SolveGP:
@@ -68,10 +68,8 @@ def solvegp_fit_cost(spec: EngineSpec, n: int) -> FitCost:
     after the exact pre-fit of θ on ``solve_prefit_points``."""
     m = spec.solve_inducing + spec.solve_orthogonal
     per = EPOCH_FLOPS_PER_SAMPLE_M2 * float(n) * m * m
-    prefit = exact_fit_cost(
-        spec.replace(fit_iterations=PREFIT_ITERATIONS), min(n, spec.solve_prefit_points)
-    )
-    return FitCost(spec.solve_epochs, "epochs", per, prefit.flops)
+    prefit = prefit_flops(spec, min(n, spec.solve_prefit_points))
+    return FitCost(spec.solve_epochs, "epochs", per, prefit)
 
 
 def entry(name: str) -> ModelEntry:

@@ -33,7 +33,7 @@ from ..core.kernels import Kernel, kernel_from_spec
 from ..core.linalg import JITTER_LADDER, LOG_2PI, Jitter
 from ..core.noise import GaussianNoise
 from ..errors import NumericalError, StateError
-from ..exact.gp import ExactGP
+from ..exact.prefit import prefit_theta
 from ..model import ModelKind, PlainInputs, ProgressCallback
 from ..report import FitReport
 from ..settings import default as setting_default
@@ -77,14 +77,9 @@ MIN_SCALE = 1e-12
 # The θ pre-fit on an exact GP over a random subset (the table's reason); the paper trains θ
 # with q from the start (App. G): prefit_points=0.
 DEFAULT_PREFIT_POINTS = setting_default("solve_prefit_points")
-# L-BFGS iterations of the pre-fit's exact GP.
-PREFIT_ITERATIONS = 100
 # Seconds between two progress reports within an epoch (an epoch of 20 000 readings takes
 # ~7 s here; the CLI prints at most every 5 s).
 STEP_REPORT_S = 2.0
-# The pre-fit's subset is drawn from its own stream, so the split and the minibatch order are
-# the same with or without it.
-PREFIT_SEED_OFFSET = 7919
 
 
 @dataclass(frozen=True)
@@ -411,7 +406,9 @@ class SolveGP(PlainInputs, CommittedFit):
             )
         prefit: dict[str, Any] | None = None
         if self.prefit_points > 0 and self.train_hyperparameters:
-            kernel, noise, prefit = self._prefit(kernel, noise, X_tr, y_tr, progress)
+            kernel, noise, prefit = prefit_theta(
+                kernel, noise, X_tr, y_tr, self.prefit_points, self.seed, progress
+            )
         # Before the first epoch: the placement of Z and O and the warm start, seconds each on
         # a large log, say what they do (the epochs' progress comes after).
         tick = None if progress is None else (lambda status: progress(0.0, status))
@@ -573,39 +570,6 @@ class SolveGP(PlainInputs, CommittedFit):
             details=details,
         )
         return _Candidate(new_state, report)
-
-    def _prefit(
-        self,
-        kernel: Kernel,
-        noise: GaussianNoise,
-        X: Tensor,
-        y: Tensor,
-        progress: ProgressCallback | None,
-    ) -> tuple[Kernel, GaussianNoise, dict[str, Any]]:
-        """θ from an exact GP fitted on a random subset of (X, y); the given θ if it fails."""
-        start = time.perf_counter()
-        n = min(self.prefit_points, X.shape[0])
-        generator = torch.Generator().manual_seed(self.seed + PREFIT_SEED_OFFSET)
-        idx = torch.randperm(X.shape[0], generator=generator)[:n].to(self.device)
-        if progress is not None:
-            progress(0.0, f"pre-fit of θ: exact GP on {n} points")
-        gp = ExactGP(
-            kernel, float(noise.variance.detach()), X[idx], y[idx],
-            fit_iterations=PREFIT_ITERATIONS,
-        )  # fmt: skip
-        # Its evaluations report at the pre-fit's start: the epochs' progress comes after.
-        report = gp.fit(
-            progress=None if progress is None else lambda _, status: progress(0.0, status)
-        )
-        details = {
-            "points": n,
-            "accepted": report.accepted,
-            "reason": report.reason,
-            "seconds": time.perf_counter() - start,
-        }
-        if not report.accepted:
-            return kernel, noise, details
-        return gp.kernel, gp.noise, details
 
     @torch.no_grad()
     def _set_optimal_q(

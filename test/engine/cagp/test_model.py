@@ -35,7 +35,13 @@ def data(n: int = N_FIT, seed: int = 3) -> tuple[np.ndarray, np.ndarray]:
 
 def model(cls: type, **settings: object):
     kernel = Constant(4.0) + Matern32(1.0, [1.0, 1.0], ard_dims=INPUT_DIM)
-    defaults = {"actions": 20, "epochs": 15, "learning_rate": 0.1, "device": "cpu"}
+    defaults = {
+        "actions": 20,
+        "epochs": 15,
+        "learning_rate": 0.1,
+        "prefit_points": 0,
+        "device": "cpu",
+    }
     return cls(kernel, 0.2, **{**defaults, **settings})
 
 
@@ -67,6 +73,26 @@ def test_fit_trains_theta_and_reports(cls: type) -> None:
     theta = m.hyperparameters()
     assert theta["kernel"] == "matern32" and theta["constant_variance"] > 0.0
     assert isinstance(report.as_dict(), dict)
+
+
+@pytest.mark.parametrize("cls", MODELS)
+def test_the_prefit_starts_training_from_the_datas_theta(cls: type) -> None:
+    X, y = data()
+    y = 10.0 * y  # a field of ~100 (µT²) variance against the unit start
+    kept = model(cls, epochs=0)
+    kept.fit(X, y)
+    assert kept.hyperparameters()["kernel_variance"] == pytest.approx(1.0)
+    prefitted = model(cls, epochs=0, prefit_points=150)
+    report = prefitted.fit(X, y)
+    details = report.details["prefit"]
+    assert details["points"] == 150 and details["accepted"]
+    assert prefitted.hyperparameters()["kernel_variance"] > 10.0
+    assert report.lower > kept.report.lower  # a higher ELBO at the pre-fit's θ
+    again = model(cls, epochs=0, prefit_points=150)
+    again.fit(X, y)
+    assert again.hyperparameters() == prefitted.hyperparameters()  # seeded
+    restored = cls.from_state(saved_and_loaded(prefitted.state_dict()))
+    assert restored.prefit_points == 150
 
 
 def test_training_lowers_the_elbo_and_the_noise_towards_the_truth() -> None:
@@ -272,7 +298,11 @@ def test_cagp_cg_costs_more_with_more_actions_and_less_than_the_cube() -> None:
     few = cost(EngineSpec(model="cagp_cg", cagp_actions=64, cagp_epochs=10), n)
     many = cost(EngineSpec(model="cagp_cg", cagp_actions=512, cagp_epochs=10), n)
     assert few.flops < many.flops < 10 * 13.0 * n**3  # the dense CG is far below a solve
-    assert few.units == 10 and few.final_flops == few.flops_per_unit
+    assert few.units == 10 and few.final_flops > few.flops_per_unit  # the pre-fit's and one epoch
+    bare = cost(
+        EngineSpec(model="cagp_cg", cagp_actions=64, cagp_epochs=10, cagp_prefit_points=0), n
+    )
+    assert bare.final_flops == bare.flops_per_unit
 
 
 def test_an_lbfgs_fit_is_priced_by_its_line_searches_evaluations() -> None:
