@@ -193,11 +193,17 @@ def fit_bag(
         return _fit_streaming(bag, out, config, spec, mag_topic, pose_topic, progress)
     messages = int(bag_info(bag).topics.get(mag_topic, ("", 0))[1])
     records = read_bag(bag, mag_topic=mag_topic, pose_topic=pose_topic, pose_type="auto")
-    bar = Progress(f"fit {model}") if progress else None
-    result = fit_records(
-        records, config, spec, max_samples=max_samples, seed=seed, messages=messages,
-        source=str(bag), progress=None if bar is None else bar.update, max_minutes=max_minutes,
-    )  # fmt: skip
+    # A model reports between its steps (an epoch, an evaluation): the heartbeat shows a long one.
+    bar = Progress(f"fit {model}", heartbeat=True) if progress else None
+    try:
+        result = fit_records(
+            records, config, spec, max_samples=max_samples, seed=seed, messages=messages,
+            source=str(bag), progress=None if bar is None else bar.update,
+            max_minutes=max_minutes,
+        )  # fmt: skip
+    finally:
+        if bar is not None:
+            bar.close()
     if bar is not None:
         bar.done(f"accepted={result.fit.accepted} M={result.fit.m_after}")
     out.mkdir(parents=True, exist_ok=True)
@@ -235,12 +241,16 @@ def _fit_tiled(
     if len(samples.y) == 0:
         raise ConfigError(f"{', '.join(map(str, bags))}: no reading could be paired with a pose")
     read_s = time.perf_counter() - start
-    bar = Progress(f"fit {spec.model} tiles") if progress else None
-    fitted = fit_tiled(
-        samples, config, spec=spec, workers=workers if ray_address is None else max(workers, 1),
-        ray_address=ray_address, progress=None if bar is None else bar.update,
-        max_minutes=max_minutes,
-    )  # fmt: skip
+    bar = Progress(f"fit {spec.model} tiles", heartbeat=True) if progress else None
+    try:
+        fitted = fit_tiled(
+            samples, config, spec=spec, workers=workers if ray_address is None else max(workers, 1),
+            ray_address=ray_address, progress=None if bar is None else bar.update,
+            max_minutes=max_minutes,
+        )  # fmt: skip
+    finally:
+        if bar is not None:
+            bar.close()
     if bar is not None:
         bar.done(f"{fitted.report['tiles']} tiles")
     out.mkdir(parents=True, exist_ok=True)

@@ -29,14 +29,15 @@ class Progress:
     step has made stale.
     """
 
-    def __init__(self, label: str, stream: TextIO = sys.stderr, heartbeat: bool = False) -> None:
+    def __init__(self, label: str, stream: TextIO | None = None, heartbeat: bool = False) -> None:
         self.label = label
-        self.stream = stream
+        # Looked up now, not at import: a redirected stderr (a test's, a launcher's) is seen.
+        self.stream = sys.stderr if stream is None else stream
         self._start = time.perf_counter()
         self._last = self._start
         self._last_update = self._start
         self._fraction, self._detail = 0.0, ""
-        self._live = stream.isatty()
+        self._live = self.stream.isatty()
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None

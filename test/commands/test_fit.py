@@ -236,6 +236,32 @@ def test_an_exact_fit_reports_progress_at_every_evaluation(synthetic_bag: Path) 
     assert all(0.0 < f < 1.0 for f in evaluations) and seen[-1][0] == 1.0
 
 
+def test_a_step_longer_than_the_log_period_still_prints_lines(
+    synthetic_bag: Path, tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A model that reports once an epoch (CaGP-CG: ~35 s on 20 000 readings) or once an
+    evaluation (the GAM: up to 11 s) still shows a line every period while the step runs."""
+    import time as time_module
+
+    from gp_mapper.commands import progress as progress_module
+    from gp_mapper.engine.exact.gp import ExactGP
+
+    monkeypatch.setattr(progress_module, "LOG_PERIOD_S", 0.05)
+    fit = ExactGP.fit
+
+    def slow_fit(self, *args, **kwargs):
+        time_module.sleep(0.5)  # one step with no report
+        return fit(self, *args, **kwargs)
+
+    monkeypatch.setattr(ExactGP, "fit", slow_fit)
+    fit_bag(
+        synthetic_bag, tmp_path / "exact", model="exact",
+        overrides={"fit_iterations": 2}, max_samples=200, progress=True,
+    )  # fmt: skip
+    err = capsys.readouterr().err
+    assert "fit exact:" in err and "this step running for" in err
+
+
 def test_fit_on_a_real_slice_predicts_held_out_readings(magnetic_dir: Path, tmp_path: Path) -> None:
     bag, X_held, y_held = aalto_slice_bag(magnetic_dir, tmp_path)
     result = fit_bag(
