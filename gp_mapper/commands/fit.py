@@ -11,6 +11,7 @@ also says what the map file holds when the stream can continue the fit (solvegp)
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import time
@@ -36,7 +37,7 @@ from gp_mapper.mapping.inputs import collect_samples, concat_samples
 from gp_mapper.mapping.map_file import save_map
 from gp_mapper.mapping.params_file import parse_overrides, theta_yaml
 from gp_mapper.mapping.persistence import load_model_map
-from gp_mapper.mapping.tiled_fit import TileFitError, fit_tiled
+from gp_mapper.mapping.tiled_fit import RayRuntime, TileFitError, fit_tiled
 
 from .progress import Progress
 from .replay import DEFAULT_MAG_TOPIC, DEFAULT_POSE_TOPIC, replay_bag
@@ -233,24 +234,27 @@ def _fit_tiled(
     """A tiled map of ``spec``'s model on every sample of the bags, tile fits as tasks."""
     start = time.perf_counter()
     auxiliary = build_model(spec, config.input_dims).auxiliary_inputs
-    parts = []
-    for bag in bags:
-        records = read_bag(bag, mag_topic=topics[0], pose_topic=topics[1], pose_type="auto")
-        parts.append(collect_samples(records, config))
-    samples = concat_samples(parts).with_auxiliary_inputs(auxiliary, spec.gam_run_gap)
-    if len(samples.y) == 0:
-        raise ConfigError(f"{', '.join(map(str, bags))}: no reading could be paired with a pose")
-    read_s = time.perf_counter() - start
-    bar = Progress(f"fit {spec.model} tiles", heartbeat=True) if progress else None
-    try:
-        fitted = fit_tiled(
-            samples, config, spec=spec, workers=workers if ray_address is None else max(workers, 1),
-            ray_address=ray_address, progress=None if bar is None else bar.update,
-            max_minutes=max_minutes,
-        )  # fmt: skip
-    finally:
-        if bar is not None:
-            bar.close()
+    workers = workers if ray_address is None else max(workers, 1)
+    # Ray's runtime starts first: its workers import the engine while the bags are read.
+    with RayRuntime(workers, ray_address) if workers > 0 else contextlib.nullcontext():
+        parts = []
+        for bag in bags:
+            records = read_bag(bag, mag_topic=topics[0], pose_topic=topics[1], pose_type="auto")
+            parts.append(collect_samples(records, config))
+        samples = concat_samples(parts).with_auxiliary_inputs(auxiliary, spec.gam_run_gap)
+        if len(samples.y) == 0:
+            names = ", ".join(map(str, bags))
+            raise ConfigError(f"{names}: no reading could be paired with a pose")
+        read_s = time.perf_counter() - start
+        bar = Progress(f"fit {spec.model} tiles", heartbeat=True) if progress else None
+        try:
+            fitted = fit_tiled(
+                samples, config, spec=spec, workers=workers, ray_address=ray_address,
+                progress=None if bar is None else bar.update, max_minutes=max_minutes,
+            )  # fmt: skip
+        finally:
+            if bar is not None:
+                bar.close()
     if bar is not None:
         bar.done(f"{fitted.report['tiles']} tiles")
     out.mkdir(parents=True, exist_ok=True)

@@ -85,9 +85,19 @@ def fit_tile(task: TileTask) -> dict[str, np.ndarray]:
     Raises:
         TileFitError: a window the model refused.
     """
-    from gp_mapper.engine import model_from_state, set_cpu_threads  # deferred: torch
+    import torch  # deferred: the driver of a Ray fit need not import it
 
-    set_cpu_threads(1)  # one thread per task: the same numbers in any process
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # one thread per task: the same numbers in any process
+    try:
+        return _stream_tile(task)
+    finally:
+        torch.set_num_threads(threads)  # a fit in this process leaves its setting as it was
+
+
+def _stream_tile(task: TileTask) -> dict[str, np.ndarray]:
+    from gp_mapper.engine import model_from_state  # deferred: torch
+
     model = model_from_state(task.start, device="cpu")
     if model.kind == "batch":  # fitted once on the tile's readings, θ its own
         report = model.fit(task.X, task.y)
@@ -147,37 +157,39 @@ def fit_tiled(
     # Tile (0, 0) centred on the first reading, as a replay of the same log places it.
     layout = TileLayout(*layout_values).check().centred_at(samples.X[0])
     start = time.perf_counter()
+    # Ray's runtime starts before the driver's own work: its workers import the engine while
+    # this process measures the pass noise and fits the building's θ.
     template = build_model(spec, input_dim=config.input_dims)
     routes = layout.route(samples.X)
     if not routes:
         raise MappingError("no sample to fit")
     schedule = (config.fit_first_windows, config.fit_every_windows, config.refit_bound_drop)
     first = max(routes, key=lambda k: (len(routes[k]), k))
-    # pass_noise_variance: auto: measured on the whole log, the building's for every tile.
-    pass_noise = measured_pass_noise(samples, config, spec, template)
     if template.kind == "batch":  # the largest tile must fit in memory and in the budget
         check_memory(spec, len(routes[first]), 0)
         check_time(spec, len(routes[first]), max_minutes)
-
-    def task(key: TileKey, start_state: dict[str, np.ndarray]) -> TileTask:
-        rows = routes[key]
-        return TileTask(
-            key, samples.X[rows], samples.y[rows], start_state, config.batch_size, schedule
-        )
-
-    # The building's θ: fitted on the first windows of the tile with the most readings; every
-    # tile (that one too) then starts from it, all in parallel.
-    theta_rows = routes[first][: THETA_WINDOWS * config.batch_size]
-    done = 0
-
-    def tick(key: TileKey) -> None:
-        nonlocal done
-        done += 1
-        if progress is not None:
-            progress(done / len(routes), f"tiles {done}/{len(routes)}")
-
     runner = _SerialRunner() if workers <= 0 else _RayRunner(workers, ray_address)
     with runner:
+        # pass_noise_variance: auto: measured on the whole log, the building's for every tile.
+        pass_noise = measured_pass_noise(samples, config, spec, template)
+
+        def task(key: TileKey, start_state: dict[str, np.ndarray]) -> TileTask:
+            rows = routes[key]
+            return TileTask(
+                key, samples.X[rows], samples.y[rows], start_state, config.batch_size, schedule
+            )
+
+        # The building's θ: fitted here on the first windows of the tile with the most
+        # readings; every tile (that one too) then starts from it, all in parallel.
+        theta_rows = routes[first][: THETA_WINDOWS * config.batch_size]
+        done = 0
+
+        def tick(key: TileKey) -> None:
+            nonlocal done
+            done += 1
+            if progress is not None:
+                progress(done / len(routes), f"tiles {done}/{len(routes)}")
+
         if template.kind == "batch":  # each tile's fit fits its θ from the configured start
             theta_start = template.state_dict()
         else:
@@ -185,8 +197,7 @@ def fit_tiled(
                 first, samples.X[theta_rows], samples.y[theta_rows], template.state_dict(),
                 config.batch_size, schedule,
             )  # fmt: skip
-            fitted = runner.run([theta_task], lambda key: None)[first]
-            fitted = {n: np.array(v, order="C") for n, v in fitted.items()}
+            fitted = _SerialRunner().run([theta_task], lambda key: None)[first]
             theta_start = model_from_state(fitted, device="cpu").empty_copy().state_dict()
         # The largest tiles first: the last task to start is a small one, so the workers end
         # together (longest-processing-time order); the map does not depend on the order.
@@ -244,26 +255,34 @@ class _SerialRunner:
         return states
 
 
-class _RayRunner:
-    """The tile fits as Ray tasks, at most ``IN_FLIGHT_PER_WORKER`` per worker at once."""
+class RayRuntime:
+    """A Ray runtime for tile fits: the local one started here (``workers`` CPUs) or the
+    cluster at ``address`` joined, each worker set to import the engine at once; left as it
+    was on exit (stopped if started here). A runtime already running is used as it is.
 
-    def __init__(self, workers: int, address: str | None) -> None:
-        self.workers = workers
+    ``gp-mapper fit`` enters it before reading the bags, so the runtime's start and the
+    workers' imports (~6 s here) overlap the reading.
+    """
+
+    def __init__(self, workers: int, address: str | None = None) -> None:
+        self.workers = max(int(workers), 1)
         self.address = address
         self._started = False
 
-    def __enter__(self) -> _RayRunner:
+    def __enter__(self) -> RayRuntime:
         import ray
 
-        if not ray.is_initialized():
-            if self.address is None:
-                ray.init(num_cpus=self.workers, include_dashboard=False, log_to_driver=False)
-            else:
-                ray.init(address=self.address, log_to_driver=False)
-            self._started = True
-        self._remote = ray.remote(num_cpus=1, max_retries=ATTEMPTS - 1, retry_exceptions=True)(
-            fit_tile
-        )
+        if ray.is_initialized():
+            return self
+        if self.address is None:
+            ray.init(num_cpus=self.workers, include_dashboard=False, log_to_driver=False)
+        else:
+            ray.init(address=self.address, log_to_driver=False)
+        self._started = True
+        # Each worker imports the engine (torch: seconds) now, while the driver works; the
+        # tile fits then reuse the warm processes. Nothing waits on these.
+        warm = ray.remote(num_cpus=1)(_import_engine)
+        self._warm = [warm.remote() for _ in range(self.workers)]
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -271,6 +290,27 @@ class _RayRunner:
 
         if self._started:
             ray.shutdown()
+            self._started = False
+
+
+class _RayRunner:
+    """The tile fits as Ray tasks, at most ``IN_FLIGHT_PER_WORKER`` per worker at once."""
+
+    def __init__(self, workers: int, address: str | None) -> None:
+        self.workers = workers
+        self._runtime = RayRuntime(workers, address)
+
+    def __enter__(self) -> _RayRunner:
+        import ray
+
+        self._runtime.__enter__()
+        self._remote = ray.remote(num_cpus=1, max_retries=ATTEMPTS - 1, retry_exceptions=True)(
+            fit_tile
+        )
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._runtime.__exit__(*exc)
 
     def run(
         self, tasks: Sequence[TileTask], tick: Callable[[TileKey], None]
@@ -295,6 +335,10 @@ class _RayRunner:
                 tick(key)
         _raise_failed(failed)
         return states
+
+
+def _import_engine() -> None:
+    import gp_mapper.engine  # noqa: F401  (the import is the work)
 
 
 def _raise_failed(failed: Mapping[TileKey, BaseException]) -> None:

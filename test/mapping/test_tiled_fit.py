@@ -80,6 +80,25 @@ def test_ray_with_two_local_workers_gives_the_same_map(samples, serial) -> None:
 
 
 @needs_ray
+def test_a_runtime_the_caller_started_is_used_and_left_to_the_caller(samples, serial) -> None:
+    """``gp-mapper fit`` starts the runtime before reading the bags (its workers import the
+    engine meanwhile); the fit uses it and leaves it running, the caller stops it."""
+    import ray
+
+    from gp_mapper.mapping.tiled_fit import RayRuntime
+
+    threads = torch.get_num_threads()
+    with RayRuntime(2) as runtime:
+        assert ray.is_initialized() and len(runtime._warm) == 2
+        model, _ = fit_tiled(samples, CONFIG, workers=2)
+        assert ray.is_initialized()
+        assert ray.get(runtime._warm) == [None, None]  # the workers imported the engine
+    assert not ray.is_initialized()
+    assert torch.get_num_threads() == threads  # the θ fit here restored the driver's setting
+    same_map(serial.model, model)
+
+
+@needs_ray
 def test_a_two_node_cluster_gives_the_same_map(samples, serial) -> None:
     from ray.cluster_utils import Cluster
 
