@@ -186,6 +186,21 @@ def test_a_global_start_converges_and_a_kidnapped_robot_is_found_again(walk):
     assert err.size and np.sqrt(np.mean(err**2)) < 0.4 and err[-20:].max() < 0.3
 
 
+def test_tempering_weighs_a_batch_by_its_share_of_a_lengthscale(walk):
+    """batch 0.2 m, ℓ 0.5 m: weight 0.4 at one lengthscale, 0.8 at a half, 1 at none."""
+    run, _, odom = walk
+    sizes = []
+    for temper in (1.0, 0.5, 0.0):
+        config = LocalizerConfig(seed=3, temper_lengthscales=temper, max_particles=5000)
+        localizer = Localizer(world_lookup(), config)
+        localizer.initialize_global()
+        drive(localizer, run, odom, stop=40)
+        sizes.append(localizer.steps[0].estimate.effective_size)
+    assert sizes[0] > sizes[1] > sizes[2]  # a weighed batch spreads the weights less
+    with pytest.raises(ValueError):
+        LocalizerConfig(temper_lengthscales=-1.0)
+
+
 def test_the_same_inputs_and_seed_give_the_same_poses(walk):
     run, truth, odom = walk
     poses = []

@@ -62,7 +62,8 @@ class LocalizerConfig:
             ``initial_cov`` 0.25 m², 0.068 rad²).
         converged_sd_m: the estimate is converged when the position sd along its major axis
             is below this.
-        temper: weigh each batch by ``batch_distance / ℓ`` (module docstring).
+        temper_lengthscales: weigh each batch by ``batch_distance / (this · ℓ)``, at most 1
+            (module docstring); 0 = no weighing.
         recovery_alpha_slow, recovery_alpha_fast: the decay rates of the long- and short-term
             averages of the particles' likelihood; when the short falls below the long, that
             share of the particles is drawn anew over the map at the next resampling (AMCL's
@@ -85,7 +86,7 @@ class LocalizerConfig:
     initial_sd_m: float = default("initial_sd_m")
     initial_sd_rad: float = default("initial_sd_rad")
     converged_sd_m: float = default("converged_sd_m")
-    temper: bool = default("temper")
+    temper_lengthscales: float = default("temper_lengthscales")
     recovery_alpha_slow: float = default("recovery_alpha_slow")
     recovery_alpha_fast: float = default("recovery_alpha_fast")
     seed: int = default("seed")
@@ -341,8 +342,9 @@ class Localizer:
             mean, variance = self.lookup.at(self.particles.poses[:, :2])
             total = variance + self.lookup.noise.of_mean(len(batch))
             log_likelihood = -0.5 * ((observed - mean) ** 2 / total + np.log(total))
-        if c.temper:
-            log_likelihood *= min(1.0, c.batch_distance_m / self.lookup.lengthscale_m)
+        if c.temper_lengthscales > 0.0:
+            span = c.temper_lengthscales * self.lookup.lengthscale_m
+            log_likelihood *= min(1.0, c.batch_distance_m / span)
         weights = self.particles.weights
         predicted_sd = float(weights @ np.sqrt(variance))
         evidence = self.particles.weigh(log_likelihood)

@@ -224,11 +224,14 @@ LOCALIZER_PARAMETERS: tuple[Setting, ...] = (
         max=100.0,
     ),
     _row(
-        "temper",
-        True,
-        "bool",
-        "weigh each observation by batch_distance / lengthscale (at most 1): one lengthscale "
-        "of path counts once, its map errors being correlated",
+        "temper_lengthscales",
+        1.0,
+        "float",
+        "travel over which the map's errors count as one observation, in map lengthscales: "
+        "each observation is weighed by batch_distance / (this × lengthscale), at most 1; "
+        "0 = every observation independent (docs/localization.md)",
+        min=0.0,
+        max=100.0,
     ),
     _row(
         "recovery_alpha_slow",
