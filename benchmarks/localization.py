@@ -19,11 +19,12 @@ the filter's defaults are chosen there, never on run 5. The office floor of ``bu
 minutes are streamed through the pipeline at the node's defaults (the tiled map), its last 5
 minutes (mostly over mapped corridors; rooms first reached later are walked blind) are
 localized as run 5 is, rows ``building_known`` and ``building_uniform``; ``--split
-validation`` walks the floor of seed 1 instead. Speed: filter updates per second at a fixed
-particle count on one core (readings 12 mm apart: ~17 a batch at the default 0.2 m).
+validation`` walks the floor of seed 1 instead (``--floor-seed N``: another validation
+floor). Speed: filter updates per second at a fixed particle count on one core (readings
+12 mm apart: ~17 a batch at the default 0.2 m).
 
     python benchmarks/localization.py [--seeds 10] [--split test|validation] [--json F]
-        [--places aalto,building] [--starts known,uniform]
+        [--places aalto,building] [--starts known,uniform] [--floor-seed N]
         [--set NAME=VALUE ...] [--scratch /tmp/gp_mapper_localization]
 """
 
@@ -284,6 +285,9 @@ def main(argv: list[str] | None = None) -> int:
         metavar="NAME=VALUE",
         help="a LocalizerConfig field (e.g. batch_distance_m=0.2)",
     )
+    parser.add_argument("--floor-seed", type=int, default=None,
+                        help="validation split only: another validation floor than seed 1 "
+                        "(never 0, the test floor)")  # fmt: skip
     parser.add_argument("--scratch", type=Path, default=Path("/tmp/gp_mapper_localization"))
     parser.add_argument("--no-speed", action="store_true")
     parser.add_argument("--json", default=None)
@@ -298,6 +302,10 @@ def main(argv: list[str] | None = None) -> int:
     map_runs, run = SPLITS[args.split]
     places = args.places.split(",")
     floor_seed = FLOOR_SEEDS[args.split]
+    if args.floor_seed is not None:
+        if args.split != "validation" or args.floor_seed == FLOOR_SEEDS["test"]:
+            parser.error("--floor-seed picks a validation floor: --split validation, not seed 0")
+        floor_seed = args.floor_seed
     starts = args.starts.split(",")
     results: dict[str, Any] = {"runs": {}}
     tracks: dict[str, Any] = {}

@@ -78,3 +78,20 @@ def test_a_later_run_replaces_a_metric_and_a_missed_target_says_no(tmp_path: Pat
     update = found["one VIPS update, M 5000, N 1000"]
     assert update[2] == "150 ms" and update[5] == "**no**" and update[7] == "new"
     assert found["CUDA tests"][5] == "yes"
+
+
+def test_a_variant_run_is_kept_but_gives_no_row(tmp_path: Path) -> None:
+    """A default tried on the test split and not kept: its JSON is committed under
+    ``variants/`` and quoted in RESULTS.md, while the rows stay the defaults' run."""
+
+    def run(date: str, commit: str, ms: float) -> dict:
+        return {"device": "GPU X, 80 GiB", "env": {"date": date, "commit": commit},
+                "sections": {}, "tests": {"passed": 3, "failed": 0, "errors": 0},
+                "update_ms": {"M": [5000], "gpu": [ms], "cpu": [None]}}  # fmt: skip
+
+    folder = tmp_path / "gpu_check"
+    (folder / "variants").mkdir(parents=True)
+    (folder / "a.json").write_text(json.dumps(run("2026-01-01 10:00", "default", 90.0)))
+    (folder / "variants" / "b.json").write_text(json.dumps(run("2026-01-02 10:00", "var", 150.0)))
+    found = {row[1]: row for row in rows(tmp_path)}
+    assert found["one VIPS update, M 5000, N 1000"][7] == "default"

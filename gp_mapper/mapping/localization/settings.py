@@ -225,12 +225,12 @@ LOCALIZER_PARAMETERS: tuple[Setting, ...] = (
     ),
     _row(
         "temper_lengthscales",
-        0.5,
+        1.0,
         "float",
         "travel over which the map's errors count as one observation, in map lengthscales: "
         "each observation is weighed by batch_distance / (this × lengthscale), at most 1; "
-        "0 = every observation independent; 0.5 chosen on the validation runs against 0.25, "
-        "0.75 and 1 (docs/localization.md)",
+        "0 = every observation independent. 0.5 finds a small room faster, but leaves a global "
+        "start over a whole floor lost and sure of itself (docs/localization.md)",
         min=0.0,
         max=100.0,
     ),
