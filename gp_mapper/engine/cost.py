@@ -49,6 +49,11 @@ class FitCost(NamedTuple):
 
     def describe(self, rate: float) -> str:
         """ "up to 120 L-BFGS evaluations of 2.1 Tflop, ~12 min at 31 Gflop/s"."""
+        if self.units == 0:  # no schedule: the work done once (a pre-fit, the posterior)
+            return (
+                f"no {self.unit}: {_flops(self.final_flops)} once, "
+                f"~{_duration(self.seconds(rate))} at {rate / 1e9:.0f} Gflop/s"
+            )
         return (
             f"up to {self.units} {self.unit} of {_flops(self.flops_per_unit)}, "
             f"~{_duration(self.seconds(rate))} at {rate / 1e9:.0f} Gflop/s"

@@ -13,10 +13,12 @@ SETTINGS: tuple[Setting, ...] = (
             "UCI set); at most the number of training points, where the posterior is exact. "
             "cagp: I blocks of about N/I points; cagp_cg: at most I CG steps [actions]",
             min=1, max=100000, models=CAGP),
-    Setting("cagp_epochs", 300, "int",
+    Setting("cagp_epochs", 0, "int",
             "full-batch training epochs on the ELBO, each N² kernel evaluations (the paper: "
             "1000 with Adam, 250 for CaGP-CG, 100 with L-BFGS); 0 = no training: θ stays the "
-            "pre-fit's, or the initial one without it [epochs]",
+            "pre-fit's, or the initial one without it. 0 chosen on a validation run of a "
+            "20 000-reading log: 10 epochs after the pre-fit scored no better and cost 10× "
+            "(docs/engine.md) [epochs]",
             min=0, max=100000, models=CAGP),
     Setting("cagp_learning_rate", 0.1, "float",
             "initial learning rate on the per-datum ELBO, decayed linearly to a tenth over all "

@@ -305,6 +305,16 @@ def test_cagp_cg_costs_more_with_more_actions_and_less_than_the_cube() -> None:
     assert bare.final_flops == bare.flops_per_unit
 
 
+def test_the_default_fit_is_the_prefit_and_the_posterior() -> None:
+    from gp_mapper.engine import EngineSpec, model_entry
+
+    for name in ("cagp", "cagp_cg"):
+        cost = model_entry(name).fit_cost(EngineSpec(model=name), 17_794)
+        assert cost.units == 0 and cost.flops == cost.final_flops > 0.0
+        described = cost.describe(50e9)
+        assert described.startswith("no epochs: ") and "once" in described
+
+
 def test_an_lbfgs_fit_is_priced_by_its_line_searches_evaluations() -> None:
     from gp_mapper.engine import EngineSpec, model_entry
     from gp_mapper.engine.core.fit import LINE_SEARCH_EVALUATIONS
