@@ -187,7 +187,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         results["env"] = env
         write_json(args.json, results)
-        print(f"wrote {args.json}")
     return 0
 
 
