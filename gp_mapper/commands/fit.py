@@ -196,6 +196,8 @@ def fit_bag(
     records = read_bag(bag, mag_topic=mag_topic, pose_topic=pose_topic, pose_type="auto")
     # A model reports between its steps (an epoch, an evaluation): the heartbeat shows a long one.
     bar = Progress(f"fit {model}", heartbeat=True) if progress else None
+    if bar is not None:  # a first line at once: reading the bag takes seconds
+        bar.start(f"reading {messages} readings of {bag.name}")
     try:
         result = fit_records(
             records, config, spec, max_samples=max_samples, seed=seed, messages=messages,
@@ -235,8 +237,15 @@ def _fit_tiled(
     start = time.perf_counter()
     auxiliary = build_model(spec, config.input_dims).auxiliary_inputs
     workers = workers if ray_address is None else max(workers, 1)
-    # Ray's runtime starts first: its workers import the engine while the bags are read.
-    with RayRuntime(workers, ray_address) if workers > 0 else contextlib.nullcontext():
+    # Ray's runtime starts first: its workers import the engine while the bags are read. The
+    # heartbeat shows a long read or a long tile.
+    bar = Progress(f"fit {spec.model} tiles", heartbeat=True) if progress else None
+    if bar is not None:
+        bar.start(f"reading {len(bags)} bag(s)")
+    with (
+        RayRuntime(workers, ray_address) if workers > 0 else contextlib.nullcontext(),
+        contextlib.closing(bar) if bar is not None else contextlib.nullcontext(),
+    ):
         parts = []
         for bag in bags:
             records = read_bag(bag, mag_topic=topics[0], pose_topic=topics[1], pose_type="auto")
@@ -246,15 +255,10 @@ def _fit_tiled(
             names = ", ".join(map(str, bags))
             raise ConfigError(f"{names}: no reading could be paired with a pose")
         read_s = time.perf_counter() - start
-        bar = Progress(f"fit {spec.model} tiles", heartbeat=True) if progress else None
-        try:
-            fitted = fit_tiled(
-                samples, config, spec=spec, workers=workers, ray_address=ray_address,
-                progress=None if bar is None else bar.update, max_minutes=max_minutes,
-            )  # fmt: skip
-        finally:
-            if bar is not None:
-                bar.close()
+        fitted = fit_tiled(
+            samples, config, spec=spec, workers=workers, ray_address=ray_address,
+            progress=None if bar is None else bar.update, max_minutes=max_minutes,
+        )  # fmt: skip
     if bar is not None:
         bar.done(f"{fitted.report['tiles']} tiles")
     out.mkdir(parents=True, exist_ok=True)

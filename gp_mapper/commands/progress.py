@@ -45,6 +45,13 @@ class Progress:
             self._thread = threading.Thread(target=self._beat_loop, daemon=True)
             self._thread.start()
 
+    def start(self, detail: str) -> None:
+        """A first line now, before the work's first report (a bag being read, a model built)."""
+        with self._lock:
+            self._detail = detail
+            self._last = self._last_update = time.perf_counter()
+            self._line(0.0, detail)
+
     def update(self, fraction: float, detail: str = "") -> None:
         with self._lock:
             now = time.perf_counter()

@@ -92,3 +92,15 @@ def test_the_heartbeat_thread_stops_with_the_work() -> None:
     assert bar._thread is None
     bar.close()  # idempotent
     assert log.getvalue().startswith("replay: done")
+
+
+def test_a_first_line_comes_at_once(monkeypatch) -> None:
+    clock = Clock()
+    monkeypatch.setattr(progress_module.time, "perf_counter", clock)
+    log = io.StringIO()
+    bar = Progress("fit cagp", log)
+    bar.start("reading 17794 readings of aalto12")
+    assert log.getvalue() == "fit cagp:   0 %  reading 17794 readings of aalto12\n"
+    clock.now += 1.0
+    bar.update(0.1, "epoch 1")  # the period counts from the first line
+    assert log.getvalue().count("\n") == 1
