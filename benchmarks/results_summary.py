@@ -480,10 +480,18 @@ def building_rows(data: dict[str, Any], path: Path) -> Iterator[Row]:
         same = serial.get("map_digest") == ray.get("map_digest")
         yield _row(
             data, bench, "offline tiled fit: Ray with 2 workers against serial",
-            f"{speedup:.2f}× ({ray['wall_s']:.0f} s against {serial['wall_s']:.0f} s), "
-            f"same map: {'yes' if same else 'no'}",
+            f"{speedup:.2f}× ({ray['wall_s']:.0f} s against {serial['wall_s']:.0f} s, the local "
+            f"runtime's start and stop included), same map: {'yes' if same else 'no'}",
             "", "≥ 1.7×, the same map", speedup >= 1.7 and same,
         )  # fmt: skip
+        up = ray.get("wall_s_runtime_up")
+        if up:
+            yield _row(
+                data, bench, "offline tiled fit: Ray with 2 workers on a runtime already up",
+                f"{serial['wall_s'] / up:.2f}× ({up:.0f} s against {serial['wall_s']:.0f} s), "
+                f"same map: {'yes' if same else 'no'}",
+                "", "≥ 1.7×, the same map", serial["wall_s"] / up >= 1.7 and same,
+            )  # fmt: skip
 
 
 def vector_field_rows(data: dict[str, Any], path: Path) -> Iterator[Row]:
