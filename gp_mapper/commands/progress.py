@@ -23,10 +23,11 @@ class Progress:
     terminal; ``label: 42 % detail, ETA 12 s`` lines every ``LOG_PERIOD_S`` when it is not;
     a last line with the total time either way.
 
-    With ``heartbeat``, a thread writes a line (or redraws the bar) when no update came for
+    With ``heartbeat``, a thread writes a line (or redraws the bar) when none was written for
     ``LOG_PERIOD_S``: work that reports between steps (a replay between windows) still shows
     a sign of life while one long step runs, with how long it has run and no ETA, which that
-    step has made stale.
+    step has made stale; and reports too frequent to be written each still show their latest
+    state within the period.
     """
 
     def __init__(self, label: str, stream: TextIO | None = None, heartbeat: bool = False) -> None:
@@ -67,17 +68,24 @@ class Progress:
             self._line(fraction, detail)
 
     def beat(self) -> None:
-        """A line for a step that has run ``LOG_PERIOD_S`` or more since the last update."""
+        """A line when none was written for ``LOG_PERIOD_S``: the last update's state (its
+        reports came too often to be written), or, when the step has run that long since it,
+        how long it has run."""
         with self._lock:
             now = time.perf_counter()
-            running = now - self._last_update
-            if running < LOG_PERIOD_S or now - self._last < LOG_PERIOD_S:
+            if now - self._last < LOG_PERIOD_S:
                 return
             self._last = now
+            fraction = min(max(self._fraction, 0.0), 1.0)
+            running = now - self._last_update
             detail = f"{self._detail}, " if self._detail else ""
-            self._line(
-                min(max(self._fraction, 0.0), 1.0), f"{detail}this step running for {running:.0f} s"
-            )
+            if running >= LOG_PERIOD_S:
+                self._line(fraction, f"{detail}this step running for {running:.0f} s")
+            elif fraction > 0.0:
+                eta = (now - self._start) * (1.0 - fraction) / fraction
+                self._line(fraction, f"{detail}ETA {eta:.0f} s")
+            else:
+                self._line(fraction, self._detail)
 
     def _line(self, fraction: float, detail: str) -> None:
         """The bar redrawn on a terminal, else one line of the log."""
@@ -88,7 +96,8 @@ class Progress:
             self.stream.flush()
 
     def _beat_loop(self) -> None:
-        while not self._stop.wait(LOG_PERIOD_S / 2):
+        # Checked every second: a line comes at most LOG_PERIOD_S + 1 s after the last one.
+        while not self._stop.wait(min(1.0, LOG_PERIOD_S / 2)):
             self.beat()
 
     def close(self) -> None:

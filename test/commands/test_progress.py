@@ -104,3 +104,24 @@ def test_a_first_line_comes_at_once(monkeypatch) -> None:
     clock.now += 1.0
     bar.update(0.1, "epoch 1")  # the period counts from the first line
     assert log.getvalue().count("\n") == 1
+
+
+def test_the_heartbeat_writes_the_latest_report_within_the_period(monkeypatch) -> None:
+    """Reports every 2 s are rate-limited to one line per period; when they stop, the last
+    one's state is written within the period, not a period after the last report."""
+    clock = Clock()
+    monkeypatch.setattr(progress_module.time, "perf_counter", clock)
+    log = io.StringIO()
+    bar = Progress("fit", log)
+    bar.start("pre-fit")
+    clock.now += 2.0
+    bar.update(0.0, "evaluation 2")
+    clock.now += 2.0
+    bar.update(0.0, "evaluation 4")  # 4 s since the last line: not written
+    assert log.getvalue().count("\n") == 1
+    clock.now += LOG_PERIOD_S - 4.0
+    bar.beat()
+    assert log.getvalue().splitlines()[-1] == "fit:   0 %  evaluation 4"
+    clock.now += LOG_PERIOD_S
+    bar.beat()
+    assert log.getvalue().splitlines()[-1] == "fit:   0 %  evaluation 4, this step running for 6 s"
