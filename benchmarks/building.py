@@ -183,7 +183,7 @@ def offline_row(
 
         for _ in range(args.repeats):
             with RayRuntime(workers) as runtime:
-                ray.get(runtime._warm)
+                ray.get(runtime.warming)
                 start = time.perf_counter()
                 again = fit_tiled(samples, config, workers=workers)
                 running.append(time.perf_counter() - start)

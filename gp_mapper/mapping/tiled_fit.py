@@ -157,8 +157,6 @@ def fit_tiled(
     # Tile (0, 0) centred on the first reading, as a replay of the same log places it.
     layout = TileLayout(*layout_values).check().centred_at(samples.X[0])
     start = time.perf_counter()
-    # Ray's runtime starts before the driver's own work: its workers import the engine while
-    # this process measures the pass noise and fits the building's θ.
     template = build_model(spec, input_dim=config.input_dims)
     routes = layout.route(samples.X)
     if not routes:
@@ -168,6 +166,8 @@ def fit_tiled(
     if template.kind == "batch":  # the largest tile must fit in memory and in the budget
         check_memory(spec, len(routes[first]), 0)
         check_time(spec, len(routes[first]), max_minutes)
+    # Ray's runtime starts before the driver's own work: its workers import the engine while
+    # this process measures the pass noise and fits the building's θ.
     runner = _SerialRunner() if workers <= 0 else _RayRunner(workers, ray_address)
     with runner:
         # pass_noise_variance: auto: measured on the whole log, the building's for every tile.
@@ -262,11 +262,16 @@ class RayRuntime:
 
     ``gp-mapper fit`` enters it before reading the bags, so the runtime's start and the
     workers' imports (~6 s here) overlap the reading.
+
+    Attributes:
+        warming: the workers' imports (Ray object refs; empty when the runtime was running):
+            ``ray.get`` them to wait until the workers are warm.
     """
 
     def __init__(self, workers: int, address: str | None = None) -> None:
         self.workers = max(int(workers), 1)
         self.address = address
+        self.warming: list[Any] = []
         self._started = False
 
     def __enter__(self) -> RayRuntime:
@@ -282,7 +287,7 @@ class RayRuntime:
         # Each worker imports the engine (torch: seconds) now, while the driver works; the
         # tile fits then reuse the warm processes. Nothing waits on these.
         warm = ray.remote(num_cpus=1)(_import_engine)
-        self._warm = [warm.remote() for _ in range(self.workers)]
+        self.warming = [warm.remote() for _ in range(self.workers)]
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -89,10 +89,10 @@ def test_a_runtime_the_caller_started_is_used_and_left_to_the_caller(samples, se
 
     threads = torch.get_num_threads()
     with RayRuntime(2) as runtime:
-        assert ray.is_initialized() and len(runtime._warm) == 2
+        assert ray.is_initialized() and len(runtime.warming) == 2
         model, _ = fit_tiled(samples, CONFIG, workers=2)
         assert ray.is_initialized()
-        assert ray.get(runtime._warm) == [None, None]  # the workers imported the engine
+        assert ray.get(runtime.warming) == [None, None]  # the workers imported the engine
     assert not ray.is_initialized()
     assert torch.get_num_threads() == threads  # the θ fit here restored the driver's setting
     same_map(serial.model, model)
