@@ -198,15 +198,12 @@ def fit_bag(
     bar = Progress(f"fit {model}", heartbeat=True) if progress else None
     if bar is not None:  # a first line at once: reading the bag takes seconds
         bar.start(f"reading {messages} readings of {bag.name}")
-    try:
+    with bar if bar is not None else contextlib.nullcontext():
         result = fit_records(
             records, config, spec, max_samples=max_samples, seed=seed, messages=messages,
             source=str(bag), progress=None if bar is None else bar.update,
             max_minutes=max_minutes,
         )  # fmt: skip
-    finally:
-        if bar is not None:
-            bar.close()
     if bar is not None:
         bar.done(f"accepted={result.fit.accepted} M={result.fit.m_after}")
     out.mkdir(parents=True, exist_ok=True)
@@ -244,7 +241,7 @@ def _fit_tiled(
         bar.start(f"reading {len(bags)} bag(s)")
     with (
         RayRuntime(workers, ray_address) if workers > 0 else contextlib.nullcontext(),
-        contextlib.closing(bar) if bar is not None else contextlib.nullcontext(),
+        bar if bar is not None else contextlib.nullcontext(),
     ):
         parts = []
         for bag in bags:

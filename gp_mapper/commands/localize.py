@@ -23,7 +23,6 @@ import numpy as np
 
 from gp_mapper.io import bag_info, read_bag
 from gp_mapper.io.errors import IoLayerError
-from gp_mapper.io.heading import yaw_from_quaternion
 from gp_mapper.io.odometry import align_to_start
 from gp_mapper.mapping import FieldReading
 from gp_mapper.mapping.atomic import atomic_write_text
@@ -35,7 +34,7 @@ from gp_mapper.mapping.localization import (
     LocalizerConfig,
     Step,
 )
-from gp_mapper.mapping.localization.motion import wrap_angle
+from gp_mapper.mapping.localization.motion import planar_pose, wrap_angle
 from gp_mapper.mapping.params_file import parse_overrides
 
 from .progress import Progress
@@ -83,8 +82,7 @@ def _poses(bag: Path, mag_topic: str, pose_topic: str) -> tuple[np.ndarray, np.n
     for record in read_bag(bag, mag_topic, pose_topic, pose_type="auto"):
         if not isinstance(record, FieldReading):
             stamps.append(record.stamp_ns)
-            yaw = float(yaw_from_quaternion(np.asarray(record.orientation_xyzw)[None, :])[0])
-            poses.append((record.position_m[0], record.position_m[1], yaw))
+            poses.append(planar_pose(record))
     return np.array(stamps, dtype=np.int64), np.array(poses, dtype=np.float64).reshape(-1, 3)
 
 
@@ -116,13 +114,12 @@ def localize_bag(
         localizer.initialize_pose(np.asarray(initial_pose, dtype=np.float64))
     odom_stamps, odom_poses = [], []
     total = max(info.message_count, 1)
-    bar = Progress(f"localize {bag.name}", stream=sys.stderr) if progress else None
+    bar = Progress(f"localize {bag.name}") if progress else None
     for count, record in enumerate(read_bag(bag, mag_topic, odom_topic, pose_type="auto")):
         if isinstance(record, FieldReading):
             localizer.add_field(record.stamp_ns, np.asarray(record.field_t) * MICROTESLA_PER_TESLA)
         else:
-            yaw = float(yaw_from_quaternion(np.asarray(record.orientation_xyzw)[None, :])[0])
-            pose = np.array([record.position_m[0], record.position_m[1], yaw])
+            pose = planar_pose(record)
             localizer.add_odometry(record.stamp_ns, pose)
             odom_stamps.append(record.stamp_ns)
             odom_poses.append(pose)

@@ -107,6 +107,12 @@ class Progress:
             self._thread.join()
             self._thread = None
 
+    def __enter__(self) -> Progress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()  # the heartbeat stops whether the work ended or failed
+
     def done(self, detail: str = "") -> None:
         self.close()
         total = f"  ({time.perf_counter() - self._start:.1f} s)"

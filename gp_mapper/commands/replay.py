@@ -7,6 +7,7 @@ ROS runtime, as fast as the engine goes. Writes the map products and the engine 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import sys
 import time
@@ -92,30 +93,30 @@ def replay_bag(
     # A window is fitted inline between two records: the heartbeat shows a long one.
     bar = Progress(f"replay {bag.name}", heartbeat=True) if progress else None
     span = max(info.end_ns - info.start_ns, 1)
-    try:
-        with MappingPipeline(config, background=False) as pipeline:
-            if resume is not None:
-                pipeline.load(resume)
-            for count, record in enumerate(records):
-                if isinstance(record, FieldReading):
-                    pipeline.add_field(record)
-                else:
-                    pipeline.add_pose(record)
-                if bar is not None and count % 512 == 0:
-                    d = pipeline.diagnostics()
-                    bar.update(
-                        (record.stamp_ns - info.start_ns) / span,
-                        f"M={d['inducing_points']} samples={d['samples']}",
-                    )
-            pipeline.flush()
-            pipeline.wait_idle()
-            snapshot = pipeline.latest()
-            diagnostics = pipeline.diagnostics()
-            if snapshot is not None:
-                pipeline.save(outputs.state)
-    finally:
-        if bar is not None:  # the heartbeat stops whether the replay ended or failed
-            bar.close()
+    # The heartbeat stops whether the replay ended or failed.
+    with (
+        bar if bar is not None else contextlib.nullcontext(),
+        MappingPipeline(config, background=False) as pipeline,
+    ):
+        if resume is not None:
+            pipeline.load(resume)
+        for count, record in enumerate(records):
+            if isinstance(record, FieldReading):
+                pipeline.add_field(record)
+            else:
+                pipeline.add_pose(record)
+            if bar is not None and count % 512 == 0:
+                d = pipeline.diagnostics()
+                bar.update(
+                    (record.stamp_ns - info.start_ns) / span,
+                    f"M={d['inducing_points']} samples={d['samples']}",
+                )
+        pipeline.flush()
+        pipeline.wait_idle()
+        snapshot = pipeline.latest()
+        diagnostics = pipeline.diagnostics()
+        if snapshot is not None:
+            pipeline.save(outputs.state)
     if bar is not None:
         bar.done(f"M={diagnostics['inducing_points']} samples={diagnostics['samples']}")
     if snapshot is not None:

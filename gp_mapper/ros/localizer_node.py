@@ -45,13 +45,16 @@ from rclpy.node import Node
 from sensor_msgs.msg import MagneticField
 from std_srvs.srv import Empty, Trigger
 
+from gp_mapper.engine.auxiliary import yaw_from_quaternion
 from gp_mapper.mapping.errors import MapFileError
 from gp_mapper.mapping.localization import FieldLookup, Localizer, LocalizerConfig, Step
+from gp_mapper.mapping.localization.motion import planar_pose
 from gp_mapper.mapping.localization.settings import LOCALIZER_PARAMETERS
 from gp_mapper.mapping.occupancy import scale_to_occupancy
 from gp_mapper.ros.diagnostic_messages import DIAGNOSTIC_OK, DIAGNOSTIC_WARN, diagnostic_array
 from gp_mapper.ros.entry import run_node
 from gp_mapper.ros.grid_messages import occupancy_grid
+from gp_mapper.ros.input_messages import pose_from_odometry, pose_from_pose_with_covariance
 from gp_mapper.ros.parameters import declare_parameters, read_values
 from gp_mapper.ros.qos import DIAGNOSTICS_QOS, MAP_QOS, POSE_QOS, sensor_qos
 from gp_mapper.ros.service_host import ServiceHost, one_line
@@ -66,7 +69,8 @@ PARTICLES_SHOWN = 2000
 
 
 def yaw_of(q: Any) -> float:
-    return math.atan2(2.0 * (q.w * q.z + q.x * q.y), 1.0 - 2.0 * (q.y * q.y + q.z * q.z))
+    """The yaw [rad] of a ``geometry_msgs/Quaternion``."""
+    return float(yaw_from_quaternion(np.array([q.x, q.y, q.z, q.w])))
 
 
 def _set_yaw(pose: Pose, x: float, y: float, yaw: float) -> Pose:
@@ -199,8 +203,7 @@ class GpLocalizerNode(Node):
         self._publish_new_steps()
 
     def _on_odometry(self, msg: Odometry) -> None:
-        p = msg.pose.pose
-        pose = np.array([p.position.x, p.position.y, yaw_of(p.orientation)])
+        pose = planar_pose(pose_from_odometry(msg))
         with self._lock:
             if self.localizer is None:
                 return
@@ -208,8 +211,7 @@ class GpLocalizerNode(Node):
         self._publish_new_steps()
 
     def _on_initial_pose(self, msg: PoseWithCovarianceStamped) -> None:
-        p = msg.pose.pose
-        mean = np.array([p.position.x, p.position.y, yaw_of(p.orientation)])
+        mean = planar_pose(pose_from_pose_with_covariance(msg))
         c = np.asarray(msg.pose.covariance, dtype=np.float64).reshape(6, 6)
         covariance = c[np.ix_([0, 1, 5], [0, 1, 5])]
         if not np.all(np.linalg.eigvalsh(0.5 * (covariance + covariance.T)) > 0.0):

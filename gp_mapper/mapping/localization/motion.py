@@ -13,6 +13,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gp_mapper.engine.auxiliary import yaw_from_quaternion
+from gp_mapper.mapping.records import Pose
+
 # Below this translation [m] the direction of travel is undefined: the step is a turn.
 MIN_TRANSLATION_M = 0.01
 
@@ -20,6 +23,12 @@ MIN_TRANSLATION_M = 0.01
 def wrap_angle(angle: np.ndarray | float) -> np.ndarray | float:
     """Angles into [-π, π)."""
     return (np.asarray(angle) + math.pi) % (2.0 * math.pi) - math.pi
+
+
+def planar_pose(pose: Pose) -> np.ndarray:
+    """A pose record as the filter's planar pose [3]: x, y [m] and yaw [rad]."""
+    yaw = float(yaw_from_quaternion(pose.orientation_xyzw))
+    return np.array([pose.position_m[0], pose.position_m[1], yaw], dtype=np.float64)
 
 
 @dataclass(frozen=True)
