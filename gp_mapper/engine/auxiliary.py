@@ -14,6 +14,9 @@ and the warm-up all build them here, with one rule per column:
   costs one more offset, not a wrong map.
 - ``time`` [s]: seconds after ``time_origin_ns``. A fit measures from the log's first sample;
   the stream passes 0 (the model keeps its own clock from its first window).
+- ``orientation_x`` .. ``orientation_w``: the pose orientation (sensor to map frame) that
+  rotated the reading into the map frame, for a model of the sensor's own offset; where a pose
+  had none the reading was not rotated, so the identity.
 """
 
 from __future__ import annotations
@@ -22,7 +25,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-AUXILIARY_NAMES = ("yaw", "run", "time")
+# The pose orientation's quaternion, one column per component (x, y, z, w).
+ORIENTATION_NAMES = ("orientation_x", "orientation_y", "orientation_z", "orientation_w")
+AUXILIARY_NAMES = ("yaw", "run", "time", *ORIENTATION_NAMES)
 NS_PER_S = 1_000_000_000
 
 # The Aalto robot drives at ~0.18 m/s (median speed, invensense sequences 1 and 3) and its Vicon
@@ -149,7 +154,8 @@ def auxiliary_columns(
     n = len(xy_m)
     if not names:
         return np.empty((n, 0))
-    if stamps_ns is None or ("yaw" in names and orientation_xyzw is None):
+    needs_orientation = "yaw" in names or any(n in ORIENTATION_NAMES for n in names)
+    if stamps_ns is None or (needs_orientation and orientation_xyzw is None):
         raise ValueError(f"the samples have no stamps or orientations for the inputs {names}")
     if n == 0:
         return np.empty((0, len(names)))
@@ -158,8 +164,19 @@ def auxiliary_columns(
         "yaw": lambda: sample_yaw(xy_m, stamps, orientation_xyzw),
         "run": lambda: run_labels(stamps, run_gap_s),
         "time": lambda: (stamps - time_origin_ns) / NS_PER_S,
+        **{
+            name: (lambda k=k: _orientation_or_identity(orientation_xyzw)[:, k])
+            for k, name in enumerate(ORIENTATION_NAMES)
+        },
     }
     return np.column_stack([columns[name]() for name in names]).reshape(n, len(names))
+
+
+def _orientation_or_identity(orientation_xyzw: np.ndarray) -> np.ndarray:
+    """[N, 4] orientations with the identity (0, 0, 0, 1) where a row is not finite."""
+    q = np.array(orientation_xyzw, dtype=np.float64).reshape(-1, 4)
+    q[~np.isfinite(q).all(axis=1)] = (0.0, 0.0, 0.0, 1.0)
+    return q
 
 
 def _moving_average(values: np.ndarray, width: int) -> np.ndarray:

@@ -48,7 +48,8 @@ class EngineSpec:
             pass_noise_variance, theta_memory, cell_size: vips (all but selector, eta, rho,
             fixed_size: potential too).
         local_fit_inducing, fit_max_seconds: vips only.
-        potential_offset, potential_inducing: potential only (see potential/settings.py).
+        potential_offset, potential_inducing, hard_iron_variance: potential only (see
+            potential/settings.py).
         acgp_block_size, acgp_initial_block, acgp_rel_tol, acgp_abs_tol, acgp_max_points,
             acgp_refinements: acgp only.
         solve_*: solvegp only (see solvegp/settings.py).
@@ -85,6 +86,7 @@ class EngineSpec:
     fit_max_seconds: float = default("fit_max_seconds")
     potential_offset: float = default("potential_offset")
     potential_inducing: str = default("potential_inducing")
+    hard_iron_variance: float = default("hard_iron_variance")
     acgp_block_size: int = default("acgp_block_size")
     acgp_initial_block: int = default("acgp_initial_block")
     acgp_rel_tol: float = default("acgp_rel_tol")

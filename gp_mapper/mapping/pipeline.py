@@ -658,7 +658,9 @@ class MappingPipeline:
         between-pass pairs of readings that measured it, with ``pass_noise_variance: auto``).
         An additive model (gam_stream) adds its nuisance estimates [µT]: heading_B .. heading_E
         and heading_sd_max, drift and drift_sd, run, run_offset and run_offset_sd
-        (``AdditiveUpdateReport.nuisance``), for the components it has.
+        (``AdditiveUpdateReport.nuisance``), for the components it has; the three-axis model
+        with ``hard_iron_variance`` > 0 the magnetometer's offset in its own frame,
+        hard_iron_x .. hard_iron_z and hard_iron_x_sd .. hard_iron_z_sd.
         """
         with self._snapshot_lock:
             out: dict[str, str | int | float] = dict(self._stats)

@@ -114,3 +114,24 @@ def test_the_potential_model_takes_cells_per_component():
     report = model.update(X.numpy(), B.numpy())
     assert report.accepted
     assert report.num_cells == 3 * 30
+
+
+def test_direction_columns_are_binned_and_averaged_not_matched_exactly():
+    # Two readings in one cube whose rotation rows differ by less than a bin: one cell with
+    # their mean row; a third turned by 90 degrees stays apart.
+    X = torch.tensor(
+        [
+            [0.01, 0.02, 1.0, 0.999, 0.030, 0.0],
+            [0.03, 0.04, 1.0, 0.998, 0.040, 0.0],
+            [0.02, 0.03, 1.0, 0.001, 0.999, 0.0],
+        ],
+        dtype=torch.float64,
+    )
+    y = torch.tensor([1.0, 3.0, 7.0], dtype=torch.float64)
+    cells = aggregate_cells(X, y, 0.1, 2, direction_columns=3)
+    assert sorted(cells.counts.tolist()) == [1.0, 2.0]
+    pair = int(torch.argmax(cells.counts))
+    assert torch.allclose(cells.X[pair, 3:], X[:2, 3:].mean(0))
+    assert float(cells.y[pair]) == 2.0
+    # Without direction columns the rows must match exactly: three cells.
+    assert aggregate_cells(X, y, 0.1, 2).counts.shape[0] == 3

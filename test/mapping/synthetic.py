@@ -80,12 +80,14 @@ def stream(
     field_map_ut: np.ndarray | None = None,
     frame_id: str = "imu_link",
     t0_ns: int = 1_700_000_000 * NS_PER_S,
+    sensor_offset_ut: np.ndarray | None = None,
 ) -> list[Pose | FieldReading]:
     """Poses along a path and one reading half-way between consecutive poses, in stamp order.
 
     The sensor faces along the path (yaw = heading), so sensor-frame vectors differ from
     map-frame ones. The map-frame field is (|B|, 0, 0) rotated by 30 degrees about z unless
-    `field_map_ut` [K, 3] gives one vector per pose interval.
+    `field_map_ut` [K, 3] gives one vector per pose interval. `sensor_offset_ut` [3] is added
+    to every sensor-frame reading (the magnetometer's own offset, hard iron).
     """
     path_m = np.asarray(path_m, dtype=np.float64)
     heading = np.arctan2(np.gradient(path_m[:, 1]), np.gradient(path_m[:, 0]))
@@ -104,7 +106,10 @@ def stream(
         # Sensor-frame reading: the inverse of the interpolated orientation applied to b_map.
         yaw_mid = _mid_angle(yaw, heading[k + 1])
         q_inv = yaw_quaternion(-yaw_mid)
-        events.append(FieldReading(stamp + period_ns // 2, rotate(q_inv, b_map) * 1e-6, frame_id))
+        b_sensor = rotate(q_inv, b_map)
+        if sensor_offset_ut is not None:
+            b_sensor = b_sensor + sensor_offset_ut
+        events.append(FieldReading(stamp + period_ns // 2, b_sensor * 1e-6, frame_id))
     return events
 
 

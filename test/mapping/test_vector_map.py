@@ -135,3 +135,24 @@ def test_a_scalar_map_and_a_vector_map_refuse_each_other(mapped, config, tmp_pat
     with pytest.raises(MapFileError, match="target='norm', this mapper maps 'vector'"):
         vector.load(scalar_file)
     assert vector.latest() is before
+
+
+def test_a_sensor_offset_is_estimated_reported_and_left_out_of_the_map() -> None:
+    # The magnetometer adds its own offset in its frame; the sensor turns with the path.
+    offset = np.array([8.0, -5.0, 0.0])
+    config = MapperConfig(
+        target="vector", batch_size=120, resolution=0.25, bounds=(0.0, 3.0, 0.0, 3.0),
+        engine=VECTOR_ENGINE.replace(hard_iron_variance=100.0),
+    )  # fmt: skip
+    pipeline = MappingPipeline(config, background=False)
+    feed(pipeline, stream(PATH, field_map_ut=FIELD, sensor_offset_ut=offset))
+    pipeline.flush()
+    snapshot = pipeline.latest()
+    assert snapshot is not None
+    stats = pipeline.diagnostics()
+    for k, axis in enumerate("xy"):
+        estimate, sd = stats[f"hard_iron_{axis}"], stats[f"hard_iron_{axis}_sd"]
+        assert abs(estimate - offset[k]) < max(3.0 * sd, 0.5), (axis, estimate, sd)
+    near = near_path(snapshot)
+    rmse = np.sqrt(np.mean((snapshot.field_mean - truth(snapshot))[near] ** 2, axis=0))
+    assert np.all(rmse < RMSE_SHARE * FIELD.std(axis=0)), (rmse, FIELD.std(axis=0))

@@ -28,6 +28,11 @@ from torch import Tensor
 from .kernels import Kernel, Stationary
 from .linalg import LOG_2PI
 
+# Bin width of the direction columns in a cell's key: a rotation row's entries move by ~0.1 over
+# 6 degrees of turn, so a robot driving on keeps its cells whole and a device turned on the
+# spot (what tells its own offset from the field) keeps its headings apart.
+DIRECTION_BIN = 0.1
+
 
 class Cells(NamedTuple):
     """A window's readings grouped by cell (rows in the order of ``torch.unique``)."""
@@ -51,17 +56,26 @@ def shortest_lengthscale(kernel: Kernel) -> float | None:
     return min(scales) if scales else None
 
 
-def aggregate_cells(X: Tensor, y: Tensor, size: float, position_columns: int) -> Cells:
-    """Group rows whose first ``position_columns`` inputs fall in one cube of side ``size``
-    (and whose other inputs are equal: a component tag) into one row each.
+def aggregate_cells(
+    X: Tensor, y: Tensor, size: float, position_columns: int, direction_columns: int = 0
+) -> Cells:
+    """Group rows whose first ``position_columns`` inputs fall in one cube of side ``size``,
+    whose last ``direction_columns`` inputs fall in one bin of :data:`DIRECTION_BIN` and whose
+    other inputs are equal (a component tag) into one row each.
 
+    The direction columns are a reading's loadings on a linear term (a rotation row: the
+    target is linear in them), so their mean over a cell is that of the cell's mean target.
     Deterministic: the cells come out sorted by their integer keys, whatever the row order.
     """
     positions = X[:, :position_columns]
     keys = torch.floor(positions / size).to(torch.int64)
-    if position_columns < X.shape[1]:  # the other columns must match exactly: their bits
-        rest = X[:, position_columns:].to(torch.float64).contiguous().view(torch.int64)
+    exact_end = X.shape[1] - direction_columns
+    if position_columns < exact_end:  # these columns must match exactly: their bits
+        rest = X[:, position_columns:exact_end].to(torch.float64).contiguous().view(torch.int64)
         keys = torch.cat([keys, rest], dim=1)
+    if direction_columns:
+        bins = torch.floor(X[:, exact_end:] / DIRECTION_BIN).to(torch.int64)
+        keys = torch.cat([keys, bins], dim=1)
     _, cell = torch.unique(keys, dim=0, return_inverse=True)
     C = int(cell.max()) + 1
     counts = X.new_zeros(C).index_add_(0, cell, torch.ones_like(y))

@@ -10,6 +10,8 @@ from .kernel import SPATIAL_DIMS, CurlFreeKernel
 from .model import VectorFieldGP
 from .selector import FieldReadings, PotentialVips
 
+UNIFORM_OVER_OFFSET = 100.0
+
 
 def build_potential(spec: EngineSpec, input_dim: int) -> VectorFieldGP:
     """The three-axis curl-free field model: ``kernel`` is the potential's (se or matern52),
@@ -27,7 +29,14 @@ def build_potential(spec: EngineSpec, input_dim: int) -> VectorFieldGP:
          "lengthscale": [spec.lengthscale], "ard_dims": 0}
     )  # fmt: skip
     # The uniform field is part of the model: a zero constant_variance still leaves it a floor.
-    kernel = CurlFreeKernel(base, max(spec.constant_variance, 1.0))
+    earth_variance = max(spec.constant_variance, 1.0)
+    if spec.hard_iron_variance > 0.0:
+        # Along an axis the device never turns about (z, for a planar robot) the offset is a
+        # constant of the map frame like the uniform field: their prior variances split it.
+        # At UNIFORM_OVER_OFFSET the offset takes 1 % and the map keeps the rest, as a map
+        # without the offset would.
+        earth_variance = max(earth_variance, UNIFORM_OVER_OFFSET * spec.hard_iron_variance)
+    kernel = CurlFreeKernel(base, earth_variance, spec.hard_iron_variance)
     selector = (
         PotentialVips(spec.delta, spec.potential_offset)
         if spec.potential_inducing == "vips"
@@ -38,9 +47,13 @@ def build_potential(spec: EngineSpec, input_dim: int) -> VectorFieldGP:
         spec.noise_variance,
         selector,
         input_dim=input_dim,
-        # Rows are (x, y, z, tag): the cells' cube is the position, the component kept apart.
+        # Rows are (x, y, z, tag[, rotation row]): the cells' cube is the position, the
+        # component kept apart, the rotation row binned.
         options=StreamOptions(
-            **stream_options(spec), theta_memory=spec.theta_memory, cell_columns=SPATIAL_DIMS
+            **stream_options(spec),
+            theta_memory=spec.theta_memory,
+            cell_columns=SPATIAL_DIMS,
+            cell_direction_columns=kernel.row_width - SPATIAL_DIMS - 1,
         ),
     )
 

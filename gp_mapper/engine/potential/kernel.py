@@ -4,7 +4,14 @@ Every input row is a *functional* of the field at a position: ``[x, y, z, tag]``
 
 - tag 0: the local potential φ(p) (an inducing variable, inter-domain);
 - tags 1, 2, 3: the field component B_x, B_y, B_z at p (a reading's three rows);
-- tags 4, 5, 6: the uniform field's component (an inducing variable; the position is unused).
+- tags 4, 5, 6: the uniform field's component (an inducing variable; the position is unused);
+- tags 7, 8, 9: the magnetometer's own offset (hard iron) along the device's x, y, z axes (an
+  inducing variable; the position is unused).
+
+A kernel with the offset (``hard_iron_variance`` > 0) takes rows of seven columns, ``[x, y, z,
+tag, r_x, r_y, r_z]``: a field row's ``r`` is the row of the device-to-map rotation R for its
+component, since a map-frame reading is y = B(p) + R b with b the device-frame offset; other
+rows carry r = 0 (a field row with r = 0 is the field alone: what the map predicts).
 
 With ``k(p, p') = σ_φ² g(u)``, ``u = |p − p'|²/ℓ²`` and ``d = p − p'``, the covariances are
 closed form (no autograd through the kernel matrix):
@@ -12,7 +19,9 @@ closed form (no autograd through the kernel matrix):
 - cov(φ, φ') = σ_φ² g;
 - cov(B_i, φ') = −∂k/∂p_i = −2σ_φ² g' d_i / ℓ², and cov(φ, B'_j) = +2σ_φ² g' d_j / ℓ²;
 - cov(B_i, B'_j) = ∂²k/∂p_i∂p'_j = −σ_φ² (4g'' d_i d_j / ℓ⁴ + 2g' δ_ij / ℓ²) + σ_E² δ_ij;
-- the uniform field E adds σ_E² δ_ij between any two of its or the field's components.
+- the uniform field E adds σ_E² δ_ij between any two of its or the field's components;
+- the offset b ~ N(0, σ_H² I) adds σ_H² r·r' between two field rows, σ_H² r_k between a field
+  row and b_k, and σ_H² δ_kl between b_k and b_l.
 
 The variance parameter is that of one field component's local part, σ_B² = σ_φ² c / ℓ² with
 ``c = −2g'(0)`` (1 for SE, 5/3 for Matérn-5/2), so it reads in µT² like every other kernel of
@@ -42,8 +51,12 @@ from ..core.transforms import inverse_softplus_with_floor, softplus_with_floor
 POTENTIAL = 0
 FIELD = (1, 2, 3)
 EARTH = (4, 5, 6)
+HARD_IRON = (7, 8, 9)
 SPATIAL_DIMS = 3
 TAG_COLUMN = 3
+# Rows of a kernel with the offset: position, tag, then the rotation row r (module docstring).
+ROTATION_COLUMNS = slice(TAG_COLUMN + 1, TAG_COLUMN + 4)
+ROW_WIDTHS = (TAG_COLUMN + 1, TAG_COLUMN + 4)
 SQRT5 = math.sqrt(5.0)
 # r = sqrt(max(u, tiny)): the gradient of r at u = 0 would be infinite (kernels.py does the same).
 _U_FLOOR = 1e-36
@@ -69,9 +82,14 @@ class CurlFreeKernel(Kernel):
         base: the potential's stationary kernel, SE or Matérn-5/2, isotropic and on all
             columns; its variance is one field component's local variance σ_B² [µT²].
         earth_variance: σ_E², the prior variance of each component of the uniform field [µT²].
+        hard_iron_variance: σ_H², the prior variance of each device-frame component of the
+            magnetometer's offset [µT²]; 0 leaves the offset out (rows of four columns). A
+            prior, not fitted: the offset itself is estimated with the map.
     """
 
-    def __init__(self, base: Stationary, earth_variance: float = 1000.0) -> None:
+    def __init__(
+        self, base: Stationary, earth_variance: float = 1000.0, hard_iron_variance: float = 0.0
+    ) -> None:
         super().__init__()
         if not isinstance(base, SquaredExponential | Matern52):
             raise ValueError(
@@ -84,11 +102,24 @@ class CurlFreeKernel(Kernel):
         self.raw_earth_variance = nn.Parameter(
             inverse_softplus_with_floor(earth_variance, VARIANCE_FLOOR)
         )
+        if not (hard_iron_variance >= 0.0 and math.isfinite(hard_iron_variance)):
+            raise ValueError(f"hard_iron_variance must be finite, >= 0; got {hard_iron_variance}")
+        self.hard_iron_variance = float(hard_iron_variance)
+
+    @property
+    def has_hard_iron(self) -> bool:
+        """Whether the magnetometer's offset is part of the model (rows of seven columns)."""
+        return self.hard_iron_variance > 0.0
+
+    @property
+    def row_width(self) -> int:
+        """Columns of this kernel's rows: 4, or 7 with the offset's rotation row."""
+        return ROW_WIDTHS[1] if self.has_hard_iron else ROW_WIDTHS[0]
 
     num_target_groups = 3  # a reading's x, y and z have their own levels
 
     def target_groups(self, X: Tensor) -> Tensor:
-        """0, 1, 2 for rows of B_x, B_y, B_z (or of the uniform field's components)."""
+        """0, 1, 2 for rows of B_x, B_y, B_z (or of the uniform field's or offset's)."""
         _check_rows(X)
         return _component(X[:, TAG_COLUMN].round().long())
 
@@ -119,7 +150,8 @@ class CurlFreeKernel(Kernel):
         pot_a, pot_b = _rows_where(ta == POTENTIAL), _rows_where(tb == POTENTIAL)
         field_a = _rows_where((ta >= FIELD[0]) & (ta <= FIELD[-1]))
         field_b = _rows_where((tb >= FIELD[0]) & (tb <= FIELD[-1]))
-        vec_a, vec_b = _rows_where(ta >= FIELD[0]), _rows_where(tb >= FIELD[0])
+        vec_a = _rows_where((ta >= FIELD[0]) & (ta <= EARTH[-1]))
+        vec_b = _rows_where((tb >= FIELD[0]) & (tb <= EARTH[-1]))
         ls2 = self.lengthscale[0] ** 2
         s_phi = self.potential_variance()
         out = X.new_zeros((X.shape[0], X2.shape[0]))
@@ -147,6 +179,8 @@ class CurlFreeKernel(Kernel):
             s_b = self.base.variance / _FIELD_SCALE[self.base.kind]
             hess = -s_b * (4.0 * g2 * d_i * d_j / ls2 + 2.0 * g1 * same)
             out[field_a[:, None], field_b[None, :]] = out[field_a[:, None], field_b[None, :]] + hess
+        if self.has_hard_iron:
+            out = out + self.hard_iron_variance * (_offset_loadings(X) @ _offset_loadings(X2).T)
         return out
 
     def _profile(self, A: Tensor, B: Tensor, ls2: Tensor) -> tuple[Tensor, Tensor, Tensor]:
@@ -167,7 +201,12 @@ class CurlFreeKernel(Kernel):
         tag = X[:, TAG_COLUMN].round().long()
         field = self.base.variance + self.earth_variance
         out = torch.where(tag == POTENTIAL, self.potential_variance(), self.earth_variance)
-        return torch.where((tag >= 1) & (tag <= 3), field, out)
+        out = torch.where((tag >= FIELD[0]) & (tag <= FIELD[-1]), field, out)
+        if not self.has_hard_iron:
+            return out
+        loadings = _offset_loadings(X)
+        out = torch.where(tag >= HARD_IRON[0], out.new_zeros(()), out)
+        return out + self.hard_iron_variance * (loadings * loadings).sum(-1)
 
     def local_field_variance(self) -> Tensor:
         """One component's prior variance without the uniform field: what "unknown" means."""
@@ -178,6 +217,7 @@ class CurlFreeKernel(Kernel):
             "type": "curl_free",
             "base": self.base.to_spec(),
             "earth_variance": float(self.earth_variance.detach()),
+            "hard_iron_variance": self.hard_iron_variance,
         }
 
     def hyperparameter_groups(self) -> list[tuple[str, dict[str, Tensor]]]:
@@ -193,14 +233,34 @@ def _rows_where(mask: Tensor) -> Tensor:
 
 
 def _component(tag: Tensor) -> Tensor:
-    """0, 1, 2 for x, y, z of a field or uniform-field row."""
-    return torch.where(tag >= EARTH[0], tag - EARTH[0], tag - FIELD[0])
+    """0, 1, 2 for x, y, z of a field, uniform-field or offset row."""
+    return torch.where(
+        tag >= HARD_IRON[0],
+        tag - HARD_IRON[0],
+        torch.where(tag >= EARTH[0], tag - EARTH[0], tag - FIELD[0]),
+    )
+
+
+def _offset_loadings(X: Tensor) -> Tensor:
+    """[n, 3] each row's coefficients on the offset b: r for a field row, the unit vector
+    e_k for the offset's own row k, zero for every other row (and for rows of four columns)."""
+    tag = X[:, TAG_COLUMN].round().long()
+    own = X.new_zeros((X.shape[0], len(HARD_IRON)))
+    is_offset = tag >= HARD_IRON[0]
+    if bool(is_offset.any()):
+        rows = _rows_where(is_offset)
+        own[rows, tag[rows] - HARD_IRON[0]] = 1.0
+    if X.shape[1] == ROW_WIDTHS[0]:
+        return own
+    field = ((tag >= FIELD[0]) & (tag <= FIELD[-1])).to(X.dtype)[:, None]
+    return own + field * X[:, ROTATION_COLUMNS]
 
 
 def _check_rows(X: Tensor) -> None:
-    if X.ndim != 2 or X.shape[1] != SPATIAL_DIMS + 1:
+    if X.ndim != 2 or X.shape[1] not in ROW_WIDTHS:
         raise ValueError(
-            f"curl-free kernel inputs are [n, 4] rows (x, y, z, tag); got {tuple(X.shape)}"
+            "curl-free kernel inputs are [n, 4] rows (x, y, z, tag) or [n, 7] with the offset's "
+            f"rotation row; got {tuple(X.shape)}"
         )
 
 
@@ -208,7 +268,10 @@ def _from_spec(spec: dict[str, Any]) -> CurlFreeKernel:
     base = kernel_from_spec(spec["base"])
     if not isinstance(base, Stationary):
         raise ValueError(f"a curl-free kernel's base must be stationary; got {spec['base']!r}")
-    return CurlFreeKernel(base, float(spec["earth_variance"]))
+    # Specs from before the offset: none.
+    return CurlFreeKernel(
+        base, float(spec["earth_variance"]), float(spec.get("hard_iron_variance", 0.0))
+    )
 
 
 register_kernel_type("curl_free", _from_spec)

@@ -5,6 +5,11 @@ A reading's three components are three scalar observations of functionals of one
 the selection, the fit, atomic commits, the state) runs over them unchanged, with the curl-free
 kernel and the potential selector (``selector.py``). This class turns map inputs and field
 vectors into those functionals and the posterior back into field and ‖B‖ predictions.
+
+With the magnetometer's own offset in the kernel (``hard_iron_variance`` > 0) a window's
+inputs carry, after the position, the pose orientation that rotated each reading into the map
+frame (``auxiliary_inputs``: the quaternion's four components), and the offset is estimated
+with the map (``nuisance_summary``); the map's predictions leave it out.
 """
 
 from __future__ import annotations
@@ -17,13 +22,14 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ..auxiliary import ORIENTATION_NAMES
 from ..errors import StateError
 from ..model import Hyperparameters, ModelKind
 from ..vips import OnlineSparseGP, Posterior, UpdateReport
 from ..vips.options import StreamOptions
 from ..vips.selectors import Selector
 from ..vips.wrapped import EngineViews
-from .functionals import field_rows, field_targets, spatial
+from .functionals import field_rows, field_targets, rotation_matrices, spatial
 from .kernel import CurlFreeKernel
 from .posterior import FieldPosterior
 from .selector import PotentialVips, num_potential
@@ -110,6 +116,27 @@ class VectorFieldGP(EngineViews):
     def report(self) -> UpdateReport | None:
         return self._report
 
+    @property
+    def auxiliary_inputs(self) -> tuple[str, ...]:  # type: ignore[override]
+        """The orientation's quaternion (x, y, z, w) after the position, for a model of the
+        magnetometer's offset; none otherwise."""
+        return ORIENTATION_NAMES if self.kernel.has_hard_iron else ()
+
+    def nuisance_summary(self) -> dict[str, float | list[float]]:
+        """The magnetometer's offset in the device frame [µT] and its sd, hard_iron_x ..
+        hard_iron_z_sd; {} for a model without it or before the first update."""
+        posterior = self.posterior
+        estimate = None if posterior is None else posterior.hard_iron()
+        if estimate is None:
+            return {}
+        mean, cov = estimate
+        sd = torch.sqrt(torch.diagonal(cov))
+        out: dict[str, float | list[float]] = {}
+        for k, axis in enumerate("xyz"):
+            out[f"hard_iron_{axis}"] = float(mean[k])
+            out[f"hard_iron_{axis}_sd"] = float(sd[k])
+        return out
+
     def hyperparameters(self) -> Hyperparameters:
         """θ in the node's names: kernel_variance = one component's local variance [µT²],
         constant_variance = the uniform field's variance per component [µT²]."""
@@ -125,7 +152,8 @@ class VectorFieldGP(EngineViews):
         fit: bool = True,
         theta_of: VectorFieldGP | None = None,
     ) -> UpdateReport:
-        """Absorb a window: positions X [N, D] and field readings y [N, 3] in map_frame [µT];
+        """Absorb a window: positions X [N, D] (then the orientation's quaternion, with the
+        offset: ``auxiliary_inputs``) and field readings y [N, 3] in map_frame [µT];
         ``theta_of``: start from that model's θ (``OnlineSparseGP.update``).
 
         Returns:
@@ -136,6 +164,9 @@ class VectorFieldGP(EngineViews):
             ValueError: wrong shapes, no rows, NaN or inf.
         """
         X_t, y_t = self._validate(X, y)
+        P = spatial(X_t[:, : self.input_dim])
+        has_rotation = self.kernel.has_hard_iron
+        rotation = rotation_matrices(X_t[:, self.input_dim :]) if has_rotation else None
         m_before = self.num_inducing
         hook = None
         if on_selected is not None:
@@ -144,12 +175,14 @@ class VectorFieldGP(EngineViews):
                 on_selected(FieldPosterior(inner, self.input_dim))
 
         report = self._stream.update(
-            field_rows(spatial(X_t)), field_targets(y_t), hook, fit=fit,
+            field_rows(P, rotation, self.kernel.row_width), field_targets(y_t), hook, fit=fit,
             theta_of=None if theta_of is None else theta_of._stream,
         )  # fmt: skip
         self._report = dataclasses.replace(
-            report, n=X_t.shape[0], m_before=m_before, m_after=self.num_inducing
-        )
+            report, n=X_t.shape[0], m_before=m_before, m_after=self.num_inducing,
+            nuisance={k: v for k, v in self.nuisance_summary().items() if isinstance(v, float)}
+            if report.accepted else {},
+        )  # fmt: skip
         return self._report
 
     def predict(self, Xs: Tensor | np.ndarray) -> tuple[Tensor, Tensor]:
@@ -208,11 +241,13 @@ class VectorFieldGP(EngineViews):
         return X_t
 
     def _validate(self, X: Tensor | np.ndarray, y: Tensor | np.ndarray) -> tuple[Tensor, Tensor]:
-        X_t = self._as_inputs(X)
+        X_t = torch.as_tensor(X, dtype=self.dtype, device=self.device)
+        width = self.input_dim + len(self.auxiliary_inputs)
         y_t = torch.as_tensor(y, dtype=self.dtype, device=self.device)
-        if y_t.shape != (X_t.shape[0], 3):
+        if X_t.ndim != 2 or X_t.shape[1] != width or y_t.shape != (X_t.shape[0], 3):
+            columns = ", ".join([f"position ({self.input_dim})", *self.auxiliary_inputs])
             raise ValueError(
-                f"expected X [N, {self.input_dim}] and y [N, 3]; got {tuple(X_t.shape)} and "
+                f"expected X [N, {width}] ({columns}) and y [N, 3]; got {tuple(X_t.shape)} and "
                 f"{tuple(y_t.shape)}"
             )
         if X_t.shape[0] == 0:
@@ -221,4 +256,6 @@ class VectorFieldGP(EngineViews):
             raise ValueError(f"X has {int((~torch.isfinite(X_t)).any(1).sum())} rows with NaN/inf")
         if not torch.isfinite(y_t).all():
             raise ValueError(f"y has {int((~torch.isfinite(y_t)).any(1).sum())} rows with NaN/inf")
+        if self.auxiliary_inputs and not bool((X_t[:, self.input_dim :].norm(dim=1) > 0.5).all()):
+            raise ValueError("the orientation columns must hold unit quaternions (x, y, z, w)")
         return X_t, y_t

@@ -16,7 +16,7 @@ from torch import Tensor
 
 from ..model import ChangesEverywhere, Target
 from ..vips.posterior import VARIANCE_CLAMP, Posterior
-from .functionals import field_rows, spatial
+from .functionals import field_rows, hard_iron_rows, spatial
 from .kernel import CurlFreeKernel
 from .selector import potential_support
 
@@ -71,12 +71,27 @@ class FieldPosterior(ChangesEverywhere):
     def predict_field(self, Xs: Tensor) -> tuple[Tensor, Tensor]:
         """Latent field mean [S, 3] and its covariance [S, 3, 3] at map inputs Xs [S, D]."""
         S = Xs.shape[0]
-        rows = field_rows(spatial(Xs))
+        # Rotation columns zero: the field alone, the magnetometer's offset left out.
+        rows = field_rows(spatial(Xs), width=self.kernel.row_width)
+        return self._moments(rows, S)
+
+    @torch.no_grad()
+    def hard_iron(self) -> tuple[Tensor, Tensor] | None:
+        """The magnetometer's offset b in the device frame: mean [3] and covariance [3, 3]
+        [µT, µT²]; None for a model without it."""
+        if not self.kernel.has_hard_iron:
+            return None
+        mean, cov = self._moments(hard_iron_rows(self.inner.Z), 1)
+        return mean[0], cov[0]
+
+    def _moments(self, rows: Tensor, S: int) -> tuple[Tensor, Tensor]:
+        """Mean [S, 3] and covariance [S, 3, 3] of component-major rows [3S, width] (the three
+        components of S points, independent a priori)."""
         Ksb = self.kernel.K(rows, self.inner.Z)  # [3S, M]
         mean = (Ksb @ self.inner.alpha).reshape(3, S).mT
         A = Ksb.reshape(3, S, -1).transpose(0, 1)  # [S, 3, M]
         explained = (A @ self.inner.W) @ A.mT  # [S, 3, 3]
-        prior = self.kernel.K_diag(rows).reshape(3, S).mT  # the components are independent a priori
+        prior = self.kernel.K_diag(rows).reshape(3, S).mT
         cov = torch.diag_embed(prior) - explained
         cov = 0.5 * (cov + cov.mT)
         diag = torch.clamp(torch.diagonal(cov, dim1=-2, dim2=-1), min=VARIANCE_CLAMP)

@@ -40,7 +40,7 @@ from ..vips.selectors import (
     register_selector,
     vips_search,
 )
-from .functionals import earth_rows, is_earth, potential_rows
+from .functionals import earth_rows, hard_iron_rows, is_global, potential_rows
 from .kernel import SPATIAL_DIMS, CurlFreeKernel
 
 # Vertices of a regular tetrahedron (times 1/√3: unit radius), the stencil around a reading.
@@ -97,12 +97,19 @@ def _readings(X: Tensor) -> tuple[Tensor, Tensor]:
     return positions, reading
 
 
+def global_rows(kernel: CurlFreeKernel, like: Tensor) -> Tensor:
+    """The map-wide inducing variables: the uniform field, and the offset where it is modelled."""
+    E = earth_rows(like, kernel.row_width)
+    return torch.cat([E, hard_iron_rows(like)]) if kernel.has_hard_iron else E
+
+
 def _prefix(problem: SelectionProblem) -> tuple[Tensor, Tensor]:
-    """The forced prefix and its factor: the old inducing variables, or the uniform field."""
+    """The forced prefix and its factor: the old inducing variables, or the map-wide ones."""
     old = problem.old
     if old is not None and old.num_inducing > 0:
         return old.Z, old.L
-    E = earth_rows(problem.X)
+    assert isinstance(problem.kernel, CurlFreeKernel)
+    E = global_rows(problem.kernel, problem.X)
     L, _ = cholesky_with_jitter(problem.kernel.K(E), problem.jitter)
     return E, L
 
@@ -137,7 +144,9 @@ class PotentialVips:
         R = positions.shape[0]
         h = self.offset * float(kernel.lengthscale.detach()[0])
         stencil = torch.tensor(TETRAHEDRON, dtype=X.dtype, device=X.device) * (h / math.sqrt(3))
-        candidates_P = potential_rows((positions[None, :, :] + stencil[:, None, :]).reshape(-1, 3))
+        candidates_P = potential_rows(
+            (positions[None, :, :] + stencil[:, None, :]).reshape(-1, 3), kernel.row_width
+        )
         C = candidates_P.shape[0]
         prefix_Z, prefix_L = _prefix(problem)
         has_old = old is not None and old.num_inducing > 0
@@ -188,13 +197,13 @@ class FieldReadings:
 
 def potential_support(Z: Tensor, input_dim: int) -> Tensor:
     """The map positions [M, input_dim] the inducing variables rest on (distinct ones)."""
-    rows = Z[~is_earth(Z)]
+    rows = Z[~is_global(Z)]
     return torch.unique(rows[:, :input_dim], dim=0)
 
 
 def num_potential(Z: Tensor) -> int:
-    """Inducing variables other than the uniform field's three."""
-    return int((~is_earth(Z)).sum())
+    """Inducing variables other than the map-wide ones (the uniform field, the offset)."""
+    return int((~is_global(Z)).sum())
 
 
 register_selector("potential_vips", PotentialVips)

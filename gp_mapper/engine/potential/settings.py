@@ -19,4 +19,9 @@ SETTINGS: tuple[Setting, ...] = (
             "readings = every reading's three components (the exact vector GP at fixed θ, "
             "O((3N)³): for tests and short logs)",
             choices=("vips", "readings"), read_only=True, models=POTENTIAL),
+    Setting("hard_iron_variance", 0.0, "float",
+            "potential model: prior variance [µT²] of each device-frame component of the "
+            "magnetometer's own offset (hard iron), estimated with the map from the pose "
+            "orientations and left out of the published map; 0 leaves it out",
+            min=0.0, max=1e6, models=POTENTIAL),
 )  # fmt: skip

@@ -154,6 +154,8 @@ class OnlineSparseGP(PlainInputs):
             every reading, as the paper does.
         cell_columns: the leading input columns that are positions (the cells' cube); the
             others must be equal within a cell. 0: no cells.
+        cell_direction_columns: the trailing input columns that are loadings on a linear
+            term (``core.cells.aggregate_cells``: binned, not equal, within a cell).
     """
 
     name: ClassVar[str] = "vips"
@@ -179,6 +181,7 @@ class OnlineSparseGP(PlainInputs):
         fit_max_seconds: float = 0.0,
         cell_size: float = 0.0,
         cell_columns: int = 0,
+        cell_direction_columns: int = 0,
     ) -> None:
         if max_inducing < 1:
             raise ValueError(f"max_inducing must be at least 1, got {max_inducing}")
@@ -220,6 +223,9 @@ class OnlineSparseGP(PlainInputs):
         if cell_columns < 0:
             raise ValueError(f"cell_columns must be >= 0, got {cell_columns}")
         self.cell_columns = int(cell_columns)
+        if cell_direction_columns < 0:
+            raise ValueError(f"cell_direction_columns must be >= 0, got {cell_direction_columns}")
+        self.cell_direction_columns = int(cell_direction_columns)
 
     # ------------------------------------------------------------------ read-only views
     @property
@@ -567,7 +573,7 @@ class OnlineSparseGP(PlainInputs):
         if size <= 0.0:
             return None
         with torch.no_grad():
-            cells = aggregate_cells(X, y, size, self.cell_columns)
+            cells = aggregate_cells(X, y, size, self.cell_columns, self.cell_direction_columns)
         return cells if cells.aggregated else None
 
     def _hyperprior(self, stats: GroupedStats) -> LogNormalHyperprior | None:
@@ -607,6 +613,7 @@ class OnlineSparseGP(PlainInputs):
             "fit_max_seconds": np.array(self.fit_max_seconds),
             "cell_size": np.array(self.cell_size),
             "cell_columns": np.array(self.cell_columns),
+            "cell_direction_columns": np.array(self.cell_direction_columns),
             "initial_hyperparameters": np.array(json.dumps(self._initial)),
             "num_updates": np.array(s.num_updates),
             "theta_fitted": np.array(s.theta_fitted),
@@ -674,6 +681,7 @@ class OnlineSparseGP(PlainInputs):
                 # States from before the cells: every reading.
                 cell_size=float(np.asarray(state.get("cell_size", 0.0))),
                 cell_columns=int(np.asarray(state.get("cell_columns", 0))),
+                cell_direction_columns=int(np.asarray(state.get("cell_direction_columns", 0))),
             )
             engine._initial = {
                 k: float(v)

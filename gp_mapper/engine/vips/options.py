@@ -41,6 +41,7 @@ class StreamOptions:
     fit_max_seconds: float = 0.0
     cell_size: float = 0.0
     cell_columns: int = 0
+    cell_direction_columns: int = 0
 
     def as_kwargs(self) -> dict[str, Any]:
         """The options as ``OnlineSparseGP``'s keyword arguments."""
