@@ -81,6 +81,7 @@ from common import (
 from magnetic_streaming import batches as stream_batches
 
 from gp_mapper.engine import EngineSpec, build_model
+from gp_mapper.engine.auxiliary import heading_from_track, yaw_to_quaternion
 from gp_mapper.engine.core.device import resolve_device, set_cpu_threads
 from gp_mapper.engine.potential import ExactFieldGP, norm_moments
 from gp_mapper.io.aalto import load_aalto_sequence
@@ -264,6 +265,17 @@ class Protocol:
         return spec.replace(pass_noise_variance=round(self.pass_noise[row], 3))
 
 
+def travel_orientation(split: Split) -> np.ndarray:
+    """[N, 4] the pose orientations a replay of the split's runs sees: ``gp-mapper convert
+    aalto`` writes each run's heading of travel (the Aalto robot's attitude was not recorded)."""
+    run = np.floor(split.t / RUN_SPACING_S)
+    yaw = np.empty(len(split.t))
+    for r in np.unique(run):
+        own = run == r
+        yaw[own] = heading_from_track(split.t[own], split.X[own])
+    return yaw_to_quaternion(yaw)
+
+
 def stream(
     spec: EngineSpec, split: Split, y: np.ndarray, label: str, every_batch: bool
 ) -> tuple[Any, list[dict]]:
@@ -282,9 +294,15 @@ def stream(
         )
     )
     log = []
+    # A model of the magnetometer's offset reads the orientation after the position.
+    X = (
+        np.concatenate([split.X, travel_orientation(split)], axis=1)
+        if model.auxiliary_inputs
+        else split.X
+    )
     for b, sl in enumerate(split.windows):
         decision = schedule.decide(model.num_updates)
-        report = model.update(split.X[sl], y[sl], fit=decision.fit)
+        report = model.update(X[sl], y[sl], fit=decision.fit)
         if report.accepted:
             schedule.record(decision.fit, report.bound_after_fit, int(report.n))
         log.append(
@@ -400,6 +418,7 @@ def run_potential(spec: EngineSpec, split: Split, dtype: torch.dtype, how: Proto
         "fits": sum(e["fitted"] for e in log),
         "fits_refused": sum(bool(e["fit_refused"]) for e in log),
         "hyperparameters": model.hyperparameters(),
+        "hard_iron": model.nuisance_summary(),
     }
 
 

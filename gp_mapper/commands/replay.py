@@ -134,6 +134,9 @@ def summary(result: ReplayResult) -> str:
         f"{result.seconds:.1f} s",
         f"drops: {drops or 'none'}",
     ]
+    if "hard_iron_x" in d:  # the three-axis model's estimate of the sensor's own offset
+        parts = [f"{a} {d[f'hard_iron_{a}']:.2f} ± {d[f'hard_iron_{a}_sd']:.2f}" for a in "xyz"]
+        lines.append(f"magnetometer offset (sensor frame): {', '.join(parts)} µT")
     if d.get("lost_readings"):
         lines.append(
             f"WARNING: the map was full in {d['lost_windows']} window(s): {d['lost_readings']} "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import struct
 import subprocess
@@ -112,7 +113,8 @@ def test_replay_of_a_vector_map_draws_its_components(tmp_path: Path, capsys) -> 
     sets = ["--set", "target=vector", "--set", "model=potential"]
     sets += [f"--set={k}={v}" for k, v in FAST.items()]
     assert cli_main(["replay", str(bag), "--out", str(tmp_path / "vector"), *sets]) == 0
-    assert "map.png" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "map.png" in out and "magnetometer offset" not in out
     vector = ReplayOutputs.in_dir(tmp_path / "vector")
     assert scalar.snapshot is not None and not scalar.snapshot.is_vector
     # four columns (|B|, Bx, By, Bz) over two rows, against the scalar map's two panels
@@ -126,6 +128,18 @@ def test_replay_of_a_vector_map_draws_its_components(tmp_path: Path, capsys) -> 
             rtol=0.05,
         )
     assert load_map(vector.state, target="vector", expected_model="potential").num_samples > 0
+
+
+def test_replay_with_the_sensor_offset_prints_its_estimate(tmp_path: Path, capsys) -> None:
+    bag = tmp_path / "synthetic.mcap"
+    write_synthetic_bag(bag, seed=2, duration_s=10.0)
+    sets = ["--set", "target=vector", "--set", "model=potential"]
+    sets += ["--set", "hard_iron_variance=25", *[f"--set={k}={v}" for k, v in FAST.items()]]
+    assert cli_main(["replay", str(bag), "--out", str(tmp_path / "vector"), *sets]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if "magnetometer offset" in x)
+    assert re.fullmatch(
+        r"magnetometer offset \(sensor frame\): x \S+ ± \S+, y \S+ ± \S+, z \S+ ± \S+ µT", line
+    )
 
 
 def _png_size(path: Path) -> tuple[int, int]:

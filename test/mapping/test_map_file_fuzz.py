@@ -56,6 +56,7 @@ OPTIONAL_ENGINE_MEMBERS = frozenset(
         "engine.theta_fitted.npy",
         "engine.cell_size.npy",  # states from before the cells: every reading
         "engine.cell_columns.npy",
+        "engine.cell_direction_columns.npy",  # states from before the sensor offset: none
     }
 )
 
