@@ -17,7 +17,7 @@ import numpy as np
 
 from gp_mapper.engine.registry import model_entry
 from gp_mapper.mapping.atomic import atomic_write_bytes, atomic_write_text
-from gp_mapper.mapping.occupancy import OCCUPANCY_MIN, scale_to_occupancy
+from gp_mapper.mapping.occupancy import OCCUPANCY_MIN, direction_unknown, scale_to_occupancy
 
 from .errors import ExportError
 
@@ -100,7 +100,8 @@ def write_png_arrays(
     """Draw the mean and standard deviation side by side and save a PNG.
 
     A vector map (``field_mean_ut`` given) is drawn in four columns: |B| with a quiver of the
-    horizontal field on a coarse grid, then Bx, By, Bz; their standard deviations below.
+    horizontal field on a coarse grid where its direction is known, then Bx, By, Bz; their
+    standard deviations below.
 
     Args:
         path: the PNG to write.
@@ -147,7 +148,14 @@ def write_png_arrays(
     else:
         columns = len(_COMPONENTS) + 1
         field_mean, field_std = field[0], _std(field[1])
-        panels.append(_Panel(_masked(mean, mask), "|B| mean", quiver=field_mean))
+        # Arrows only where the horizontal direction is known, not just the cell.
+        arrows_off = direction_unknown(field_mean, field[1])
+        panels.append(
+            _Panel(
+                _masked(mean, mask), "|B| mean", quiver=field_mean,
+                quiver_mask=arrows_off if mask is None else mask | arrows_off,
+            )
+        )  # fmt: skip
         panels += [
             _Panel(_masked(field_mean[..., k], mask), f"{name} mean")
             for k, name in enumerate(_COMPONENTS)
@@ -200,7 +208,7 @@ def write_png_arrays(
                 label=support_label,
             )
         if panel.quiver is not None:
-            _quiver(ax, x, y, panel.quiver, mask)
+            _quiver(ax, x, y, panel.quiver, panel.quiver_mask)
         ax.set_xlim(extent[0], extent[1])
         ax.set_ylim(extent[2], extent[3])
         ax.set_aspect("equal")
@@ -228,6 +236,7 @@ class _Panel(NamedTuple):
     values: np.ndarray  # [H, W], masked where blank
     name: str
     quiver: np.ndarray | None = None  # [H, W, 3] field drawn as arrows over the panel
+    quiver_mask: np.ndarray | None = None  # [H, W] cells without an arrow
 
 
 def _std(variance: np.ndarray) -> np.ndarray:
@@ -242,7 +251,8 @@ def _quiver(
     ax: Any, x: np.ndarray, y: np.ndarray, field: np.ndarray, mask: np.ndarray | None
 ) -> None:
     """The horizontal field (Bx, By) as arrows on every k-th cell, at most
-    ``PNG_QUIVER_ARROWS`` along the longer side; none on blank cells."""
+    ``PNG_QUIVER_ARROWS`` along the longer side; none on masked cells (blank, or of an unknown
+    direction: ``mapping.occupancy.direction_unknown``)."""
     k = max(1, -(-max(x.size, y.size) // PNG_QUIVER_ARROWS))
     rows, cols = slice(k // 2, None, k), slice(k // 2, None, k)
     u, v = field[rows, cols, 0], field[rows, cols, 1]

@@ -33,6 +33,32 @@ def unknown_mask(variance: np.ndarray, prior_variance: np.ndarray, ratio: float)
         return ~finite | (variance > ratio * prior_variance)
 
 
+# An arrow of the horizontal field is drawn where its sd, sqrt(var_bx + var_by), is at most this
+# share of its length: its direction is then known to within about 27 degrees (atan 0.5) at one
+# sd. Far from the path the posterior's mean still points somewhere with an sd of 15-25 µT
+# (Aalto run 3), which the variance-ratio rule alone draws.
+ARROW_SD_SHARE = 0.5
+
+
+def direction_unknown(field_mean: np.ndarray, field_variance: np.ndarray) -> np.ndarray:
+    """Cells whose horizontal field direction the map does not know (no arrow there).
+
+    Args:
+        field_mean: [H, W, 3] mean field (µT).
+        field_variance: [H, W, 3] variance of each component (µT²).
+
+    Returns:
+        [H, W] bool, True where sqrt(var_bx + var_by) > ARROW_SD_SHARE · |(bx, by)| (or where
+        an input is not finite).
+    """
+    mean = np.asarray(field_mean, dtype=np.float64)[..., :2]
+    variance = np.asarray(field_variance, dtype=np.float64)[..., :2]
+    finite = np.isfinite(mean).all(axis=-1) & np.isfinite(variance).all(axis=-1)
+    with np.errstate(invalid="ignore"):
+        sd = np.sqrt(variance.sum(axis=-1))
+        return ~finite | (sd > ARROW_SD_SHARE * np.hypot(mean[..., 0], mean[..., 1]))
+
+
 def scale_to_occupancy(
     values: np.ndarray,
     unknown: np.ndarray,

@@ -17,7 +17,7 @@ from nav_msgs.msg import OccupancyGrid
 from sensor_msgs.msg import PointCloud2
 from visualization_msgs.msg import Marker, MarkerArray
 
-from gp_mapper.mapping.occupancy import scale_to_occupancy
+from gp_mapper.mapping.occupancy import direction_unknown, scale_to_occupancy
 from gp_mapper.mapping.snapshot import MapSnapshot
 from gp_mapper.ros.cell_marker import cell_marker_cdr, viridis
 from gp_mapper.ros.cloud_messages import field_cloud
@@ -88,8 +88,10 @@ def snapshot_messages(
     x, y = grid.cell_centres()
     arrows = None
     if snapshot.field_mean is not None:
+        assert snapshot.field_variance is not None
+        drawn = ~unknown & ~direction_unknown(snapshot.field_mean, snapshot.field_variance)
         arrows = field_arrows(
-            x, y, snapshot.field_mean, snapshot.mean, ~unknown, res, frame_id, stamp, z_m
+            x, y, snapshot.field_mean, snapshot.mean, drawn, res, frame_id, stamp, z_m
         )
     return MapMessages(
         mean=occupancy_grid(mean_data, grid.origin_m, res, frame_id, stamp, z_m),

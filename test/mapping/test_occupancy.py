@@ -11,6 +11,7 @@ from gp_mapper.mapping import (
     scale_to_occupancy,
     unknown_mask,
 )
+from gp_mapper.mapping.occupancy import ARROW_SD_SHARE, direction_unknown
 
 
 def test_round_trip_within_half_a_level() -> None:
@@ -64,3 +65,12 @@ def test_unknown_mask_compares_with_the_prior() -> None:
     prior = np.full((1, 4), 500.0)
     variance = np.array([[1.0, 449.0, 451.0, np.nan]])
     np.testing.assert_array_equal(unknown_mask(variance, prior, 0.9), [[False, False, True, True]])
+
+
+def test_an_arrow_needs_its_horizontal_direction_known() -> None:
+    # |(bx, by)| = 5 µT; the horizontal sd sqrt(var_bx + var_by) at 0.4, 0.6 x that, then NaN.
+    mean = np.tile([3.0, 4.0, -40.0], (1, 3, 1))
+    sd = np.array([0.4, 0.6, np.nan]) * 5.0
+    variance = np.stack([sd**2 / 2, sd**2 / 2, np.ones(3)], axis=-1)[None]
+    assert ARROW_SD_SHARE == 0.5
+    np.testing.assert_array_equal(direction_unknown(mean, variance), [[False, True, True]])

@@ -196,6 +196,16 @@ def test_vector_map_adds_components_to_the_cloud_and_arrows(snapshot: MapSnapsho
     assert clear.action == Marker.DELETEALL
     known = ~vector.unknown(RATIO)
     assert len(arrows) == int(known.sum())  # a 4 x 6 grid: an arrow on every known cell
+    # A known cell whose horizontal direction is not (its sd above half the arrow's length)
+    # gets no arrow: the posterior's mean off the path points somewhere all the same.
+    unsure = vector.field_variance.copy()
+    unsure[0, 0, :2] = 0.5 * float(np.hypot(*field[0, 0, :2])) ** 2
+    assert known[0, 0]
+    fewer = snapshot_messages(
+        dataclasses.replace(vector, field_variance=unsure), frame_id="map",
+        unknown_variance_ratio=RATIO,
+    )  # fmt: skip
+    assert fewer.arrows is not None and len(fewer.arrows.markers) == len(arrows)
     assert all(m.type == Marker.ARROW and m.header.frame_id == "map" for m in arrows)
     # a scalar map has no arrows; "no map" clears them
     assert snapshot_messages(snapshot, frame_id="map", unknown_variance_ratio=RATIO).arrows is None
