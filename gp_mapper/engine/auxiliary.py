@@ -154,18 +154,20 @@ def auxiliary_columns(
     n = len(xy_m)
     if not names:
         return np.empty((n, 0))
-    needs_orientation = "yaw" in names or any(n in ORIENTATION_NAMES for n in names)
-    if stamps_ns is None or (needs_orientation and orientation_xyzw is None):
+    quaternion = any(name in ORIENTATION_NAMES for name in names)
+    if stamps_ns is None or (("yaw" in names or quaternion) and orientation_xyzw is None):
         raise ValueError(f"the samples have no stamps or orientations for the inputs {names}")
     if n == 0:
         return np.empty((0, len(names)))
     stamps = np.asarray(stamps_ns, dtype=np.int64)
+    # One copy for the four quaternion columns.
+    orientation = _orientation_or_identity(orientation_xyzw) if quaternion else None
     columns = {
         "yaw": lambda: sample_yaw(xy_m, stamps, orientation_xyzw),
         "run": lambda: run_labels(stamps, run_gap_s),
         "time": lambda: (stamps - time_origin_ns) / NS_PER_S,
         **{
-            name: (lambda k=k: _orientation_or_identity(orientation_xyzw)[:, k])
+            name: (lambda k=k: orientation[:, k])  # type: ignore[index]
             for k, name in enumerate(ORIENTATION_NAMES)
         },
     }

@@ -71,9 +71,9 @@ def potential_rows(P: Tensor, width: int = ROW_WIDTHS[0]) -> Tensor:
 
 
 def _global_rows(tags: tuple[int, ...], like: Tensor, width: int) -> Tensor:
-    column = torch.tensor(tags, dtype=like.dtype, device=like.device)[:, None]
-    pad = like.new_zeros((len(tags), width - SPATIAL_DIMS - 1))
-    return torch.cat([like.new_zeros((len(tags), SPATIAL_DIMS)), column, pad], dim=1)
+    """Rows of map-wide variables (the position unused: zero) [len(tags), width]."""
+    origin = like.new_zeros((1, SPATIAL_DIMS))
+    return torch.cat([tagged(origin, tag, width) for tag in tags])
 
 
 def earth_rows(like: Tensor, width: int = ROW_WIDTHS[0]) -> Tensor:

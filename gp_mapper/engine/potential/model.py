@@ -125,13 +125,16 @@ class VectorFieldGP(EngineViews):
     def nuisance_summary(self) -> dict[str, float | list[float]]:
         """The magnetometer's offset in the device frame [µT] and its sd, hard_iron_x ..
         hard_iron_z_sd; {} for a model without it or before the first update."""
+        return dict(self._hard_iron_estimate())
+
+    def _hard_iron_estimate(self) -> dict[str, float]:
         posterior = self.posterior
         estimate = None if posterior is None else posterior.hard_iron()
         if estimate is None:
             return {}
         mean, cov = estimate
         sd = torch.sqrt(torch.diagonal(cov))
-        out: dict[str, float | list[float]] = {}
+        out: dict[str, float] = {}
         for k, axis in enumerate("xyz"):
             out[f"hard_iron_{axis}"] = float(mean[k])
             out[f"hard_iron_{axis}_sd"] = float(sd[k])
@@ -180,8 +183,7 @@ class VectorFieldGP(EngineViews):
         )  # fmt: skip
         self._report = dataclasses.replace(
             report, n=X_t.shape[0], m_before=m_before, m_after=self.num_inducing,
-            nuisance={k: v for k, v in self.nuisance_summary().items() if isinstance(v, float)}
-            if report.accepted else {},
+            nuisance=self._hard_iron_estimate() if report.accepted else {},
         )  # fmt: skip
         return self._report
 
