@@ -25,7 +25,12 @@ floor). Speed: filter updates per second at a fixed particle count on one core (
 
     python benchmarks/localization.py [--seeds 10] [--split test|validation] [--json F]
         [--places aalto,building] [--starts known,uniform] [--floor-seed N]
-        [--set NAME=VALUE ...] [--scratch /tmp/gp_mapper_localization]
+        [--set NAME=VALUE ...] [--map-set NAME=VALUE ...] [--scratch /tmp/gp_mapper_localization]
+
+``--map-set`` builds the Aalto map with other mapper parameters, e.g. a three-axis map
+(``--map-set target=vector --map-set model=potential``): its rows carry the suffix
+``_vector``, and the filter then weighs all three components rotated by each particle's
+heading.
 """
 
 from __future__ import annotations
@@ -73,12 +78,14 @@ def aalto_dir() -> Path:
     return data_dir() / "magnetic" / "aalto-magnetic-data" / "data"
 
 
-def build_map(runs: tuple[int, ...], scratch: Path) -> Path:
-    """Stream the runs through the node's pipeline (defaults) and save the map file."""
-    path = scratch / f"map_runs{''.join(map(str, runs))}.npz"
+def build_map(runs: tuple[int, ...], scratch: Path, overrides: dict[str, Any]) -> Path:
+    """Stream the runs through the node's pipeline (defaults, or ``overrides``: ``--map-set``)
+    and save the map file."""
+    tag = "".join(f"_{k}-{v}" for k, v in sorted(overrides.items()))
+    path = scratch / f"map_runs{''.join(map(str, runs))}{tag}.npz"
     if path.exists():
         return path
-    config = MapperConfig.from_dict({"device": "cpu"})
+    config = MapperConfig.from_dict({"device": "cpu", **overrides})
     start = time.perf_counter()
     offset_ns = 0
     with MappingPipeline(config, background=False) as pipeline:
@@ -285,6 +292,14 @@ def main(argv: list[str] | None = None) -> int:
         metavar="NAME=VALUE",
         help="a LocalizerConfig field (e.g. batch_distance_m=0.2)",
     )
+    parser.add_argument(
+        "--map-set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a mapper parameter of the Aalto map (e.g. target=vector); its rows are named "
+        "with a suffix (aalto5_known_vector)",
+    )
     parser.add_argument("--floor-seed", type=int, default=None,
                         help="validation split only: another validation floor than seed 1 "
                         "(never 0, the test floor)")  # fmt: skip
@@ -310,11 +325,15 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, Any] = {"runs": {}}
     tracks: dict[str, Any] = {}
     lookups: dict[str, FieldLookup] = {}
+    map_overrides = parse_overrides(args.map_set)
+    suffix = "_vector" if map_overrides.get("target") == "vector" else ""
+    if map_overrides and not suffix:
+        suffix = "_" + "_".join(f"{k}-{v}" for k, v in sorted(map_overrides.items()))
     if "aalto" in places:
-        path = build_map(map_runs, args.scratch)
+        path = build_map(map_runs, args.scratch, map_overrides)
         lookups["aalto"] = FieldLookup.from_map_file(path)
         tracks["aalto"] = run
-        results["map"] = {"runs": list(map_runs)}
+        results["map"] = {"runs": list(map_runs), "overrides": map_overrides}
     if "building" in places:
         floor = floor_run(floor_seed)
         path = build_floor_map(floor, floor_seed, args.scratch)
@@ -342,7 +361,7 @@ def main(argv: list[str] | None = None) -> int:
             for seed in range(args.seeds):
                 if place == "aalto":
                     per_seed.append(localize_run(lookup, tracks[place], seed, start, config))
-                    name = f"aalto{run}_{start}"
+                    name = f"aalto{run}_{start}{suffix}"
                 else:
                     per_seed.append(localize_track(lookup, *tracks[place], seed, start, config))
                     name = f"building_{start}"
