@@ -27,7 +27,7 @@ floor). Speed: filter updates per second at a fixed particle count on one core (
         [--places aalto,building] [--starts known,uniform] [--floor-seed N]
         [--set NAME=VALUE ...] [--map-set NAME=VALUE ...] [--scratch /tmp/gp_mapper_localization]
 
-``--map-set`` builds the Aalto map with other mapper parameters, e.g. a three-axis map
+``--map-set`` builds the maps with other mapper parameters, e.g. a three-axis map
 (``--map-set target=vector --map-set model=potential``): its rows carry the suffix
 ``_vector``, and the filter then weighs all three components rotated by each particle's
 heading.
@@ -114,13 +114,14 @@ def floor_run(seed: int) -> Any:
     return simulate_building_run(world, walk, seed=seed)
 
 
-def build_floor_map(run: Any, seed: int, scratch: Path) -> Path:
+def build_floor_map(run: Any, seed: int, scratch: Path, overrides: dict[str, Any]) -> Path:
     """Stream the floor's first FLOOR_MAP_S seconds through the node's pipeline (defaults:
-    the tiled map) and save the map file."""
-    path = scratch / f"floor_seed{seed}_first{FLOOR_MAP_S:g}s.npz"
+    the tiled map; or ``overrides``) and save the map file."""
+    tag = "".join(f"_{k}-{v}" for k, v in sorted(overrides.items()))
+    path = scratch / f"floor_seed{seed}_first{FLOOR_MAP_S:g}s{tag}.npz"
     if path.exists():
         return path
-    config = MapperConfig.from_dict({"device": "cpu"}).offline()
+    config = MapperConfig.from_dict({"device": "cpu", **overrides}).offline()
     keep = run.time_s < FLOOR_MAP_S
     stamps = np.rint(run.time_s[keep] * NS_PER_S).astype(np.int64)
     position = np.column_stack([run.position_m[keep], np.zeros(int(keep.sum()))])
@@ -297,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
         action="append",
         default=[],
         metavar="NAME=VALUE",
-        help="a mapper parameter of the Aalto map (e.g. target=vector); its rows are named "
+        help="a mapper parameter of the maps (e.g. target=vector); their rows are named "
         "with a suffix (aalto5_known_vector)",
     )
     parser.add_argument("--floor-seed", type=int, default=None,
@@ -336,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
         results["map"] = {"runs": list(map_runs), "overrides": map_overrides}
     if "building" in places:
         floor = floor_run(floor_seed)
-        path = build_floor_map(floor, floor_seed, args.scratch)
+        path = build_floor_map(floor, floor_seed, args.scratch, map_overrides)
         began = time.perf_counter()
         lookups["building"] = FieldLookup.from_map_file(path)
         print(f"  floor lookup grid: {time.perf_counter() - began:.0f} s", file=sys.stderr)
@@ -364,7 +365,7 @@ def main(argv: list[str] | None = None) -> int:
                     name = f"aalto{run}_{start}{suffix}"
                 else:
                     per_seed.append(localize_track(lookup, *tracks[place], seed, start, config))
-                    name = f"building_{start}"
+                    name = f"building_{start}{suffix}"
                 done += 1
                 elapsed = time.perf_counter() - began
                 eta = elapsed / done * (total - done)

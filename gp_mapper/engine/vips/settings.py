@@ -58,12 +58,11 @@ SETTINGS: tuple[Setting, ...] = (
             "each window by its own bound alone, as the paper does; recommended for the "
             "potential model, whose single-window fits inflate the field variance",
             models=STREAMING_THETA),
-    # 250, chosen on the validation floor (benchmarks/RESULTS.md, building.py): the late fits of
-    # a building's busiest tiles cost 0.35 s at the p95 against 2.97 s at 1000, with the same map
-    # (1.72 against 1.69 µT, coverage 0.853 against 0.861); a room's map (Aalto calibration
-    # validation) was the same to the printed digits, its neighbourhoods being most of it. The
-    # VIPS paper's benchmarks pass 0: their fits are the whole map's, as the paper's are.
-    Setting("local_fit_inducing", 250, "int",
+    # 1000: a fit over the whole map past it takes minutes on a CPU while a 200 Hz stream piles
+    # up. 250 cut a building's late fits 8x on the validation floor, but the window-dominated
+    # fits moved θ (the office floor's noise 0.27 -> 1.26 µT²) and the localizer did worse on
+    # its maps (validation floor, known start 0.77 -> 1.21 m): benchmarks/RESULTS.md, building.py.
+    Setting("local_fit_inducing", 1000, "int",
             "from this many inducing points on, the hyperparameters are fitted on the bound of "
             "the window's neighbourhood (the inducing points within the kernel's range of it, "
             "and the old posterior's marginal there) instead of the whole map's, so a fit's "
