@@ -59,9 +59,8 @@ SETTINGS: tuple[Setting, ...] = (
             "potential model, whose single-window fits inflate the field variance",
             models=STREAMING_THETA),
     # 1000: a fit over the whole map past it takes minutes on a CPU while a 200 Hz stream piles
-    # up. 250 cut a building's late fits 8x on the validation floor, but the window-dominated
-    # fits moved θ (the office floor's noise 0.27 -> 1.26 µT²) and the localizer did worse on
-    # its maps (validation floor, known start 0.77 -> 1.21 m): benchmarks/RESULTS.md, building.py.
+    # up. 250 cut a building's late fits 8x on the validation floor, but the localizer did worse
+    # on the maps it made there (known start 0.77 -> 1.21 m): benchmarks/RESULTS.md, building.py.
     Setting("local_fit_inducing", 1000, "int",
             "from this many inducing points on, the hyperparameters are fitted on the bound of "
             "the window's neighbourhood (the inducing points within the kernel's range of it, "
