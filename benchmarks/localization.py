@@ -50,7 +50,7 @@ from gp_mapper.engine.core.device import set_cpu_threads
 from gp_mapper.io.aalto import load_aalto_sequence
 from gp_mapper.io.bag_writer import MAG_FRAME_ID, TESLA_PER_MICROTESLA
 from gp_mapper.io.building import building_walk, make_building_world, simulate_building_run
-from gp_mapper.io.heading import heading_from_track, yaw_to_quaternion
+from gp_mapper.io.heading import heading_from_track, rotate_z, yaw_to_quaternion
 from gp_mapper.io.odometry import OdometryErrors, align_to_start, simulate_odometry
 from gp_mapper.mapping import FieldReading, MapperConfig, MappingPipeline, Pose
 from gp_mapper.mapping.localization import FieldLookup, Localizer, LocalizerConfig
@@ -95,7 +95,9 @@ def build_map(runs: tuple[int, ...], scratch: Path, overrides: dict[str, Any]) -
             yaw = heading_from_track(seq.time_s, seq.loc_m)
             position = np.column_stack([seq.loc_m, np.zeros(len(stamps))])
             orientation = yaw_to_quaternion(yaw)
-            field_t = seq.mag_ut * TESLA_PER_MICROTESLA
+            # The recorded field is in the room frame; a sensor turned with the heading of travel
+            # reads it turned back (as `gp-mapper convert aalto` writes it).
+            field_t = rotate_z(seq.mag_ut, -yaw) * TESLA_PER_MICROTESLA
             for i, stamp in enumerate(stamps):
                 pipeline.add_pose(Pose(int(stamp), position[i], orientation[i]))
                 pipeline.add_field(FieldReading(int(stamp), field_t[i], MAG_FRAME_ID))
@@ -150,7 +152,8 @@ def localize_run(
     """One seed of one start on one Aalto run (module docstring)."""
     seq = load_aalto_sequence(aalto_dir(), seq=run)
     yaw = heading_from_track(seq.time_s, seq.loc_m)
-    return localize_track(lookup, seq.time_s - seq.time_s[0], seq.loc_m, yaw, seq.mag_ut, seed,
+    body = rotate_z(seq.mag_ut, -yaw)  # the room-frame record as the sensor reads it (build_map)
+    return localize_track(lookup, seq.time_s - seq.time_s[0], seq.loc_m, yaw, body, seed,
                           start, config)  # fmt: skip
 
 
