@@ -614,6 +614,15 @@ def localization_rows(data: dict[str, Any], path: Path) -> Iterator[Row]:
             " / ".join(f"{r['ellipse95']:.2f}" for r in runs), "", f"≥ {ELLIPSE_TARGET}",
             worst >= ELLIPSE_TARGET,
         )  # fmt: skip
+    known_v, uniform_v = (data["runs"].get(f"aalto5_{s}_vector") for s in ("known", "uniform"))
+    if known_v and uniform_v:  # a three-axis map (`--map-set target=vector`): no target
+        yield _row(
+            data, bench,
+            "Aalto run 5, a three-axis map: RMSE whole run known / uniform, uniform within 30 s",
+            f"{known_v['rmse_all_m']:.2f} / {uniform_v['rmse_all_m']:.2f} m, "
+            f"{uniform_v['converged_within_30s']}/{uniform_v['seeds']} within 30 s",
+            "", "", None,
+        )  # fmt: skip
     for start in ("known", "uniform"):
         floor = data["runs"].get(f"building_{start}")
         if floor and floor.get("rmse_known_m") is not None:
