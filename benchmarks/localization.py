@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import math
 import sys
 import time
@@ -78,11 +79,26 @@ def aalto_dir() -> Path:
     return data_dir() / "magnetic" / "aalto-magnetic-data" / "data"
 
 
+@functools.cache
+def aalto_track(run: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """One Aalto run as a robot records it: times from 0 [s], positions [m], the heading of
+    travel [rad] and the readings in the frame of a sensor facing it [µT]. The record is in
+    the room frame (the authors compensated the attitude), so it is turned back by the heading,
+    as ``gp-mapper convert aalto`` writes it."""
+    seq = load_aalto_sequence(aalto_dir(), seq=run)
+    yaw = heading_from_track(seq.time_s, seq.loc_m)
+    return seq.time_s - seq.time_s[0], seq.loc_m, yaw, rotate_z(seq.mag_ut, -yaw)
+
+
+def overrides_tag(overrides: dict[str, Any]) -> str:
+    """``_name-value`` for each ``--map-set`` override, sorted: map files' and rows' names."""
+    return "".join(f"_{k}-{v}" for k, v in sorted(overrides.items()))
+
+
 def build_map(runs: tuple[int, ...], scratch: Path, overrides: dict[str, Any]) -> Path:
     """Stream the runs through the node's pipeline (defaults, or ``overrides``: ``--map-set``)
     and save the map file."""
-    tag = "".join(f"_{k}-{v}" for k, v in sorted(overrides.items()))
-    path = scratch / f"map_runs{''.join(map(str, runs))}{tag}.npz"
+    path = scratch / f"map_runs{''.join(map(str, runs))}{overrides_tag(overrides)}.npz"
     if path.exists():
         return path
     config = MapperConfig.from_dict({"device": "cpu", **overrides})
@@ -90,14 +106,11 @@ def build_map(runs: tuple[int, ...], scratch: Path, overrides: dict[str, Any]) -
     offset_ns = 0
     with MappingPipeline(config, background=False) as pipeline:
         for run in runs:
-            seq = load_aalto_sequence(aalto_dir(), seq=run)
-            stamps = offset_ns + np.rint((seq.time_s - seq.time_s[0]) * NS_PER_S).astype(np.int64)
-            yaw = heading_from_track(seq.time_s, seq.loc_m)
-            position = np.column_stack([seq.loc_m, np.zeros(len(stamps))])
+            t, xy, yaw, body_ut = aalto_track(run)
+            stamps = offset_ns + np.rint(t * NS_PER_S).astype(np.int64)
+            position = np.column_stack([xy, np.zeros(len(stamps))])
             orientation = yaw_to_quaternion(yaw)
-            # The recorded field is in the room frame; a sensor turned with the heading of travel
-            # reads it turned back (as `gp-mapper convert aalto` writes it).
-            field_t = rotate_z(seq.mag_ut, -yaw) * TESLA_PER_MICROTESLA
+            field_t = body_ut * TESLA_PER_MICROTESLA
             for i, stamp in enumerate(stamps):
                 pipeline.add_pose(Pose(int(stamp), position[i], orientation[i]))
                 pipeline.add_field(FieldReading(int(stamp), field_t[i], MAG_FRAME_ID))
@@ -119,8 +132,7 @@ def floor_run(seed: int) -> Any:
 def build_floor_map(run: Any, seed: int, scratch: Path, overrides: dict[str, Any]) -> Path:
     """Stream the floor's first FLOOR_MAP_S seconds through the node's pipeline (defaults:
     the tiled map; or ``overrides``) and save the map file."""
-    tag = "".join(f"_{k}-{v}" for k, v in sorted(overrides.items()))
-    path = scratch / f"floor_seed{seed}_first{FLOOR_MAP_S:g}s{tag}.npz"
+    path = scratch / f"floor_seed{seed}_first{FLOOR_MAP_S:g}s{overrides_tag(overrides)}.npz"
     if path.exists():
         return path
     config = MapperConfig.from_dict({"device": "cpu", **overrides}).offline()
@@ -150,11 +162,7 @@ def localize_run(
     lookup: FieldLookup, run: int, seed: int, start: str, config: LocalizerConfig
 ) -> dict[str, Any]:
     """One seed of one start on one Aalto run (module docstring)."""
-    seq = load_aalto_sequence(aalto_dir(), seq=run)
-    yaw = heading_from_track(seq.time_s, seq.loc_m)
-    body = rotate_z(seq.mag_ut, -yaw)  # the room-frame record as the sensor reads it (build_map)
-    return localize_track(lookup, seq.time_s - seq.time_s[0], seq.loc_m, yaw, body, seed,
-                          start, config)  # fmt: skip
+    return localize_track(lookup, *aalto_track(run), seed, start, config)
 
 
 def localize_track(
@@ -330,9 +338,7 @@ def main(argv: list[str] | None = None) -> int:
     tracks: dict[str, Any] = {}
     lookups: dict[str, FieldLookup] = {}
     map_overrides = parse_overrides(args.map_set)
-    suffix = "_vector" if map_overrides.get("target") == "vector" else ""
-    if map_overrides and not suffix:
-        suffix = "_" + "_".join(f"{k}-{v}" for k, v in sorted(map_overrides.items()))
+    suffix = "_vector" if map_overrides.get("target") == "vector" else overrides_tag(map_overrides)
     if "aalto" in places:
         path = build_map(map_runs, args.scratch, map_overrides)
         lookups["aalto"] = FieldLookup.from_map_file(path)
