@@ -61,8 +61,11 @@ class TiledReport:
         full: tiles at their cap that took readings where they have no points (lost).
         num_outliers: readings the tiles dropped as outliers (a reading in two tiles counts
             twice).
-        bound_after_fit: the touched tiles' bounds at their fitted θ, summed [nats]; None if
-            one has none.
+        bound_after_fit: the touched tiles' bounds at their fitted θ, per reading they took,
+            times ``n`` [nats]; None if one has none. A reading in an overlap is in each of its
+            tiles' bounds: summed as they are, a window across an edge would have a bound per
+            reading two to four times that of a window inside one tile, which the fit schedule
+            would read as a stale θ.
         hyperparameters: θ of the reference tile after the update.
         nuisance: the reference tile's nuisance estimates.
         seconds_total: wall time.
@@ -280,6 +283,7 @@ class TiledModel:
         self._num_updates += 1
         self._posterior = self._blend()
         bounds = [r.bound_after_fit for r in reports.values()]
+        routed = sum(len(rows) for rows in routes.values())
         source = self._theta_source()
         self._report = TiledReport(
             accepted=True,
@@ -291,7 +295,9 @@ class TiledModel:
             touched=tuple(routes),
             full=self._full_tiles(routes, X_np),
             num_outliers=sum(r.num_outliers for r in reports.values()),
-            bound_after_fit=None if any(b is None for b in bounds) else float(sum(bounds)),
+            bound_after_fit=(
+                None if any(b is None for b in bounds) else float(sum(bounds)) * len(X_np) / routed
+            ),
             hyperparameters=dict(source.hyperparameters()),
             nuisance=dict(source.report.nuisance) if source.report is not None else {},
             seconds_total=time.perf_counter() - start,

@@ -95,6 +95,28 @@ def test_a_window_updates_only_the_tiles_it_touches() -> None:
     assert {k for k in after if after[k] != before[k]} == {(1, 0)}
 
 
+def test_a_window_across_an_edge_has_the_bound_per_reading_of_one_inside_a_tile() -> None:
+    # The fit schedule re-fits θ when a window's bound per reading drops: a reading in an
+    # overlap is in two tiles' bounds, which must not read as a change of the field.
+    X, y = walk()
+    model = tiled()
+    stream(model, X, y)
+    band = np.abs(X[:, 1] - 2.0) < 0.8
+
+    def joined(lo: float, hi: float) -> tuple[float, float, int]:
+        rows = band & (X[:, 0] > lo) & (X[:, 0] < hi)
+        report = model.update(X[rows], y[rows], fit=False)
+        summed = sum(r["bound_after_fit"] for r in report.per_tile.values())
+        return report.bound_after_fit / report.n, summed / report.n, len(report.touched)
+
+    inside = [joined(lo, lo + 1.0) for lo in (1.5, 5.5, 9.5)]  # each in one tile
+    across = [joined(lo, lo + 1.0) for lo in (3.5, 7.5)]  # on the edges x = 4 and 8
+    assert {t for _, _, t in inside} == {1} and {t for _, _, t in across} == {2}
+    low, high = min(b for b, _, _ in inside) - 0.2, max(b for b, _, _ in inside) + 0.2
+    assert all(low < b < high for b, _, _ in across)
+    assert not any(low < s < high for _, s, _ in across)  # the tiles' bounds summed
+
+
 def test_a_window_one_tile_refuses_changes_no_tile(monkeypatch: pytest.MonkeyPatch) -> None:
     X, y = walk()
     model = tiled()
