@@ -201,10 +201,11 @@ PARAMETERS: tuple[Setting, ...] = (
                   "hyperparameters; 0 = only when stale, 1 = every window [windows]",
                   min=0, max=1000000),
     _parameter("refit_bound_drop", 0.5, "float",
-                  "re-fit on the next window when a window's bound per sample under the "
-                  "current hyperparameters falls this far below that of the first window "
-                  "after the last fit (the map's statistics changed); not while the map is at "
-                  "max_inducing, where the bound falls wherever the data leave its points; "
+                  "re-fit on the next window when the median bound per sample of the latest "
+                  "5 windows under the current hyperparameters falls this far below that of "
+                  "the first 5 after the last fit (the map's statistics changed); not while "
+                  "the map is at max_inducing, where the bound falls wherever the data leave "
+                  "its points; "
                   "0 = off [nats/sample]",
                   min=0.0, max=1000.0),
 )  # fmt: skip
