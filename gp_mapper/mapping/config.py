@@ -205,8 +205,7 @@ PARAMETERS: tuple[Setting, ...] = (
                   "5 windows under the current hyperparameters falls this far below that of "
                   "the first 5 after the last fit (the map's statistics changed); not while "
                   "the map is at max_inducing, where the bound falls wherever the data leave "
-                  "its points; "
-                  "0 = off [nats/sample]",
+                  "its points; 0 = off [nats/sample]",
                   min=0.0, max=1000.0),
 )  # fmt: skip
 
