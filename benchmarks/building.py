@@ -49,6 +49,10 @@ SCORE_RESOLUTION_M = 0.1
 STRETCH_S = 300.0
 # Bands of distance to the path the score is also broken into [m].
 DISTANCE_BANDS_M = (0.0, 0.1, 0.2, PATH_RADIUS_M + 0.01)
+# The path's cells (the first band) are also scored by the passes that went within this of
+# them (about a fitted lengthscale) [m], counted up to PASSES_MAX.
+PASSES_RADIUS_M = 0.3
+PASSES_MAX = 3
 
 
 def row_overrides(row: str, args: argparse.Namespace) -> dict[str, Any]:
@@ -265,6 +269,7 @@ def score(model: Any, args: argparse.Namespace, duration_s: float, config: Any) 
         first_visit_times,
         make_building_world,
         path_cells,
+        simulate_building_run,
     )
 
     world = make_building_world(args.seed)
@@ -290,12 +295,32 @@ def score(model: Any, args: argparse.Namespace, duration_s: float, config: Any) 
                 "rmse": float(np.sqrt(np.mean(err[inside] ** 2))),
                 "sd_median": float(np.median(np.sqrt(var[inside]))),
             })  # fmt: skip
+    # On the path, by how many passes went within a lengthscale of the place: where one did,
+    # the map's error is that pass's offset, which its intervals must hold.
+    run = simulate_building_run(world, walk, pass_offset_ut=args.pass_offset_ut, seed=args.seed)
+    on_path = np.flatnonzero(distance < DISTANCE_BANDS_M[1])
+    seen = cKDTree(walk.position_m).query_ball_point(cells[on_path], PASSES_RADIUS_M)
+    passes = [np.unique(walk.pass_index[rows]) for rows in seen]
+    count = np.array([min(len(p), PASSES_MAX) for p in passes])
+    offset = np.array([run.pass_offset_ut[p].mean() for p in passes])
+    by_passes = []
+    for k in range(1, PASSES_MAX + 1):
+        inside = count == k
+        if inside.any():
+            by_passes.append({
+                "passes": k if k < PASSES_MAX else f">={k}", "n": int(inside.sum()),
+                "coverage95": float(covered[on_path][inside].mean()),
+                "rmse": float(np.sqrt(np.mean(err[on_path][inside] ** 2))),
+                "sd_median": float(np.median(np.sqrt(var[on_path][inside]))),
+                "offset_rms": float(np.sqrt(np.mean(offset[inside] ** 2))),
+            })  # fmt: skip
     return {
         "rmse_thirds": [float(np.sqrt(np.mean(err[t] ** 2))) for t in thirds],
         "rmse": float(np.sqrt(np.mean(err**2))),
         "baseline": float(np.std(truth)),
         "coverage95": float(covered.mean()),
         "by_distance": by_distance,
+        "by_passes": by_passes,
         "unknown_share": float(np.mean(var > config.unknown_variance_ratio * prior)),
         "tiles": len(model.tiles) if isinstance(model, TiledModel) else 1,
         "stream_s": duration_s,
@@ -368,6 +393,13 @@ def main(argv: list[str] | None = None) -> int:
             for b in r.get("by_distance", [])
         )
         print(f"  {name}: coverage95 by distance to the path: {bands}")
+        seen = "; ".join(
+            f"{b['passes']}: {b['coverage95']:.3f} (n {b['n']}, RMSE {b['rmse']:.2f}, "
+            f"sd {b['sd_median']:.2f}, the passes' mean offset {b['offset_rms']:.2f} rms)"
+            for b in r.get("by_passes", [])
+        )
+        if seen:
+            print(f"  {name}: on the path, by the passes within {PASSES_RADIUS_M:g} m: {seen}")
     payload: dict[str, Any] = {
         "seed": args.seed, "minutes": args.minutes, "rows": rows, "machine": machine(args),
     }  # fmt: skip
