@@ -9,6 +9,14 @@ for readings of one pass (``γ_f`` the field's semivariogram). Their difference,
 of distance so that the field's own change over d cancels, is σ²_pass: a nugget difference of
 two empirical variograms, needing no model of the field.
 
+How far along a pass that error stays the same is measured too (``length``): for two
+between-pass pairs of the same two passes, half the mean squared difference of their
+differences grows with the distance between the two places along the path from the white
+noise's level (one offset per pass: it cancels) to the differences' whole variance (an error
+independent from place to place). ``length`` is where it has gone half way
+(``benchmarks/pass_error.py`` prints the whole curve): ~0.2 m on the Aalto runs, over 2 m on
+the office floor of ``benchmarks/building.py``, whose offsets are one per pass.
+
 Readings of one pass are those under ``PASS_GAP_S`` apart; of different passes, those
 ``PASS_GAP_S`` or more apart (the robot left the place and came back). Where the model fits a
 heading curve (``gam_stream`` with ``heading``), between-pass pairs count only when their
@@ -46,6 +54,15 @@ SAME_HEADING_RAD = math.radians(20.0)
 # deterministic one: the same stream keeps the same readings, however it is windowed).
 MAX_READINGS = 40_000
 KEPT_RUN = 16
+# The length: between-pass pairs of "the same two passes" have both readings within this of
+# the other pair's [s]; bins of the along-path distance between the two places [m] (the
+# first, the nugget: the white noise's share); at most this many reference pairs, evenly
+# spaced in time, each against every pair of the same two passes; at least this many pairs
+# of pairs in a bin for it to count.
+SAME_PASS_S = 15.0
+LENGTH_BINS_M = (0.0, 0.1, 0.2, 0.4, 0.8, 1.6, 3.2)
+LENGTH_REFERENCES = 1000
+MIN_LENGTH_PAIRS = 30
 
 
 class PassNoise(NamedTuple):
@@ -57,6 +74,9 @@ class PassNoise(NamedTuple):
         within_pairs: pairs of one pass at the same place.
         between: half the mean squared difference of the between-pass pairs [µT²].
         within: the same of the within-pass pairs, at the between pairs' distances [µT²].
+        length: how far along the path the between-pass error stays the same [m] (module
+            docstring); the largest distance measured where it had not gone half way (a
+            lower bound), NaN where too few pairs of pairs measured it.
     """
 
     variance: float
@@ -64,6 +84,7 @@ class PassNoise(NamedTuple):
     within_pairs: int
     between: float
     within: float
+    length: float = math.nan
 
     def as_dict(self) -> dict[str, float | int]:
         return {
@@ -72,10 +93,58 @@ class PassNoise(NamedTuple):
             "pass_noise_within_pairs": self.within_pairs,
             "pass_noise_between": self.between,
             "pass_noise_within": self.within,
+            "pass_noise_length_m": self.length,
         }
 
 
 NOT_MEASURED = PassNoise(0.0, 0, 0, math.nan, math.nan)
+
+
+def between_pass_length(
+    xy: np.ndarray, values: np.ndarray, t: np.ndarray, i: np.ndarray, j: np.ndarray
+) -> float:
+    """How far along the path the between-pass error stays the same [m] (module docstring),
+    from the between-pass pairs (i, j) of readings ``xy`` [N, D], ``values`` [N, C], ``t``."""
+    swap = t[i] > t[j]  # i the earlier reading of each pair
+    i, j = np.where(swap, j, i), np.where(swap, i, j)
+    order = np.lexsort((j, i, t[i]))
+    i, j = i[order], j[order]
+    delta = values[i] - values[j]
+    variance = float(np.mean(delta**2))  # of a difference: 2 (σ²_pass + σ²)
+    if not len(i) or not variance > 0.0:
+        return math.nan
+    ti, tj = t[i], t[j]
+    bins = len(LENGTH_BINS_M) - 1
+    sums, counts = np.zeros(bins), np.zeros(bins, dtype=np.int64)
+    references = np.unique(np.linspace(0, len(i) - 1, min(len(i), LENGTH_REFERENCES)).astype(int))
+    for a in references:
+        lo, hi = np.searchsorted(ti, [ti[a], ti[a] + SAME_PASS_S], side="right")
+        other = np.arange(lo, hi)
+        other = other[(np.abs(tj[other] - tj[a]) < SAME_PASS_S) & (i[other] != i[a])]
+        s = np.linalg.norm(xy[i[other]] - xy[i[a]], axis=1)
+        b = np.searchsorted(LENGTH_BINS_M, s, side="right") - 1
+        inside = b < bins
+        half_sq = 0.5 * np.mean((delta[other] - delta[a]) ** 2, axis=1)
+        np.add.at(sums, b[inside], half_sq[inside])
+        np.add.at(counts, b[inside], 1)
+    if counts[0] < MIN_LENGTH_PAIRS:
+        return math.nan
+    ratio = sums / np.maximum(counts, 1) / variance
+    nugget = ratio[0]
+    if nugget >= 1.0:
+        return 0.0  # no shared part at all
+    centres = 0.5 * (np.array(LENGTH_BINS_M[:-1]) + np.array(LENGTH_BINS_M[1:]))
+    # The shared part's correlation: 1 at the nugget, 0 at the whole variance.
+    shared = np.clip(1.0 - (ratio - nugget) / (1.0 - nugget), 0.0, 1.0)
+    last = centres[0]
+    for k in range(1, bins):
+        if counts[k] < MIN_LENGTH_PAIRS:
+            continue
+        if shared[k] < 0.5:  # half way between the last measured bin and this one
+            previous = shared[np.flatnonzero(centres == last)[0]]
+            return float(last + (previous - 0.5) / (previous - shared[k]) * (centres[k] - last))
+        last = centres[k]
+    return float(last)
 
 
 def between_pass_noise(
@@ -130,6 +199,7 @@ def between_pass_noise(
         int(n_within[usable].sum()),
         mean_between,
         mean_within,
+        between_pass_length(xy, values, t, i[between], j[between]),
     )
 
 

@@ -225,6 +225,7 @@ class MappingPipeline:
         return {
             "pass_noise_variance": float(model.pass_noise_variance),
             "pass_noise_pairs": estimate.between_pairs,
+            "pass_noise_length_m": estimate.length,
         }
 
     def _new_model(self) -> StreamingModel:
@@ -520,6 +521,9 @@ class MappingPipeline:
             # (0: not measured, or set by hand).
             "pass_noise_variance": float(model.pass_noise_variance),
             "pass_noise_pairs": 0,
+            # How far along a pass the between-pass error stays the same [m] (NaN: not
+            # measured; a diagnosis, the model does not use it).
+            "pass_noise_length_m": math.nan,
             "lost_readings": 0,
             "lost_windows": 0,
             "health": HEALTH_OK,
@@ -654,8 +658,9 @@ class MappingPipeline:
         Scheduling: fits (updates that re-fitted θ), last_update_fitted, last_fit_reason
         (first, schedule, stale), bound_per_sample (nats), merged_windows, pending_samples,
         processing_samples (in the update under way).
-        Noise: pass_noise_variance (σ²_pass the model adds [µT²]) and pass_noise_pairs (the
-        between-pass pairs of readings that measured it, with ``pass_noise_variance: auto``).
+        Noise: pass_noise_variance (σ²_pass the model adds [µT²]), pass_noise_pairs (the
+        between-pass pairs of readings that measured it, with ``pass_noise_variance: auto``)
+        and pass_noise_length_m (how far along a pass that error stays the same [m]).
         An additive model (gam_stream) adds its nuisance estimates [µT]: heading_B .. heading_E
         and heading_sd_max, drift and drift_sd, run, run_offset and run_offset_sd
         (``AdditiveUpdateReport.nuisance``), for the components it has; the three-axis model

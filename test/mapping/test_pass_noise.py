@@ -56,6 +56,22 @@ def test_it_measures_the_offsets_variance_and_not_the_white_noise() -> None:
     assert estimate.within < 0.05
 
 
+def test_it_measures_how_far_along_a_pass_the_error_stays_the_same() -> None:
+    # One offset per pass: shared over the whole 4 m corridor (a lower bound: the bins end).
+    xy, y, t, _, pass_of = passes(60, offset_sd=1.0)
+    shared = between_pass_noise(xy, y, t)
+    assert shared.length >= 1.6
+    # An error of each pass's own on every 10 cm of the corridor: independent beyond that.
+    rng = np.random.default_rng(4)
+    segment = np.floor(xy[:, 0] / 0.1).astype(int)
+    per_segment = rng.standard_normal((pass_of.max() + 1, segment.max() + 1))
+    changing = between_pass_noise(xy, y - (y - true_field(xy)) + per_segment[pass_of, segment], t)
+    # (Within-pass pairs across a segment's edge see part of it: less than its variance of 1.)
+    assert 0.5 < changing.variance < 1.3
+    assert 0.05 < changing.length < 0.3
+    assert changing.as_dict()["pass_noise_length_m"] == changing.length
+
+
 def test_without_offsets_the_field_change_between_pairs_is_taken_out() -> None:
     # sin(x) cos(y) changes by up to 0.5 µT over the 5 cm radius: more than the noise.
     xy, y, t, _, _ = passes(20, offset_sd=0.0, noise_sd=0.05)
