@@ -100,22 +100,24 @@ class PassNoise(NamedTuple):
 NOT_MEASURED = PassNoise(0.0, 0, 0, math.nan, math.nan)
 
 
-def between_pass_length(
+def between_pass_variogram(
     xy: np.ndarray, values: np.ndarray, t: np.ndarray, i: np.ndarray, j: np.ndarray
-) -> float:
-    """How far along the path the between-pass error stays the same [m] (module docstring),
-    from the between-pass pairs (i, j) of readings ``xy`` [N, D], ``values`` [N, C], ``t``."""
+) -> tuple[np.ndarray, np.ndarray]:
+    """γ(s) / var(δ) of the between-pass differences δ and the pairs of pairs behind each, in
+    the along-path distance bins ``LENGTH_BINS_M`` (module docstring), from the between-pass
+    pairs (i, j) of readings ``xy`` [N, D], ``values`` [N, C] and stamps ``t`` [N]. 1: the two
+    places' errors are independent; the white noise's share at the nugget."""
+    bins = len(LENGTH_BINS_M) - 1
+    sums, counts = np.zeros(bins), np.zeros(bins, dtype=np.int64)
     swap = t[i] > t[j]  # i the earlier reading of each pair
     i, j = np.where(swap, j, i), np.where(swap, i, j)
     order = np.lexsort((j, i, t[i]))
     i, j = i[order], j[order]
     delta = values[i] - values[j]
-    variance = float(np.mean(delta**2))  # of a difference: 2 (σ²_pass + σ²)
-    if not len(i) or not variance > 0.0:
-        return math.nan
+    variance = float(np.mean(delta**2)) if len(i) else 0.0  # of a difference: 2 (σ²_pass + σ²)
+    if not variance > 0.0:
+        return np.full(bins, np.nan), counts
     ti, tj = t[i], t[j]
-    bins = len(LENGTH_BINS_M) - 1
-    sums, counts = np.zeros(bins), np.zeros(bins, dtype=np.int64)
     references = np.unique(np.linspace(0, len(i) - 1, min(len(i), LENGTH_REFERENCES)).astype(int))
     for a in references:
         lo, hi = np.searchsorted(ti, [ti[a], ti[a] + SAME_PASS_S], side="right")
@@ -127,23 +129,29 @@ def between_pass_length(
         half_sq = 0.5 * np.mean((delta[other] - delta[a]) ** 2, axis=1)
         np.add.at(sums, b[inside], half_sq[inside])
         np.add.at(counts, b[inside], 1)
+    ratio = np.where(counts > 0, sums / np.maximum(counts, 1) / variance, np.nan)
+    return ratio, counts
+
+
+def between_pass_length(ratio: np.ndarray, counts: np.ndarray) -> float:
+    """How far along the path the between-pass error stays the same [m]: where
+    :func:`between_pass_variogram`'s ratio has gone half way from its nugget to 1."""
     if counts[0] < MIN_LENGTH_PAIRS:
         return math.nan
-    ratio = sums / np.maximum(counts, 1) / variance
     nugget = ratio[0]
     if nugget >= 1.0:
         return 0.0  # no shared part at all
     centres = 0.5 * (np.array(LENGTH_BINS_M[:-1]) + np.array(LENGTH_BINS_M[1:]))
     # The shared part's correlation: 1 at the nugget, 0 at the whole variance.
     shared = np.clip(1.0 - (ratio - nugget) / (1.0 - nugget), 0.0, 1.0)
-    last = centres[0]
-    for k in range(1, bins):
+    last, last_shared = centres[0], 1.0
+    for k in range(1, len(centres)):
         if counts[k] < MIN_LENGTH_PAIRS:
             continue
         if shared[k] < 0.5:  # half way between the last measured bin and this one
-            previous = shared[np.flatnonzero(centres == last)[0]]
-            return float(last + (previous - 0.5) / (previous - shared[k]) * (centres[k] - last))
-        last = centres[k]
+            step = (last_shared - 0.5) / (last_shared - shared[k])
+            return float(last + step * (centres[k] - last))
+        last, last_shared = centres[k], shared[k]
     return float(last)
 
 
@@ -199,7 +207,7 @@ def between_pass_noise(
         int(n_within[usable].sum()),
         mean_between,
         mean_within,
-        between_pass_length(xy, values, t, i[between], j[between]),
+        between_pass_length(*between_pass_variogram(xy, values, t, i[between], j[between])),
     )
 
 
