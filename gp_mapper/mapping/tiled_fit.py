@@ -182,13 +182,18 @@ def fit_tiled(
         # The building's θ: fitted here on the first windows of the tile with the most
         # readings; every tile (that one too) then starts from it, all in parallel.
         theta_rows = routes[first][: THETA_WINDOWS * config.batch_size]
-        done = 0
+        done, done_rows = 0, 0
+        all_rows = sum(len(rows) for rows in routes.values())
 
         def tick(key: TileKey) -> None:
-            nonlocal done
+            # The share of the readings fitted, not of the tiles: the largest tiles go first
+            # and take longest, so a count of tiles would promise an ETA several times too long.
+            nonlocal done, done_rows
             done += 1
+            done_rows += len(routes[key])
             if progress is not None:
-                progress(done / len(routes), f"tiles {done}/{len(routes)}")
+                share = 1.0 if done == len(routes) else done_rows / all_rows
+                progress(share, f"tiles {done}/{len(routes)}")
 
         if template.kind == "batch":  # each tile's fit fits its θ from the configured start
             theta_start = template.state_dict()
