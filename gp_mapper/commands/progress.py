@@ -35,6 +35,9 @@ class Progress:
         # Looked up now, not at import: a redirected stderr (a test's, a launcher's) is seen.
         self.stream = sys.stderr if stream is None else stream
         self._start = time.perf_counter()
+        # The ETA's clock: from the last report of nothing done yet, so that the work before
+        # the counted work (a bag read, a first fit) does not stretch it.
+        self._counting_from = self._start
         self._last = self._start
         self._last_update = self._start
         self._fraction, self._detail = 0.0, ""
@@ -58,12 +61,14 @@ class Progress:
             now = time.perf_counter()
             self._last_update = now
             self._fraction, self._detail = fraction, detail
+            if fraction <= 0.0:
+                self._counting_from = now
             if now - self._last < (REDRAW_PERIOD_S if self._live else LOG_PERIOD_S):
                 return
             self._last = now
             fraction = min(max(fraction, 0.0), 1.0)
             if fraction > 0.0:
-                eta = (now - self._start) * (1.0 - fraction) / fraction
+                eta = self._eta(now, fraction)
                 detail = f"{detail}, ETA {eta:.0f} s" if detail else f"ETA {eta:.0f} s"
             self._line(fraction, detail)
 
@@ -82,10 +87,12 @@ class Progress:
             if running >= LOG_PERIOD_S:
                 self._line(fraction, f"{detail}this step running for {running:.0f} s")
             elif fraction > 0.0:
-                eta = (now - self._start) * (1.0 - fraction) / fraction
-                self._line(fraction, f"{detail}ETA {eta:.0f} s")
+                self._line(fraction, f"{detail}ETA {self._eta(now, fraction):.0f} s")
             else:
                 self._line(fraction, self._detail)
+
+    def _eta(self, now: float, fraction: float) -> float:
+        return (now - self._counting_from) * (1.0 - fraction) / fraction
 
     def _line(self, fraction: float, detail: str) -> None:
         """The bar redrawn on a terminal, else one line of the log."""

@@ -207,6 +207,8 @@ def fit_tiled(
         # The largest tiles first: the last task to start is a small one, so the workers end
         # together (longest-processing-time order); the map does not depend on the order.
         order = sorted(routes, key=lambda k: (-len(routes[k]), k))
+        if progress is not None:  # the tiles' work starts now (the caller's ETA counts from it)
+            progress(0.0, f"tiles 0/{len(routes)}")
         states = runner.run([task(key, theta_start) for key in order], tick)
     # One memory layout whoever ran the fit (Ray's transport changes strides, and a kernel's
     # rounding can follow them): the same map bit for bit from any runner.

@@ -63,6 +63,18 @@ def test_no_eta_before_any_progress(monkeypatch, fraction: float) -> None:
     assert log.getvalue() == "fit:   0 %  \n"
 
 
+def test_the_eta_counts_from_the_last_report_of_nothing_done(monkeypatch) -> None:
+    clock = Clock()
+    monkeypatch.setattr(progress_module.time, "perf_counter", clock)
+    log = io.StringIO()
+    bar = Progress("fit tiles", log)
+    clock.now += 30.0  # a bag read and a first fit, before the counted work
+    bar.update(0.0, "tiles 0/4")
+    clock.now += 10.0
+    bar.update(0.5, "tiles 2/4")
+    assert log.getvalue().splitlines()[-1] == "fit tiles:  50 %  tiles 2/4, ETA 10 s"
+
+
 def test_a_long_step_between_updates_still_shows_a_line_without_an_eta(monkeypatch) -> None:
     """A replay fits a window between two records: the heartbeat says how long it has run."""
     clock = Clock()

@@ -50,9 +50,11 @@ def test_progress_counts_the_readings_fitted(samples) -> None:
     ticks: list[tuple[float, str]] = []
     _, report = fit_tiled(samples, CONFIG, workers=0, progress=lambda f, s: ticks.append((f, s)))
     counts = sorted(report["samples_per_tile"].values(), reverse=True)
-    # The largest tile goes first: the first tick is its share of the readings, not 1/tiles.
-    assert ticks[0][0] == pytest.approx(counts[0] / sum(counts))
-    assert ticks[0][0] > 1.0 / len(counts)
+    # A report of nothing done as the tiles start (the caller's ETA counts from it); then the
+    # largest tile, first: its share of the readings, not 1 / tiles.
+    assert ticks[0] == (0.0, f"tiles 0/{len(counts)}")
+    assert ticks[1][0] == pytest.approx(counts[0] / sum(counts))
+    assert ticks[1][0] > 1.0 / len(counts)
     assert [f for f, _ in ticks] == sorted(f for f, _ in ticks) and ticks[-1][0] == 1.0
     assert ticks[-1][1] == f"tiles {len(counts)}/{len(counts)}"
 
