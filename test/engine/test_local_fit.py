@@ -103,3 +103,20 @@ def test_the_fit_limits_survive_a_state_round_trip() -> None:
     assert restored.local_fit_inducing == 123 and restored.fit_max_seconds == 7.5
     with pytest.raises(ValueError, match="local_fit_inducing"):
         type(model)(model.kernel, local_fit_inducing=-1)
+
+
+def test_a_window_beyond_a_full_maps_points_keeps_theta_instead_of_fitting_the_whole_map() -> None:
+    # At its cap the map adds no point where the robot walks on: no inducing point is within
+    # the kernel's range of the window, and a fit on the whole map would be O(M³) a step.
+    model, P, y = _streamed(2000, 400, max_inducing=40, local_fit_inducing=1)
+    assert model.num_inducing == 40
+    model.fit_iterations = 20
+    theta = model.hyperparameters()
+    report = model.update(P[:100] + np.array([500.0, 0.0]), y[:100])
+    assert report.accepted and report.m_after == 40
+    assert report.fit_iterations == 0 and report.fit_inducing == 0
+    assert report.fit_message == "not fitted: no inducing point near the window"
+    assert model.hyperparameters() == theta
+    # Where its points are, the same map still fits θ.
+    again = model.update(P[100:200] + np.array([0.0, 0.3]), y[100:200])
+    assert again.accepted and again.fit_iterations > 0 and again.fit_inducing > 0

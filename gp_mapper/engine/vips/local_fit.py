@@ -42,6 +42,12 @@ class FitProblem(NamedTuple):
     old: CarriedPosterior | None
     local: bool  # False: the whole map (the neighbourhood would not have been smaller)
 
+    @property
+    def empty(self) -> bool:
+        """No inducing point within the kernel's range of the window: nothing near it for θ
+        to be fitted on (a map at its cap where the robot walks on beyond its points)."""
+        return self.local and self.Z.shape[0] == 0
+
 
 def near_rows(points: Tensor, X: Tensor, radius: float) -> Tensor:
     """Mask [P] of ``points`` within ``radius`` of some row of X (Euclidean, all columns)."""
@@ -109,7 +115,11 @@ def local_fit_problem(
     if radius is None:
         return whole
     near_b = near_rows(Z, X, radius)
-    if int(near_b.sum()) == 0 or int(near_b.sum()) > LOCAL_FIT_MAX_FRACTION * Z.shape[0]:
+    if int(near_b.sum()) == 0:
+        # Not the whole map: its far points' evidence is what a local fit leaves out, and at
+        # a map's cap that fit is O(M³) per step (minutes at M 2000) for a window it cannot use.
+        return FitProblem(Z[near_b], None, True)
+    if int(near_b.sum()) > LOCAL_FIT_MAX_FRACTION * Z.shape[0]:
         return whole
     local_old = None
     if old is not None and old.num_inducing > 0:

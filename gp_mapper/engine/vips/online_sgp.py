@@ -467,6 +467,8 @@ class OnlineSparseGP(PlainInputs):
             )
         except NumericalError:
             region = FitProblem(Z, old, False)
+        if fitting and region.empty:  # θ stays: no inducing point near the window to fit on
+            fitting, fit_theta = False, False
 
         def window_bound() -> Tensor:
             value = online_bound(
@@ -487,7 +489,15 @@ class OnlineSparseGP(PlainInputs):
         fit = (
             fit_hyperparameters(loss, params, self.fit_iterations, self.fit_max_seconds)
             if fit_theta
-            else FitResult(True, math.nan, math.nan, 0, "not fitted: θ kept")
+            else FitResult(
+                True,
+                math.nan,
+                math.nan,
+                0,
+                "not fitted: no inducing point near the window"
+                if region.empty
+                else "not fitted: θ kept",
+            )
         )
         # A collapsed θ would be the starting point of every later fit: refuse it and commit
         # the batch under θ_o, the posterior the provisional map showed (health.py). An
