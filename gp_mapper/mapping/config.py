@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from gp_mapper.engine.settings import Setting, node_settings
 from gp_mapper.engine.settings.setting import AUTO, SettingValue
 from gp_mapper.mapping.errors import ConfigError
+from gp_mapper.mapping.fit_schedule import LEVEL_WINDOWS
 from gp_mapper.mapping.windowing import TARGETS, VECTOR_TARGET
 
 if TYPE_CHECKING:
@@ -202,8 +203,9 @@ PARAMETERS: tuple[Setting, ...] = (
                   min=0, max=1000000),
     _parameter("refit_bound_drop", 0.5, "float",
                   "re-fit on the next window when the median bound per sample of the latest "
-                  "5 windows under the current hyperparameters falls this far below that of "
-                  "the first 5 after the last fit (the map's statistics changed); not while "
+                  f"{LEVEL_WINDOWS} windows under the current hyperparameters falls this far "
+                  f"below that of the first {LEVEL_WINDOWS} after the last fit (the map's "
+                  "statistics changed); not while "
                   "the map is at max_inducing, where the bound falls wherever the data leave "
                   "its points; 0 = off [nats/sample]",
                   min=0.0, max=1000.0),

@@ -192,8 +192,7 @@ def fit_tiled(
             done += 1
             done_rows += len(routes[key])
             if progress is not None:
-                share = 1.0 if done == len(routes) else done_rows / all_rows
-                progress(share, f"tiles {done}/{len(routes)}")
+                progress(done_rows / all_rows, f"tiles {done}/{len(routes)}")
 
         if template.kind == "batch":  # each tile's fit fits its θ from the configured start
             theta_start = template.state_dict()
