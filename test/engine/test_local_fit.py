@@ -68,7 +68,7 @@ def test_the_neighbourhood_is_used_only_past_the_threshold_and_when_smaller() ->
     whole = local_fit_problem(kernel, carried.Z, X, carried, 0)
     assert not whole.local and whole.Z.shape[0] == M and whole.old is carried
     assert not local_fit_problem(kernel, carried.Z, X, carried, M + 1).local
-    near = local_fit_problem(kernel, carried.Z, X, carried, 1)
+    near = local_fit_problem(kernel, carried.Z, X, carried, M // 2)
     assert near.local and 0 < near.Z.shape[0] < M / 2
     assert near.old is not None and near.old.num_inducing == near.Z.shape[0]
     # Every inducing point left out is beyond the kernel's range of every reading.
@@ -76,8 +76,34 @@ def test_the_neighbourhood_is_used_only_past_the_threshold_and_when_smaller() ->
     assert radius is not None
     far = ~near_rows(carried.Z, X, radius)
     assert int(far.sum()) == M - near.Z.shape[0]
-    # A window covering the whole map saves nothing: the whole map is used.
-    assert not local_fit_problem(kernel, carried.Z, torch.as_tensor(P), carried, 1).local
+    # A window covering the whole map: a neighbourhood of more than half the map is the map
+    # while the map is within the threshold, and past it the threshold's nearest points.
+    everywhere = torch.as_tensor(P)
+    assert not local_fit_problem(kernel, carried.Z, everywhere, carried, M).local
+    capped = local_fit_problem(kernel, carried.Z, everywhere, carried, M // 4)
+    assert capped.local and capped.Z.shape[0] == M // 4
+    assert capped.old is not None and capped.old.num_inducing == M // 4
+
+
+def test_a_long_lengthscale_does_not_make_the_whole_map_the_neighbourhood() -> None:
+    # A θ fit that drifted to a long lengthscale puts most of a large map within the kernel's
+    # range of any window: the fit still takes at most the threshold's number of points,
+    # the nearest, and none farther than any it leaves out.
+    model, P, _ = _streamed(4000, 400)
+    carried = model.carried
+    M = carried.num_inducing
+    kernel = model.kernel
+    with torch.no_grad():
+        for part in kernel.modules():
+            if hasattr(part, "raw_lengthscale"):
+                part.raw_lengthscale.fill_(40.0)  # softplus: ≈ 40 m
+    X = torch.as_tensor(P[-200:])
+    K = M // 3
+    problem = local_fit_problem(kernel, carried.Z, X, carried, K)
+    assert problem.local and problem.Z.shape[0] == K
+    d_in = torch.cdist(problem.Z, X).min(1).values
+    d_all = torch.cdist(carried.Z, X).min(1).values
+    assert float(d_in.max()) <= float(torch.sort(d_all).values[K - 1]) + 1e-12
 
 
 @pytest.mark.parametrize("threshold", [1, 0])

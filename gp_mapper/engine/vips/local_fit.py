@@ -13,6 +13,12 @@ inducing point at the fitted θ.
 The marginal is brought back to the whitened natural form of :class:`CarriedPosterior` once
 per fit, O(M² S + S³) for S local points, so each bound evaluation of the fit costs
 O(N S² + S³).
+
+The neighbourhood is capped: when it holds more than half the map, or more points than the
+threshold itself, the fit takes the threshold's number of points nearest the window (the
+whole map while it is no larger). A fit therefore never costs more than a whole-map fit at the
+threshold, whatever θ it starts from: a lengthscale grown long (the kernel's range tens of
+metres) would otherwise make most of a large map "near" every window.
 """
 
 from __future__ import annotations
@@ -29,7 +35,8 @@ from .posterior import CarriedPosterior
 # Inducing points whose correlation with every reading of the window is below this fraction of
 # the kernel variance stay out of the fit's problem (Matérn-5/2: ~4.3 lengthscales).
 LOCAL_FIT_CUTOFF = 1e-3
-# A neighbourhood holding more than this fraction of the map saves too little: fit on all.
+# A neighbourhood holding more than this fraction of the map saves too little: the fit takes
+# the points nearest the window, as many as the threshold (the whole map up to it).
 LOCAL_FIT_MAX_FRACTION = 0.5
 # Distances are computed against this many readings at a time (memory, not accuracy).
 _CHUNK = 4096
@@ -49,15 +56,20 @@ class FitProblem(NamedTuple):
         return self.local and self.Z.shape[0] == 0
 
 
-def near_rows(points: Tensor, X: Tensor, radius: float) -> Tensor:
-    """Mask [P] of ``points`` within ``radius`` of some row of X (Euclidean, all columns)."""
-    near = torch.zeros(points.shape[0], dtype=torch.bool, device=points.device)
+def distance_to(points: Tensor, X: Tensor) -> Tensor:
+    """Distance [P] from each of ``points`` to its nearest row of X (Euclidean, all columns)."""
+    out = torch.full((points.shape[0],), torch.inf, dtype=points.dtype, device=points.device)
     if points.shape[0] == 0:
-        return near
+        return out
     for start in range(0, X.shape[0], _CHUNK):
         d = torch.cdist(points, X[start : start + _CHUNK])
-        near |= (d <= radius).any(1)
-    return near
+        out = torch.minimum(out, d.min(1).values)
+    return out
+
+
+def near_rows(points: Tensor, X: Tensor, radius: float) -> Tensor:
+    """Mask [P] of ``points`` within ``radius`` of some row of X (Euclidean, all columns)."""
+    return distance_to(points, X) <= radius
 
 
 def marginal(old: CarriedPosterior, keep: Tensor) -> CarriedPosterior | None:
@@ -99,14 +111,16 @@ def local_fit_problem(
     kernel: Kernel, Z: Tensor, X: Tensor, old: CarriedPosterior | None, min_inducing: int
 ) -> FitProblem:
     """The problem θ is fitted on: the window's neighbourhood once the map has
-    ``min_inducing`` points (0: never) and the kernel has a finite range, else everything.
+    ``min_inducing`` points (0: never) and the kernel has a finite range, else everything;
+    at most ``min_inducing`` points of each set, the nearest the window (module docstring).
 
     Args:
         kernel: the kernel at the θ the fit starts from (sets the range).
         Z: the window's new inducing inputs [M_b, D].
         X: the window's inputs [N, D].
         old: the carried posterior before the window.
-        min_inducing: the map size from which the neighbourhood is used [points].
+        min_inducing: the map size from which the neighbourhood is used, and the most points
+            it holds [points].
     """
     whole = FitProblem(Z, old, False)
     if min_inducing <= 0 or Z.shape[0] < min_inducing:
@@ -114,14 +128,27 @@ def local_fit_problem(
     radius = kernel.negligible_distance(LOCAL_FIT_CUTOFF)
     if radius is None:
         return whole
-    near_b = near_rows(Z, X, radius)
-    if int(near_b.sum()) == 0:
+    d_b = distance_to(Z, X)
+    near_b = d_b <= radius
+    num_near = int(near_b.sum())
+    if num_near == 0:
         # Not the whole map: its far points' evidence is what a local fit leaves out, and at
         # a map's cap that fit is O(M³) per step (minutes at M 2000) for a window it cannot use.
         return FitProblem(Z[near_b], None, True)
-    if int(near_b.sum()) > LOCAL_FIT_MAX_FRACTION * Z.shape[0]:
+    capped = num_near > LOCAL_FIT_MAX_FRACTION * Z.shape[0] or num_near > min_inducing
+    if capped and Z.shape[0] <= min_inducing:
         return whole
     local_old = None
     if old is not None and old.num_inducing > 0:
-        local_old = marginal(old, near_rows(old.Z, X, radius))
-    return FitProblem(Z[near_b], local_old, True)
+        d_a = distance_to(old.Z, X)
+        local_old = marginal(old, nearest(d_a, min_inducing) if capped else d_a <= radius)
+    return FitProblem(Z[nearest(d_b, min_inducing) if capped else near_b], local_old, True)
+
+
+def nearest(distance: Tensor, k: int) -> Tensor:
+    """Mask [P] of the ``k`` smallest ``distance`` (ties in index order: inducing points on the
+    window's own readings are all at 0)."""
+    order = torch.sort(distance, stable=True).indices[:k]
+    mask = torch.zeros(distance.shape[0], dtype=torch.bool, device=distance.device)
+    mask[order] = True
+    return mask

@@ -64,9 +64,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("local_fit_inducing", 1000, "int",
             "from this many inducing points on, the hyperparameters are fitted on the bound of "
             "the window's neighbourhood (the inducing points within the kernel's range of it, "
-            "and the old posterior's marginal there) instead of the whole map's, so a fit's "
-            "cost stops growing with the map (a window with none of them near keeps the "
-            "hyperparameters); 0 = always the whole map, as in the paper [points]",
+            "at most this many, the nearest, and the old posterior's marginal there) instead "
+            "of the whole map's, so a fit's cost stops growing with the map, whatever the "
+            "lengthscale (a window with none of them near keeps the hyperparameters); 0 = "
+            "always the whole map, as in the paper [points]",
             min=0, max=100000, models=VIPS),
     # 10 s: five 2-s windows of a 200 Hz stream wait behind a fit at most; θ goes on from the
     # best point at the next fit. Early fits (small maps) take well under a second. A replay
