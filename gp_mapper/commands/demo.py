@@ -18,6 +18,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import NamedTuple
 
@@ -129,6 +130,46 @@ class LiveNode:
                 self._process.kill()
         self._log.close()
 
+    def wait_received(
+        self, published: Mapping[str, int], timeout_s: float = SERVICE_TIMEOUT_S
+    ) -> bool:
+        """Wait until the node's ``/diagnostics`` say it has had every message ``published``
+        (topic -> count) on its two inputs, heard or lost in transport.
+
+        A player's last messages can still be in flight when it returns, and ``~/flush``
+        gives up readings that wait for a pose: flushing at once would map one reading more
+        or less by timing. True once all arrived, False at the timeout.
+        """
+        import rclpy
+        from diagnostic_msgs.msg import DiagnosticArray
+
+        from gp_mapper.ros.diagnostic_messages import diagnostic_values
+        from gp_mapper.ros.node import NODE_NAME
+
+        status = f"{NODE_NAME}: mapping"  # the node's DiagnosticStatus (status_name)
+        arrived = False
+
+        def check(msg: DiagnosticArray) -> None:
+            nonlocal arrived
+            values = diagnostic_values(msg, status)
+            if values is None:
+                return
+            arrived = all(
+                int(values[f"{key}_received"]) + int(values[f"{key}_lost_in_transport"])
+                >= published.get(values[f"{key}_topic"], 0)
+                for key in ("mag", "pose")
+            )
+
+        node = rclpy.create_node("gp_mapper_demo_watch")
+        try:
+            node.create_subscription(DiagnosticArray, "/diagnostics", check, 10)
+            deadline = time.monotonic() + timeout_s
+            while not arrived and time.monotonic() < deadline:
+                rclpy.spin_once(node, timeout_sec=0.2)
+            return arrived
+        finally:
+            node.destroy_node()
+
     def trigger(self, service: str, timeout_s: float = SERVICE_TIMEOUT_S) -> str:
         """Call the node's std_srvs/Trigger ``service`` (e.g. "flush"); its message, or raise."""
         import rclpy
@@ -171,6 +212,8 @@ def map_live(bag: Path, out: Path, *, rate: float, params: dict[str, object] | N
         print(f"[3/5] playing {bag.name} at x{rate} with /clock ...", flush=True)
         played = play_bag(bag, rate=rate, wait_subscribers_s=NODE_START_TIMEOUT_S)
         print(f"      published {played.published} in {played.duration_s:.1f} s", flush=True)
+        if not node.wait_received(played.published):
+            print("      the node has not had every message yet; flushing anyway", flush=True)
         print("[4/5] mapping the last window and saving the map ...", flush=True)
         node.trigger("flush")
         node.trigger("save_map")

@@ -48,11 +48,17 @@ class InputWatch:
         self.repeat_s = repeat_s
         self._start_s = start_s
         self._last: dict[str, float | None] = dict.fromkeys(self.topics)
+        self._received = dict.fromkeys(self.topics, 0)
         self._warned_s = -math.inf
 
     def heard(self, label: str, now_s: float) -> None:
         """Note a message on ``label`` at ``now_s`` (O(1): called from input callbacks)."""
         self._last[label] = now_s
+        self._received[label] += 1
+
+    def received(self, label: str) -> int:
+        """Messages heard on ``label`` so far (a player compares it with what it sent)."""
+        return self._received[label]
 
     def age_s(self, label: str, now_s: float) -> float:
         """Seconds since the last message on ``label``; NaN if none ever arrived."""

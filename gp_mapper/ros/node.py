@@ -331,6 +331,7 @@ class GpMapperNode(Node):
         for label, key in ((MAG_INPUT, "mag"), (POSE_INPUT, "pose")):
             values[f"{key}_topic"] = self._inputs.topics[label]
             values[f"{key}_age_s"] = self._inputs.age_s(label, now)
+            values[f"{key}_received"] = self._inputs.received(label)
         published = self._published[1]
         values["published_seq"] = -1 if published is None else published
         for key in ("mean_scale_lo", "mean_scale_hi", "variance_scale_lo", "variance_scale_hi"):

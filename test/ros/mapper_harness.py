@@ -157,6 +157,7 @@ class MapperHarness:
         )
         self.next_step = 0
         self.offset_ns = 0  # added to every stamp of feed(), to resume after other input
+        self.fed = {"mag": 0, "pose": 0}  # messages feed() published
 
     # ------------------------------------------------------------------ inputs
 
@@ -166,16 +167,19 @@ class MapperHarness:
             if k % 2 == 0:
                 x, y = path(k)
                 self.pose_pub.publish(self._pose(stamp(k) + self.offset_ns, x, y))
+                self.fed["pose"] += 1
             if k < self.next_step + n:
                 x, y = path(k + 0.5)
                 t = stamp(k) + self.offset_ns + READING_PERIOD_NS // 2
                 self.mag_pub.publish(mag_msg(t, true_field(x, y)))
+                self.fed["mag"] += 1
             # pace: keeps the best-effort sensor queues from overflowing on a slow machine
             time.sleep(PACE_S)
         # one more pose so the last reading of the block is bracketed
         k = self.next_step + n + 2
         x, y = path(k)
         self.pose_pub.publish(self._pose(stamp(k) + self.offset_ns, x, y))
+        self.fed["pose"] += 1
         self.next_step += n + 4
 
     def _pose(self, stamp_ns: int, x: float, y: float) -> Any:

@@ -52,3 +52,12 @@ def test_ages() -> None:
     assert math.isnan(watch.age_s("pose", 103.0))
     watch.heard("pose", 103.0)
     assert watch.age_s("pose", 104.5) == 1.5
+
+
+def test_messages_heard_are_counted_per_input() -> None:
+    watch = _watch()
+    for t in (101.0, 102.0, 103.0):
+        watch.heard("magnetometer", t)
+    watch.heard("pose", 101.5)
+    assert watch.received("magnetometer") == 3
+    assert watch.received("pose") == 1

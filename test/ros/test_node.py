@@ -264,6 +264,22 @@ def test_bad_inputs_are_counted_and_survived(mapper: MapperHarness) -> None:
 
     diag = wait_for(counted, what="every bad input counted")
     assert int(diag["failed_updates"]) == 0
+    # every message is heard, dropped or not (a player waits on these before ~/flush)
+    sent = {kind: mapper.fed[kind] + sum(k == kind for k, _ in bad) for kind in ("mag", "pose")}
+
+    def arrived() -> dict[str, int] | None:
+        d = mapper.diagnostics()
+        got = (
+            {
+                kind: int(d[f"{kind}_received"]) + int(d[f"{kind}_lost_in_transport"])
+                for kind in sent
+            }
+            if d is not None
+            else None
+        )
+        return got if got == sent else None
+
+    wait_for(arrived, what=f"{sent} messages heard")
     # the warning reaches /diagnostics; the node is alive and the map still stands
     warned = [s for s in mapper.our_statuses() if s.level == diagnostic_messages.DIAGNOSTIC_WARN]
     assert warned and "dropped input" in warned[-1].message
