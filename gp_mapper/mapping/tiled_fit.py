@@ -18,7 +18,7 @@ A task is retried once; a tile that still fails is named, and no map is made.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
@@ -208,7 +208,9 @@ def fit_tiled(
         order = sorted(routes, key=lambda k: (-len(routes[k]), k))
         if progress is not None:  # the tiles' work starts now (the caller's ETA counts from it)
             progress(0.0, f"tiles 0/{len(routes)}")
-        states = runner.run([task(key, theta_start) for key in order], tick)
+        # A generator: a tile's readings are copied out of the log when its task is handed
+        # on, so the driver holds the log and at most the in-flight tiles' copies.
+        states = runner.run((task(key, theta_start) for key in order), tick)
     # One memory layout whoever ran the fit (Ray's transport changes strides, and a kernel's
     # rounding can follow them): the same map bit for bit from any runner.
     states = {k: {n: np.array(v, order="C") for n, v in st.items()} for k, st in states.items()}
@@ -245,7 +247,7 @@ class _SerialRunner:
         return None
 
     def run(
-        self, tasks: Sequence[TileTask], tick: Callable[[TileKey], None]
+        self, tasks: Iterable[TileTask], tick: Callable[[TileKey], None]
     ) -> dict[TileKey, dict[str, np.ndarray]]:
         states, failed = {}, {}
         for task in tasks:
@@ -324,18 +326,24 @@ class _RayRunner:
         self._runtime.__exit__(*exc)
 
     def run(
-        self, tasks: Sequence[TileTask], tick: Callable[[TileKey], None]
+        self, tasks: Iterable[TileTask], tick: Callable[[TileKey], None]
     ) -> dict[TileKey, dict[str, np.ndarray]]:
         import ray
 
-        pending = list(tasks)
+        pending = iter(tasks)  # taken one at a time: at most `limit` tiles' data out at once
         in_flight: dict[Any, TileKey] = {}
         states, failed = {}, {}
         limit = IN_FLIGHT_PER_WORKER * self.workers
-        while pending or in_flight:
-            while pending and len(in_flight) < limit:
-                task = pending.pop(0)
+        exhausted = False
+        while not exhausted or in_flight:
+            while not exhausted and len(in_flight) < limit:
+                task = next(pending, None)
+                if task is None:
+                    exhausted = True
+                    break
                 in_flight[self._remote.remote(task)] = task.key
+            if not in_flight:
+                break
             ready, _ = ray.wait(list(in_flight), num_returns=1)
             for ref in ready:
                 key = in_flight.pop(ref)

@@ -85,10 +85,34 @@ def test_a_batch_model_fits_each_tile_at_once_and_the_map_saves(samples, tmp_pat
 
 
 @needs_ray
-def test_ray_with_two_local_workers_gives_the_same_map(samples, serial) -> None:
+def test_ray_with_two_local_workers_gives_the_same_map(
+    samples, serial, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The driver copies a tile's readings out of the log only as its task is handed on: at
+    # most the in-flight limit of tiles' data is out at once.
+    real_run = tiled_fit_module._RayRunner.run
+    out = {"drawn": 0, "done": 0, "peak": 0}
+
+    def counted(self, tasks, tick):
+        def drawn():
+            for task in tasks:
+                out["drawn"] += 1
+                out["peak"] = max(out["peak"], out["drawn"] - out["done"])
+                yield task
+
+        def done(key):
+            out["done"] += 1
+            tick(key)
+
+        return real_run(self, drawn(), done)
+
+    monkeypatch.setattr(tiled_fit_module._RayRunner, "run", counted)
     ticks: list[float] = []
     model, report = fit_tiled(samples, CONFIG, workers=2, progress=lambda f, s: ticks.append(f))
     assert report["workers"] == 2 and ticks[-1] == 1.0
+    limit = tiled_fit_module.IN_FLIGHT_PER_WORKER * 2
+    assert report["tiles"] > limit and out["drawn"] == report["tiles"]
+    assert out["peak"] == limit
     same_map(serial.model, model)
 
 
