@@ -36,7 +36,6 @@ import sys
 
 import numpy as np
 from common import data_dir, format_table, write_json
-from scipy.spatial import cKDTree
 
 from gp_mapper.io.aalto import load_aalto_sequence
 from gp_mapper.io.building import building_walk, make_building_world, simulate_building_run
@@ -44,22 +43,15 @@ from gp_mapper.mapping.pass_noise import (
     LENGTH_BINS_M,
     between_pass_length,
     between_pass_variogram,
+    same_place_pairs,
 )
-
-
-def between_pass_pairs(
-    t: np.ndarray, xy: np.ndarray, radius: float, gap: float
-) -> tuple[np.ndarray, np.ndarray]:
-    """Readings of two passes at the same place: within ``radius`` [m], ``gap`` [s] apart."""
-    pairs = cKDTree(xy).query_pairs(radius, output_type="ndarray")
-    keep = np.abs(t[pairs[:, 0]] - t[pairs[:, 1]]) >= gap
-    return pairs[keep, 0], pairs[keep, 1]
 
 
 def measured(t: np.ndarray, xy: np.ndarray, y: np.ndarray, radius: float, gap: float) -> dict:
     """The variogram of one place's readings (``mapping.pass_noise.between_pass_variogram``,
     what the node's ``pass_noise_length_m`` is read from) and the length it gives."""
-    i, j = between_pass_pairs(t, xy, radius, gap)
+    i, j, between = same_place_pairs(xy, t, radius, gap)
+    i, j = i[between], j[between]
     values = y.reshape(len(y), -1)
     ratio, counts = between_pass_variogram(xy, values, t, i, j)
     return {

@@ -155,6 +155,16 @@ def between_pass_length(ratio: np.ndarray, counts: np.ndarray) -> float:
     return float(last)
 
 
+def same_place_pairs(
+    xy: np.ndarray, t: np.ndarray, radius_m: float, gap_s: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Pairs (i, j) of readings within ``radius_m`` of each other [m], and which of them are of
+    two passes (``gap_s`` or more apart [s]); the others are of one pass."""
+    pairs = cKDTree(xy).query_pairs(radius_m, output_type="ndarray")
+    i, j = pairs[:, 0], pairs[:, 1]
+    return i, j, np.abs(t[i] - t[j]) >= gap_s
+
+
 def between_pass_noise(
     xy_m: np.ndarray,
     y: np.ndarray,
@@ -177,11 +187,9 @@ def between_pass_noise(
     t = np.asarray(t_s, dtype=float)
     if len(xy) < 2:
         return NOT_MEASURED
-    pairs = cKDTree(xy).query_pairs(radius_m, output_type="ndarray")
-    if not len(pairs):
+    i, j, between = same_place_pairs(xy, t, radius_m, gap_s)
+    if not len(i):
         return NOT_MEASURED
-    i, j = pairs[:, 0], pairs[:, 1]
-    between = np.abs(t[i] - t[j]) >= gap_s
     within = ~between
     if yaw_rad is not None:
         turn = np.angle(np.exp(1j * (np.asarray(yaw_rad)[i] - np.asarray(yaw_rad)[j])))
