@@ -40,6 +40,8 @@ DEFAULT_DURATION_S = 150.0
 DEFAULT_RATE = 3.0
 DEFAULT_SEED = 7
 NODE_START_TIMEOUT_S = 60.0
+# The node's message counts unchanged this long after a play: the rest were lost in transport.
+RECEIVE_STALL_S = 3.0
 SERVICE_TIMEOUT_S = 120.0
 # ROS domain IDs usable on any host (REP-2000 platforms; 0..101 avoids port clashes).
 DOMAIN_ID_RANGE = (1, 101)
@@ -132,13 +134,14 @@ class LiveNode:
 
     def wait_received(
         self, published: Mapping[str, int], timeout_s: float = SERVICE_TIMEOUT_S
-    ) -> bool:
+    ) -> str:
         """Wait until the node's ``/diagnostics`` say it has had every message ``published``
-        (topic -> count) on its two inputs, heard or lost in transport.
+        (topic -> count) on its two inputs, or until its counts stop moving for
+        ``RECEIVE_STALL_S`` (best-effort sensor QoS may drop a message unannounced).
 
         A player's last messages can still be in flight when it returns, and ``~/flush``
         gives up readings that wait for a pose: flushing at once would map one reading more
-        or less by timing. True once all arrived, False at the timeout.
+        or less by timing. Returns "" once all arrived, else what the node missed.
         """
         import rclpy
         from diagnostic_msgs.msg import DiagnosticArray
@@ -147,26 +150,33 @@ class LiveNode:
         from gp_mapper.ros.node import NODE_NAME
 
         status = f"{NODE_NAME}: mapping"  # the node's DiagnosticStatus (status_name)
-        arrived = False
+        heard: dict[str, tuple[int, int]] = {}  # topic -> (had, sent)
 
         def check(msg: DiagnosticArray) -> None:
-            nonlocal arrived
             values = diagnostic_values(msg, status)
             if values is None:
                 return
-            arrived = all(
-                int(values[f"{key}_received"]) + int(values[f"{key}_lost_in_transport"])
-                >= published.get(values[f"{key}_topic"], 0)
-                for key in ("mag", "pose")
-            )
+            for key in ("mag", "pose"):
+                topic = values[f"{key}_topic"]
+                had = int(values[f"{key}_received"]) + int(values[f"{key}_lost_in_transport"])
+                heard[topic] = (had, published.get(topic, 0))
 
         node = rclpy.create_node("gp_mapper_demo_watch")
         try:
             node.create_subscription(DiagnosticArray, "/diagnostics", check, 10)
-            deadline = time.monotonic() + timeout_s
-            while not arrived and time.monotonic() < deadline:
+            now = time.monotonic()
+            deadline, last, moved = now + timeout_s, dict(heard), now
+            while now < deadline:
                 rclpy.spin_once(node, timeout_sec=0.2)
-            return arrived
+                now = time.monotonic()
+                if heard and all(had >= sent for had, sent in heard.values()):
+                    return ""
+                if heard != last:
+                    last, moved = dict(heard), now
+                elif heard and now - moved > RECEIVE_STALL_S:
+                    break
+            missed = [f"{sent - had} of {sent} on {t}" for t, (had, sent) in heard.items()]
+            return ", ".join(m for m in missed if not m.startswith("0 ")) or "no diagnostics"
         finally:
             node.destroy_node()
 
@@ -212,8 +222,9 @@ def map_live(bag: Path, out: Path, *, rate: float, params: dict[str, object] | N
         print(f"[3/5] playing {bag.name} at x{rate} with /clock ...", flush=True)
         played = play_bag(bag, rate=rate, wait_subscribers_s=NODE_START_TIMEOUT_S)
         print(f"      published {played.published} in {played.duration_s:.1f} s", flush=True)
-        if not node.wait_received(played.published):
-            print("      the node has not had every message yet; flushing anyway", flush=True)
+        missed = node.wait_received(played.published)
+        if missed:
+            print(f"      the node did not get every message ({missed})", flush=True)
         print("[4/5] mapping the last window and saving the map ...", flush=True)
         node.trigger("flush")
         node.trigger("save_map")
