@@ -54,10 +54,11 @@ from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import MagneticField
 
 from gp_mapper.commands.demo import LiveNode
-from gp_mapper.ros.diagnostic_messages import diagnostic_values
+from gp_mapper.ros.diagnostic_messages import diagnostic_values, mapping_status_name
+from gp_mapper.ros.node import NODE_NAME
 from gp_mapper.ros.stamps import ns_to_stamp
 
-STATUS = "gp_mapper: mapping"
+STATUS = mapping_status_name(NODE_NAME)
 BASE_NS = 1_700_000_000 * 10**9
 TESLA_PER_UT = 1e-6
 NS_PER_S = 10**9

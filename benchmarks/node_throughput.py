@@ -34,10 +34,11 @@ from geometry_msgs.msg import PoseStamped
 from sensor_msgs.msg import MagneticField
 
 from gp_mapper.commands.demo import LiveNode
-from gp_mapper.ros.diagnostic_messages import diagnostic_values
+from gp_mapper.ros.diagnostic_messages import diagnostic_values, mapping_status_name
+from gp_mapper.ros.node import NODE_NAME
 from gp_mapper.ros.stamps import ns_to_stamp
 
-STATUS = "gp_mapper: mapping"
+STATUS = mapping_status_name(NODE_NAME)
 GRID_SIDE_M = 20.0
 BASE_NS = 1_700_000_000 * 10**9
 # The mapped world: 48 µT plus a 10 µT pattern with a ~1 m scale, in tesla on the wire.

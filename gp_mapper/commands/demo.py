@@ -146,10 +146,10 @@ class LiveNode:
         import rclpy
         from diagnostic_msgs.msg import DiagnosticArray
 
-        from gp_mapper.ros.diagnostic_messages import diagnostic_values
+        from gp_mapper.ros.diagnostic_messages import diagnostic_values, mapping_status_name
         from gp_mapper.ros.node import NODE_NAME
 
-        status = f"{NODE_NAME}: mapping"  # the node's DiagnosticStatus (status_name)
+        status = mapping_status_name(NODE_NAME)
         heard: dict[str, tuple[int, int]] = {}  # topic -> (had, sent)
 
         def check(msg: DiagnosticArray) -> None:
@@ -175,8 +175,12 @@ class LiveNode:
                     last, moved = dict(heard), now
                 elif heard and now - moved > RECEIVE_STALL_S:
                     break
-            missed = [f"{sent - had} of {sent} on {t}" for t, (had, sent) in heard.items()]
-            return ", ".join(m for m in missed if not m.startswith("0 ")) or "no diagnostics"
+            missed = [
+                f"{sent - had} of {sent} on {topic}"
+                for topic, (had, sent) in heard.items()
+                if had < sent
+            ]
+            return ", ".join(missed) or "no diagnostics"
         finally:
             node.destroy_node()
 

@@ -17,6 +17,7 @@ A task is retried once; a tile that still fails is named, and no map is made.
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -334,15 +335,10 @@ class _RayRunner:
         in_flight: dict[Any, TileKey] = {}
         states, failed = {}, {}
         limit = IN_FLIGHT_PER_WORKER * self.workers
-        exhausted = False
-        while not exhausted or in_flight:
-            while not exhausted and len(in_flight) < limit:
-                task = next(pending, None)
-                if task is None:
-                    exhausted = True
-                    break
+        while True:
+            for task in itertools.islice(pending, limit - len(in_flight)):
                 in_flight[self._remote.remote(task)] = task.key
-            if not in_flight:
+            if not in_flight:  # every task handed on and collected
                 break
             ready, _ = ray.wait(list(in_flight), num_returns=1)
             for ref in ready:

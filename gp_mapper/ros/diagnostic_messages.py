@@ -20,6 +20,12 @@ DIAGNOSTIC_ERROR = DiagnosticStatus.ERROR
 DIAGNOSTIC_STALE = DiagnosticStatus.STALE
 
 
+def mapping_status_name(node_name: str) -> str:
+    """Name of a mapper node's DiagnosticStatus, from its fully qualified name (a leading
+    slash dropped), e.g. ``gp_mapper: mapping``."""
+    return f"{node_name.lstrip('/')}: mapping"
+
+
 def _value_text(value: object) -> str:
     # repr of a float is the shortest text that parses back to the same double, so a
     # reader recovers the occupancy scale lo/hi exactly.

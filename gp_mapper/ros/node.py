@@ -78,6 +78,7 @@ from gp_mapper.ros.diagnostic_messages import (
     DIAGNOSTIC_OK,
     DIAGNOSTIC_WARN,
     diagnostic_array,
+    mapping_status_name,
 )
 from gp_mapper.ros.entry import run_node
 from gp_mapper.ros.input_messages import POSE_INPUTS, field_reading_from_msg
@@ -234,7 +235,7 @@ class GpMapperNode(Node):
     @property
     def status_name(self) -> str:
         """Name of this node's DiagnosticStatus, e.g. ``gp_mapper: mapping``."""
-        return f"{self.get_fully_qualified_name().lstrip('/')}: mapping"
+        return mapping_status_name(self.get_fully_qualified_name())
 
     # ------------------------------------------------------------------ pipeline
 

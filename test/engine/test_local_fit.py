@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from gp_mapper.engine import EngineSpec, build_model
-from gp_mapper.engine.vips.local_fit import local_fit_problem, marginal, near_rows
+from gp_mapper.engine.vips.local_fit import distance_to, local_fit_problem, marginal
 
 
 def _lawnmower(n: int, rows: float = 3.0, side: float = 20.0, step: float = 0.05) -> np.ndarray:
@@ -52,11 +52,11 @@ def test_marginal_is_the_block_of_the_carried_moments() -> None:
     assert marginal(carried, torch.zeros_like(keep)) is None
 
 
-def test_near_rows_is_a_distance_test() -> None:
+def test_distance_to_is_to_the_nearest_row() -> None:
     pts = torch.tensor([[0.0, 0.0], [1.0, 0.0], [5.0, 5.0]], dtype=torch.float64)
     X = torch.tensor([[0.0, 0.5]], dtype=torch.float64)
-    assert near_rows(pts, X, 1.2).tolist() == [True, True, False]
-    assert near_rows(pts[:0], X, 1.0).numel() == 0
+    assert (distance_to(pts, X) <= 1.2).tolist() == [True, True, False]
+    assert (distance_to(pts[:0], X) <= 1.0).numel() == 0
 
 
 def test_the_neighbourhood_is_used_only_past_the_threshold_and_when_smaller() -> None:
@@ -74,7 +74,7 @@ def test_the_neighbourhood_is_used_only_past_the_threshold_and_when_smaller() ->
     # Every inducing point left out is beyond the kernel's range of every reading.
     radius = kernel.negligible_distance(1e-3)
     assert radius is not None
-    far = ~near_rows(carried.Z, X, radius)
+    far = ~(distance_to(carried.Z, X) <= radius)
     assert int(far.sum()) == M - near.Z.shape[0]
     # A window covering the whole map: a neighbourhood of more than half the map is the map
     # while the map is within the threshold, and past it the threshold's nearest points.

@@ -67,11 +67,6 @@ def distance_to(points: Tensor, X: Tensor) -> Tensor:
     return out
 
 
-def near_rows(points: Tensor, X: Tensor, radius: float) -> Tensor:
-    """Mask [P] of ``points`` within ``radius`` of some row of X (Euclidean, all columns)."""
-    return distance_to(points, X) <= radius
-
-
 def marginal(old: CarriedPosterior, keep: Tensor) -> CarriedPosterior | None:
     """The carried posterior's marginal over the inducing points ``keep`` (a mask [M_a]).
 
