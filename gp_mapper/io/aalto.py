@@ -117,15 +117,18 @@ def available_sequences(sensor_dir: Path) -> list[int]:
 
 
 def _sensor_dir(data_dir: Path, sensor: str) -> Path:
+    """``DATA_DIR/SENSOR``, or ``DATA_DIR/data/SENSOR``: a clone of AaltoML/magnetic-data
+    holds its sensor folders under ``data/``, and a user passes the clone."""
     if not data_dir.is_dir():
         raise DatasetError(f"Aalto data directory {data_dir} does not exist")
-    sensor_dir = data_dir / sensor
-    if not sensor_dir.is_dir():
-        present = sorted(p.name for p in data_dir.iterdir() if p.is_dir())
-        raise DatasetError(
-            f"no sensor folder {sensor!r} in {data_dir}; it holds {present or 'no folders'}"
-        )
-    return sensor_dir
+    for sensor_dir in (data_dir / sensor, data_dir / "data" / sensor):
+        if sensor_dir.is_dir():
+            return sensor_dir
+    present = sorted(p.name for p in data_dir.iterdir() if p.is_dir())
+    raise DatasetError(
+        f"no sensor folder {sensor!r} in {data_dir} or in {data_dir / 'data'}; "
+        f"{data_dir} holds {present or 'no folders'}"
+    )
 
 
 def _csv_path(sensor_dir: Path, seq: int, kind: str) -> Path:

@@ -67,6 +67,12 @@ def test_missing_sensor_lists_what_exists(tmp_path: Path) -> None:
         load_aalto_sequence(tmp_path, "invensense", 1)
 
 
+def test_a_clone_of_the_dataset_is_found_through_its_data_folder(tmp_path: Path) -> None:
+    written = write_tiny_aalto(tmp_path / "data")
+    seq = load_aalto_sequence(tmp_path, "invensense", 1)
+    np.testing.assert_array_equal(seq.mag_ut, written[1].mag_ut)
+
+
 def test_missing_sequence_names_the_file_and_the_sequences_present(tmp_path: Path) -> None:
     write_tiny_aalto(tmp_path)
     with pytest.raises(DatasetError, match=r"missing 7-time\.csv .*sequences there: \[1, 2\]"):
