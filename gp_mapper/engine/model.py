@@ -86,6 +86,16 @@ class ModelPosterior(Protocol):
         """
         ...
 
+    def predict_block_with_field(self, Xs: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """:meth:`predict_block` and :meth:`predict_field` at once: ‖B‖'s mean and variance
+        [S], the field's mean [S, 3] and covariance [S, 3, 3]. A vector posterior predicts
+        ‖B‖ from the field, so the map products, which want both, pay for the field once.
+
+        Raises:
+            NotSupportedError: a posterior of one scalar (``target == "scalar"``).
+        """
+        ...
+
     def changed_since(self, previous: ModelPosterior, xy: np.ndarray) -> np.ndarray | None:
         """Which of the points ``xy`` [S, 2] (x, y) this posterior may predict otherwise than
         ``previous`` did, as a bool mask [S]; None: all of them. A map redraws only those (a
@@ -231,6 +241,9 @@ class ScalarOutputs(ChangesEverywhere):
         return {}
 
     def predict_field(self, Xs: Tensor) -> tuple[Tensor, Tensor]:
+        raise NotSupportedError(f"{type(self).__name__} predicts one scalar, not the field vector")
+
+    def predict_block_with_field(self, Xs: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         raise NotSupportedError(f"{type(self).__name__} predicts one scalar, not the field vector")
 
 

@@ -269,6 +269,41 @@ def predict_grid_field(
     return mean, var
 
 
+def predict_grid_with_field(
+    posterior: ModelPosterior,
+    grid: GridSpec,
+    *,
+    z: float = 0.0,
+    tile: int = DEFAULT_TILE_CELLS,
+    skip: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`predict_grid` and :func:`predict_grid_field` of a vector posterior in one pass:
+    each tile's field is predicted once (``posterior.predict_block_with_field``) where the
+    two would predict it twice, ‖B‖ being a function of it.
+
+    Returns:
+        mean, variance, prior variance [H, W] as :func:`predict_grid`; the field's mean and
+        variances [H, W, 3] as :func:`predict_grid_field`.
+
+    Raises:
+        NotSupportedError: a posterior of one scalar.
+    """
+    H, W = grid.shape
+    mean, var, prior = np.full((H, W), np.nan), np.full((H, W), np.nan), np.full((H, W), np.nan)
+    field_mean, field_var = np.full((H, W, 3), np.nan), np.full((H, W, 3), np.nan)
+    with torch.no_grad():
+        for rows, cols, Xs in _tiles(posterior, grid, z, tile, skip):
+            m, v, fm, cov = posterior.predict_block_with_field(Xs)
+            h, w = rows.stop - rows.start, cols.stop - cols.start
+            mean[rows, cols] = _host(m).reshape(h, w)
+            var[rows, cols] = _host(v).reshape(h, w)
+            prior[rows, cols] = _host(posterior.prior_variance(Xs)).reshape(h, w)
+            field_mean[rows, cols] = _host(fm).reshape(h, w, 3)
+            diagonal = torch.diagonal(cov, dim1=-2, dim2=-1)
+            field_var[rows, cols] = _host(diagonal).reshape(h, w, 3)
+    return mean, var, prior, field_mean, field_var
+
+
 def skipped_cells(skip: np.ndarray, tile: int = DEFAULT_TILE_CELLS) -> np.ndarray:
     """[H, W] the cells of the tiles the predictors leave out for ``skip`` [H, W]: those whose
     every cell is skipped."""

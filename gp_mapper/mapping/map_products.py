@@ -17,8 +17,8 @@ from gp_mapper.mapping.grid import (
     GridSpec,
     grid_for,
     predict_grid,
-    predict_grid_field,
     predict_grid_layers,
+    predict_grid_with_field,
     skipped_cells,
 )
 
@@ -76,7 +76,7 @@ def predict_products(
     previous: tuple[ModelPosterior, MapProducts] | None = None,
 ) -> MapProducts:
     """Predict the map on ``grid`` (in tiles, see ``grid.predict_grid``); for a vector model
-    also its components (``grid.predict_grid_field``).
+    also its components, in the same pass (``grid.predict_grid_with_field``).
 
     With ``previous`` (the last map's posterior and products) only the cells the posterior
     may predict otherwise (its ``changed_since``) or that the last grid did not hold are
@@ -85,10 +85,14 @@ def predict_products(
     """
     placed = None if previous is None else _placement(previous[1].grid, grid)
     keep = None if placed is None else _kept_cells(posterior, grid, previous[0], placed)
-    mean, variance, prior = predict_grid(posterior, grid, z=config.grid_z, skip=keep)
+    field_mean, field_variance = None, None
+    if posterior.target == "vector":
+        mean, variance, prior, field_mean, field_variance = predict_grid_with_field(
+            posterior, grid, z=config.grid_z, skip=keep
+        )
+    else:
+        mean, variance, prior = predict_grid(posterior, grid, z=config.grid_z, skip=keep)
     layers = predict_grid_layers(posterior, grid, z=config.grid_z, skip=keep)
-    field = predict_grid_field(posterior, grid, z=config.grid_z, skip=keep)
-    field_mean, field_variance = (None, None) if field is None else field
     if keep is not None and placed is not None and previous is not None:
         old = previous[1]
         kept = skipped_cells(keep)

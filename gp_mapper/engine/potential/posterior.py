@@ -108,6 +108,12 @@ class FieldPosterior(ChangesEverywhere):
         return self.predict(Xs)
 
     @torch.no_grad()
+    def predict_block_with_field(self, Xs: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """‖B‖'s moments [S] and the field's [S, 3], [S, 3, 3] from one prediction of the field."""
+        mean, cov = self.predict_field(Xs)
+        return (*norm_moments(mean, cov), mean, cov)
+
+    @torch.no_grad()
     def prior_variance(self, Xs: Tensor) -> Tensor:
         """[S] one component's local prior variance: ‖B‖'s variance where no data are near.
 

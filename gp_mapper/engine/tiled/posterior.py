@@ -83,24 +83,30 @@ class BlendedPosterior:
         Raises:
             NotSupportedError: the tiles map one scalar.
         """
-        reference = self.tiles[self.reference]
-        if self.target != "vector":
-            raise NotSupportedError("the tiles map one scalar, not the field vector")
-        mean = torch.zeros(Xs.shape[0], 3, dtype=Xs.dtype, device=Xs.device)
-        covered = torch.zeros(Xs.shape[0], dtype=torch.bool, device=Xs.device)
-        parts = []
-        for key, (rows, w) in self._weights(Xs).items():
-            m, c = self.tiles[key].predict_field(Xs[rows])
-            mean[rows] += w[:, None] * m
-            covered[rows] = True
-            parts.append((rows, w, m, c))
-        cov = torch.zeros(Xs.shape[0], 3, 3, dtype=Xs.dtype, device=Xs.device)
-        for rows, w, m, c in parts:
-            d = m - mean[rows]
-            cov[rows] += w[:, None, None] * (c + d[:, :, None] * d[:, None, :])
-        if not bool(covered.all()):
-            mean[~covered], cov[~covered] = reference.predict_field(Xs[~covered])
-        return mean, cov
+        self._check_vector()
+        parts, covered, rest = self._parts(Xs, lambda p, X: p.predict_field(X))
+        return _field_mixture(Xs, parts, covered, rest)
+
+    def predict_block_with_field(self, Xs: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """:meth:`predict_block` and :meth:`predict_field` from one prediction per tile.
+
+        Raises:
+            NotSupportedError: the tiles map one scalar.
+        """
+        self._check_vector()
+        single = self._single_tile(Xs)
+        if single is not None:
+            return single.predict_block_with_field(Xs)
+        parts, covered, rest = self._parts(Xs, lambda p, X: p.predict_block_with_field(X))
+        mean, var = _scalar_mixture(
+            Xs, [(rows, w, m, v) for rows, w, m, v, _, _ in parts], covered,
+            None if rest is None else rest[:2],
+        )  # fmt: skip
+        field_mean, field_cov = _field_mixture(
+            Xs, [(rows, w, fm, fc) for rows, w, _, _, fm, fc in parts], covered,
+            None if rest is None else rest[2:],
+        )  # fmt: skip
+        return mean, var, field_mean, field_cov
 
     def changed_since(self, previous: ModelPosterior, xy: np.ndarray) -> np.ndarray | None:
         """Where a tile changed since ``previous`` (another object: updated, new or gone) has
@@ -142,26 +148,78 @@ class BlendedPosterior:
             out[key] = (torch.as_tensor(rows, device=Xs.device), value)
         return out
 
-    def _mixture(
-        self, Xs: Tensor, predict: Callable[[ModelPosterior, Tensor], tuple[Tensor, Tensor]]
-    ) -> tuple[Tensor, Tensor]:
+    def _single_tile(self, Xs: Tensor) -> ModelPosterior | None:
+        """The tile whose weight is 1 at every point of Xs, if one is (its own prediction is
+        the map's there); None otherwise."""
         weights = self._weights(Xs)
         if len(weights) == 1:
             key, (rows, _) = next(iter(weights.items()))
-            if len(rows) == Xs.shape[0]:  # one tile reaches every point: its own prediction
-                return predict(self.tiles[key], Xs)
-        mean = torch.zeros(Xs.shape[0], dtype=Xs.dtype, device=Xs.device)
+            if len(rows) == Xs.shape[0]:
+                return self.tiles[key]
+        return None
+
+    def _parts(
+        self, Xs: Tensor, predict: Callable[[ModelPosterior, Tensor], tuple[Tensor, ...]]
+    ) -> tuple[list[tuple[Tensor, ...]], Tensor, tuple[Tensor, ...] | None]:
+        """Each reaching tile's ``(rows, weights, *predict(tile, Xs[rows]))``, the rows some
+        tile reaches, and the reference tile's prediction of the others (None if none)."""
         covered = torch.zeros(Xs.shape[0], dtype=torch.bool, device=Xs.device)
         parts = []
-        for key, (rows, w) in weights.items():
-            m, v = predict(self.tiles[key], Xs[rows])
-            mean[rows] += w * m
+        for key, (rows, w) in self._weights(Xs).items():
+            parts.append((rows, w, *predict(self.tiles[key], Xs[rows])))
             covered[rows] = True
-            parts.append((rows, w, m, v))
-        # Σ w (σ² + (μ_k − μ)²): the mixture variance without the cancellation of Σ w μ² − μ².
-        var = torch.zeros_like(mean)
-        for rows, w, m, v in parts:
-            var[rows] += w * (v + (m - mean[rows]) ** 2)
-        if not bool(covered.all()):
-            mean[~covered], var[~covered] = predict(self.tiles[self.reference], Xs[~covered])
-        return mean, var
+        rest = None
+        if not bool(covered.all()):  # where no tile reaches: the reference tile's
+            rest = predict(self.tiles[self.reference], Xs[~covered])
+        return parts, covered, rest
+
+    def _check_vector(self) -> None:
+        if self.target != "vector":
+            raise NotSupportedError("the tiles map one scalar, not the field vector")
+
+    def _mixture(
+        self, Xs: Tensor, predict: Callable[[ModelPosterior, Tensor], tuple[Tensor, Tensor]]
+    ) -> tuple[Tensor, Tensor]:
+        single = self._single_tile(Xs)
+        if single is not None:
+            return predict(single, Xs)
+        return _scalar_mixture(Xs, *self._parts(Xs, predict))
+
+
+def _scalar_mixture(
+    Xs: Tensor,
+    parts: list[tuple[Tensor, ...]],
+    covered: Tensor,
+    rest: tuple[Tensor, ...] | None,
+) -> tuple[Tensor, Tensor]:
+    """Mean and variance [S] of the mixture of the tiles' ``(rows, w, mean, variance)``."""
+    mean = torch.zeros(Xs.shape[0], dtype=Xs.dtype, device=Xs.device)
+    for rows, w, m, _ in parts:
+        mean[rows] += w * m
+    # Σ w (σ² + (μ_k − μ)²): the mixture variance without the cancellation of Σ w μ² − μ².
+    var = torch.zeros_like(mean)
+    for rows, w, m, v in parts:
+        var[rows] += w * (v + (m - mean[rows]) ** 2)
+    if rest is not None:
+        mean[~covered], var[~covered] = rest
+    return mean, var
+
+
+def _field_mixture(
+    Xs: Tensor,
+    parts: list[tuple[Tensor, ...]],
+    covered: Tensor,
+    rest: tuple[Tensor, ...] | None,
+) -> tuple[Tensor, Tensor]:
+    """Mean [S, 3] and covariance [S, 3, 3] of the mixture of the tiles' ``(rows, w, mean,
+    covariance)``."""
+    mean = torch.zeros(Xs.shape[0], 3, dtype=Xs.dtype, device=Xs.device)
+    for rows, w, m, _ in parts:
+        mean[rows] += w[:, None] * m
+    cov = torch.zeros(Xs.shape[0], 3, 3, dtype=Xs.dtype, device=Xs.device)
+    for rows, w, m, c in parts:
+        d = m - mean[rows]
+        cov[rows] += w[:, None, None] * (c + d[:, :, None] * d[:, None, :])
+    if rest is not None:
+        mean[~covered], cov[~covered] = rest
+    return mean, cov

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from gp_mapper.mapping.errors import MapFileError
-from gp_mapper.mapping.grid import GridSpec, grid_for, predict_grid, predict_grid_field
+from gp_mapper.mapping.grid import GridSpec, grid_for, predict_grid, predict_grid_with_field
 
 if TYPE_CHECKING:
     from gp_mapper.engine import Model
@@ -146,8 +146,12 @@ class FieldLookup:
         if posterior is None:
             raise ValueError("the model has no posterior yet: map some readings first")
         grid = grid_for(box, resolution_m, MAX_LOOKUP_CELLS, margin_m=margin_m)
-        mean, variance, prior = predict_grid(posterior, grid, z=z)
-        field = predict_grid_field(posterior, grid, z=z)  # None for a scalar map
+        field = None  # for a scalar map
+        if posterior.target == "vector":
+            mean, variance, prior, *components = predict_grid_with_field(posterior, grid, z=z)
+            field = (components[0], components[1])
+        else:
+            mean, variance, prior = predict_grid(posterior, grid, z=z)
         theta = model.hyperparameters()
         return cls(
             grid, mean, variance, prior, MapNoise.from_hyperparameters(theta),

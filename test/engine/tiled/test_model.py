@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from gp_mapper.engine import EngineSpec, StreamingModel, build_model, model_from_state
-from gp_mapper.engine.registry import model_names
+from gp_mapper.engine.registry import model_entry, model_names
 from gp_mapper.engine.tiled import UNANCHORED, TiledModel, TileLayout
 
 SETTINGS = {"kernel": "se", "lengthscale": 0.6, "constant_variance": 4.0, "kernel_variance": 1.0,
@@ -195,6 +195,26 @@ def test_every_streaming_model_tiles_and_its_state_round_trips(name: str) -> Non
     if model.posterior.target == "vector":
         field_mean, cov = model.posterior.predict_field(Xs)
         assert field_mean.shape == (40, 3) and cov.shape == (40, 3, 3)
+
+
+@pytest.mark.parametrize(
+    "name", [n for n in model_names("streaming") if model_entry(n).target == "vector"]
+)
+def test_a_vector_maps_norm_and_field_in_one_pass_are_its_two_predictions(name: str) -> None:
+    from test.engine.test_model_contract import data
+
+    X, y = data(name=name)
+    model = tiled(name=name)
+    stream(model, X * 4.0, y, 3)
+    assert len(model.tiles) > 1
+    # A line across the tiles, their overlaps and off every tile (the reference tile's).
+    x = np.linspace(-6.0, 18.0, 241)
+    Xs = torch.as_tensor(np.column_stack([x, np.full_like(x, 1.0)]))
+    posterior = model.posterior
+    together = posterior.predict_block_with_field(Xs)
+    apart = (*posterior.predict_block(Xs), *posterior.predict_field(Xs))
+    for a, b in zip(together, apart, strict=True):
+        torch.testing.assert_close(a, b, rtol=0.0, atol=0.0)
 
 
 def test_the_first_reading_anchors_the_tiles_and_the_anchor_is_saved() -> None:
