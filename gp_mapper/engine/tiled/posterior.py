@@ -19,6 +19,9 @@ from ..errors import NotSupportedError
 from ..model import ModelPosterior, Target
 from .layout import TileKey, TileLayout
 
+# For each tile reaching some of a set of points: those rows and their normalised weights.
+Weights = dict[TileKey, tuple[Tensor, Tensor]]
+
 
 class BlendedPosterior:
     """The blend of tile posteriors (each a :class:`~..model.ModelPosterior`) over a layout.
@@ -84,7 +87,7 @@ class BlendedPosterior:
             NotSupportedError: the tiles map one scalar.
         """
         self._check_vector()
-        parts, covered, rest = self._parts(Xs, lambda p, X: p.predict_field(X))
+        parts, covered, rest = self._parts(Xs, self._weights(Xs), lambda p, X: p.predict_field(X))
         return _field_mixture(Xs, parts, covered, rest)
 
     def predict_block_with_field(self, Xs: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
@@ -94,10 +97,11 @@ class BlendedPosterior:
             NotSupportedError: the tiles map one scalar.
         """
         self._check_vector()
-        single = self._single_tile(Xs)
+        weights = self._weights(Xs)
+        single = self._single_tile(Xs, weights)
         if single is not None:
             return single.predict_block_with_field(Xs)
-        parts, covered, rest = self._parts(Xs, lambda p, X: p.predict_block_with_field(X))
+        parts, covered, rest = self._parts(Xs, weights, lambda p, X: p.predict_block_with_field(X))
         mean, var = _scalar_mixture(
             Xs, [(rows, w, m, v) for rows, w, m, v, _, _ in parts], covered,
             None if rest is None else rest[:2],
@@ -131,7 +135,7 @@ class BlendedPosterior:
         return changed
 
     # ------------------------------------------------------------------ the blend
-    def _weights(self, Xs: Tensor) -> dict[TileKey, tuple[Tensor, Tensor]]:
+    def _weights(self, Xs: Tensor) -> Weights:
         """For each tile reaching some of ``Xs``: those rows and their normalised weights."""
         xy = Xs[:, :2].detach().cpu().numpy()
         raw: dict[TileKey, np.ndarray] = {}
@@ -148,10 +152,9 @@ class BlendedPosterior:
             out[key] = (torch.as_tensor(rows, device=Xs.device), value)
         return out
 
-    def _single_tile(self, Xs: Tensor) -> ModelPosterior | None:
-        """The tile whose weight is 1 at every point of Xs, if one is (its own prediction is
-        the map's there); None otherwise."""
-        weights = self._weights(Xs)
+    def _single_tile(self, Xs: Tensor, weights: Weights) -> ModelPosterior | None:
+        """The tile whose weight is 1 at every point of Xs (``weights``: their
+        :meth:`_weights`), if one is (its own prediction is the map's there); None otherwise."""
         if len(weights) == 1:
             key, (rows, _) = next(iter(weights.items()))
             if len(rows) == Xs.shape[0]:
@@ -159,13 +162,16 @@ class BlendedPosterior:
         return None
 
     def _parts(
-        self, Xs: Tensor, predict: Callable[[ModelPosterior, Tensor], tuple[Tensor, ...]]
+        self,
+        Xs: Tensor,
+        weights: Weights,
+        predict: Callable[[ModelPosterior, Tensor], tuple[Tensor, ...]],
     ) -> tuple[list[tuple[Tensor, ...]], Tensor, tuple[Tensor, ...] | None]:
         """Each reaching tile's ``(rows, weights, *predict(tile, Xs[rows]))``, the rows some
         tile reaches, and the reference tile's prediction of the others (None if none)."""
         covered = torch.zeros(Xs.shape[0], dtype=torch.bool, device=Xs.device)
         parts = []
-        for key, (rows, w) in self._weights(Xs).items():
+        for key, (rows, w) in weights.items():
             parts.append((rows, w, *predict(self.tiles[key], Xs[rows])))
             covered[rows] = True
         rest = None
@@ -180,10 +186,11 @@ class BlendedPosterior:
     def _mixture(
         self, Xs: Tensor, predict: Callable[[ModelPosterior, Tensor], tuple[Tensor, Tensor]]
     ) -> tuple[Tensor, Tensor]:
-        single = self._single_tile(Xs)
+        weights = self._weights(Xs)
+        single = self._single_tile(Xs, weights)
         if single is not None:
             return predict(single, Xs)
-        return _scalar_mixture(Xs, *self._parts(Xs, predict))
+        return _scalar_mixture(Xs, *self._parts(Xs, weights, predict))
 
 
 def _scalar_mixture(
