@@ -239,36 +239,6 @@ def predict_grid_layers(
     return out
 
 
-def predict_grid_field(
-    posterior: ModelPosterior,
-    grid: GridSpec,
-    *,
-    z: float = 0.0,
-    tile: int = DEFAULT_TILE_CELLS,
-    skip: np.ndarray | None = None,
-) -> tuple[np.ndarray, np.ndarray] | None:
-    """The field vector on the grid, for a vector model: ``posterior.predict_field(Xs)`` per
-    tile; None for a posterior of one scalar (``target`` "scalar"). ``skip`` as in
-    :func:`predict_grid`.
-
-    Returns:
-        mean [H, W, 3] (µT) of the map-frame components (x, y, z) and their variances
-        [H, W, 3] (µT², latent field, no noise: the diagonal of each cell's 3 x 3
-        covariance), float64 numpy arrays; or None.
-    """
-    if posterior.target != "vector":
-        return None
-    H, W = grid.shape
-    mean, var = np.full((H, W, 3), np.nan), np.full((H, W, 3), np.nan)
-    with torch.no_grad():
-        for rows, cols, Xs in _tiles(posterior, grid, z, tile, skip):
-            m, cov = posterior.predict_field(Xs)  # [S, 3], [S, 3, 3]
-            h, w = rows.stop - rows.start, cols.stop - cols.start
-            mean[rows, cols] = _host(m).reshape(h, w, 3)
-            var[rows, cols] = _host(torch.diagonal(cov, dim1=-2, dim2=-1)).reshape(h, w, 3)
-    return mean, var
-
-
 def predict_grid_with_field(
     posterior: ModelPosterior,
     grid: GridSpec,
@@ -277,13 +247,14 @@ def predict_grid_with_field(
     tile: int = DEFAULT_TILE_CELLS,
     skip: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`predict_grid` and :func:`predict_grid_field` of a vector posterior in one pass:
-    each tile's field is predicted once (``posterior.predict_block_with_field``) where the
-    two would predict it twice, ‖B‖ being a function of it.
+    """:func:`predict_grid` of a vector posterior and its field vector, in one pass: each tile's
+    field is predicted once (``posterior.predict_block_with_field``), ‖B‖ being a function of
+    it. ``skip`` as in :func:`predict_grid`.
 
     Returns:
-        mean, variance, prior variance [H, W] as :func:`predict_grid`; the field's mean and
-        variances [H, W, 3] as :func:`predict_grid_field`.
+        mean, variance, prior variance [H, W] as :func:`predict_grid`; the mean [H, W, 3] (µT)
+        of the map-frame components (x, y, z) and their variances [H, W, 3] (µT², latent
+        field, no noise: the diagonal of each cell's 3 x 3 covariance), float64 numpy arrays.
 
     Raises:
         NotSupportedError: a posterior of one scalar.

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from gp_mapper.engine.errors import NotSupportedError
 from gp_mapper.engine.model import ScalarOutputs
 from gp_mapper.engine.vips.posterior import BLOCK_CUTOFF
 from gp_mapper.mapping import GridSpec, extend_box, grid_for, predict_grid
@@ -176,16 +177,23 @@ class _FieldPosterior:
         cov = torch.diag_embed(diag) + 0.5  # off-diagonal terms the variances must ignore
         return mean, cov
 
+    def predict_block_with_field(self, Xs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        mean, cov = self.predict_field(Xs)
+        return mean.norm(dim=1), cov.sum((1, 2)), mean, cov
+
+    def prior_variance(self, Xs: torch.Tensor) -> torch.Tensor:
+        return torch.ones(Xs.shape[0], dtype=Xs.dtype)
+
 
 def test_field_components_are_predicted_per_cell_across_tiles() -> None:
-    from gp_mapper.mapping.grid import predict_grid_field
+    from gp_mapper.mapping.grid import predict_grid_with_field
 
     grid = GridSpec(origin_m=(-1.0, 2.0), resolution_m=0.5, shape=(7, 9))
-    field = predict_grid_field(_FieldPosterior(), grid, tile=4)  # 2 x 2 tiles, ragged edges
-    assert field is not None
-    mean, var = field
+    # 2 x 2 tiles, ragged edges
+    *_, mean, var = predict_grid_with_field(_FieldPosterior(), grid, tile=4)
     assert mean.shape == var.shape == (7, 9, 3)
     xx, yy = np.meshgrid(*grid.cell_centres())
     np.testing.assert_array_equal(mean, np.stack([xx, yy, xx * yy], axis=-1))
     np.testing.assert_array_equal(var, np.stack([xx + 1.5, xx + 2.5, xx + 3.5], axis=-1))
-    assert predict_grid_field(_LayeredPosterior(), grid) is None  # a scalar posterior has none
+    with pytest.raises(NotSupportedError):  # a scalar posterior has none
+        predict_grid_with_field(_LayeredPosterior(), grid)

@@ -148,8 +148,10 @@ class FieldLookup:
         grid = grid_for(box, resolution_m, MAX_LOOKUP_CELLS, margin_m=margin_m)
         field = None  # for a scalar map
         if posterior.target == "vector":
-            mean, variance, prior, *components = predict_grid_with_field(posterior, grid, z=z)
-            field = (components[0], components[1])
+            mean, variance, prior, field_mean, field_var = predict_grid_with_field(
+                posterior, grid, z=z
+            )
+            field = (field_mean, field_var)
         else:
             mean, variance, prior = predict_grid(posterior, grid, z=z)
         theta = model.hyperparameters()
