@@ -101,10 +101,7 @@ def run_row(row: str, args: argparse.Namespace) -> dict[str, Any]:
     updates: list[tuple[float, float]] = []  # (window end [s of data], update seconds)
     memory: list[tuple[float, float, int]] = []  # (window end [s], RSS now [MB], tiles)
 
-    def on_snapshot(snapshot: Any) -> None:
-        report = snapshot.report
-        if report.get("provisional") or "window_end_ns" not in report:
-            return
+    def on_commit(report: dict[str, Any]) -> None:
         end_s = (int(report["window_end_ns"]) - info.start_ns) / NS_PER_S
         updates.append((end_s, float(report.get("seconds_total", np.nan))))
         memory.append((end_s, rss_now_mb(), int(report.get("tiles", 1))))
@@ -114,7 +111,10 @@ def run_row(row: str, args: argparse.Namespace) -> dict[str, Any]:
     start = time.perf_counter()
     budget_out = False
     last_print = start
-    with MappingPipeline(config, background=False, on_snapshot=on_snapshot) as pipeline:
+    # As `gp-mapper replay` maps a bag: the map drawn once, at the end.
+    with MappingPipeline(
+        config, background=False, draw_each_window=False, on_commit=on_commit
+    ) as pipeline:
         for count, record in enumerate(read_bag(bag, pose_type="auto")):
             if isinstance(record, FieldReading):
                 pipeline.add_field(record)

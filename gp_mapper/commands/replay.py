@@ -96,7 +96,8 @@ def replay_bag(
     # The heartbeat stops whether the replay ended or failed.
     with (
         bar if bar is not None else contextlib.nullcontext(),
-        MappingPipeline(config, background=False) as pipeline,
+        # Only the last map is written: drawn once, at the end.
+        MappingPipeline(config, background=False, draw_each_window=False) as pipeline,
     ):
         if resume is not None:
             pipeline.load(resume)

@@ -7,7 +7,8 @@ or inline when `background=False`) -> `MapSnapshot` (grid prediction) -> `on_sna
 their own modules: `inputs` (pairing, windowing, drops), `worker` (the single-flight thread),
 `map_products` (grid and prediction), `persistence` (map files to models). With provisional
 maps a window gives two snapshots: one under the previous hyperparameters as soon as its
-inducing points are chosen, then the fitted one.
+inducing points are chosen, then the fitted one. Offline, with `draw_each_window=False`, the
+map is drawn once, when `latest()` asks for it, instead of after every window.
 
 Locks: `_input_lock` guards the pairing/windowing side and the drop counts; `_model_lock`
 guards the model and the map's counters; `_snapshot_lock` guards the latest snapshot and the
@@ -75,6 +76,14 @@ class MappingPipeline:
             exceptions it raises are logged. A provisional snapshot is handed over during the
             model update, with the model lock held: the callback must not call `save`,
             `load` or `reset`.
+        draw_each_window: Draw the map (grids, field, full-resolution products) after every
+            window (the node: each is published). False, offline only: draw it when
+            `latest()` asks, from the newest committed model. The map is the same; a replay
+            that writes only its last map so skips a whole-room drawing per window (half
+            of a three-axis replay's time).
+        on_commit: Called with the report of each window the map took (the model's update
+            report, the window's stamps and its lost readings), drawn or not; exceptions it
+            raises are logged.
     """
 
     def __init__(
@@ -84,9 +93,15 @@ class MappingPipeline:
         model: StreamingModel | None = None,
         background: bool = True,
         on_snapshot: Callable[[MapSnapshot], None] | None = None,
+        draw_each_window: bool = True,
+        on_commit: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
+        if background and not draw_each_window:
+            raise ValueError("draw_each_window=False is for offline use (background=False)")
         self._config = config
         self._on_snapshot = on_snapshot
+        self._on_commit = on_commit
+        self._draw_each_window = draw_each_window
         # Input side (under self._inputs.lock, which is `_input_lock` below).
         self._inputs = InputStage(config)
         self._input_lock = self._inputs.lock
@@ -102,6 +117,8 @@ class MappingPipeline:
         # The last committed map's posterior and arrays: the next redraws what changed.
         self._drawn: tuple[ModelPosterior, MapProducts] | None = None
         self._drawn_fine: tuple[ModelPosterior, MapProducts] | None = None  # full resolution
+        # draw_each_window=False: the committed map not drawn yet (under _model_lock).
+        self._undrawn: _Undrawn | None = None
         self._num_samples = 0
         self._stamp_ns = 0
         # Published state and statistics (under _snapshot_lock).
@@ -316,10 +333,12 @@ class MappingPipeline:
                     **pass_noise,
                 }
                 self._keep_for_pass_noise(window, X)
-                products = self._predict(model.posterior, box, self._drawn)
-                if products is not None:
-                    self._drawn = (model.posterior, products)
-                    self._draw_fine(model.posterior, box)
+                if self._draw_each_window:
+                    products = self._predict(model.posterior, box, self._drawn)
+                    if products is not None:
+                        self._drawn = (model.posterior, products)
+                        self._draw_fine(model.posterior, box)
+                drawable = model.posterior is not None
                 summary = report.as_dict()
                 # Only a model at its cap (a tiled map: tiles at theirs) can leave readings out.
                 if at_cap or summary.get("tiles_full"):
@@ -343,7 +362,8 @@ class MappingPipeline:
         if report.num_outliers:  # readings the model refused to fit
             with self._input_lock:
                 self._inputs.drops.outlier += report.num_outliers
-        if products is None:  # the model took the data but has no posterior to draw
+        if not drawable or (self._draw_each_window and products is None):
+            # The model took the data but has no posterior to draw.
             logger.error("update on %d samples accepted without a posterior; no snapshot", n)
             return
         with self._snapshot_lock:
@@ -358,16 +378,30 @@ class MappingPipeline:
         }
         if lost and lost_windows % LOST_LOG_EVERY == 1:
             logger.warning("%s", _lost_message(report_dict))
-        self._publish(
-            products,
-            trajectory,
-            report_dict,
-            samples,
-            stamp_ns,
-            job,
-            model,
-            first_map_s=first_map_s[0] if first_map_s else None,
-        )
+        if products is not None:
+            self._publish(
+                products,
+                trajectory,
+                report_dict,
+                samples,
+                stamp_ns,
+                job,
+                model,
+                first_map_s=first_map_s[0] if first_map_s else None,
+            )
+        else:  # drawn when latest() asks (draw_each_window=False)
+            with self._model_lock:
+                if job.generation != self._generation:
+                    return
+                self._undrawn = _Undrawn(trajectory, report_dict, samples, stamp_ns)
+                support = model.posterior.support.shape[0] if model.posterior is not None else 0
+            with self._snapshot_lock:
+                self._record_commit(report_dict, samples, job, model, int(support), None)
+        if self._on_commit is not None:
+            try:
+                self._on_commit(report_dict)
+            except Exception:  # a consumer's bug must not stop the mapping
+                logger.exception("on_commit callback raised")
 
     def _keep_for_pass_noise(self, window: Window, X: np.ndarray) -> None:
         """Keep a window's readings for the pass-noise estimate (only windows the map took)."""
@@ -418,11 +452,13 @@ class MappingPipeline:
         model: StreamingModel,
         provisional: bool = False,
         first_map_s: float | None = None,
+        record: bool = True,
     ) -> bool:
         """Make a snapshot the latest; False if its window belongs to an earlier generation.
 
         A provisional snapshot leaves the statistics alone; the fitted one records both
-        latencies (window closed -> first map showing it, and -> fitted map).
+        latencies (window closed -> first map showing it, and -> fitted map), unless
+        ``record`` is False (a map drawn after its statistics were recorded).
         """
         with self._snapshot_lock:
             if job is not None and job.generation != self._generation:
@@ -446,30 +482,45 @@ class MappingPipeline:
                 num_samples=num_samples,
             )
             self._latest = snapshot
-            stats = self._stats
             if not provisional:
                 self._committed = snapshot
-                stats["updates"] = int(model.num_updates)
-                stats["inducing_points"] = snapshot.num_support
-                stats["samples"] = num_samples
-                stats["last_reason"] = str(report.get("reason", ""))
-                stats["last_update_s"] = float(report.get("seconds_total", math.nan))
-                refused = report.get("fit_refused")
-                self._set_health(
-                    f"fitted hyperparameters refused, the window was mapped under the previous "
-                    f"ones: {refused}"
-                    if refused
-                    else _lost_message(report)
-                    if report.get("lost_readings")
-                    else ""
-                )
-                if job is not None:
-                    fitted = time.perf_counter() - job.closed_s
-                    stats["last_batch_latency_s"] = fitted if first_map_s is None else first_map_s
-                    stats["last_fitted_latency_s"] = fitted
-                    stats["last_batch_samples"] = len(job.window.y)
+                if record:
+                    self._record_commit(
+                        report, num_samples, job, model, snapshot.num_support, first_map_s
+                    )
         self._notify(snapshot)
         return True
+
+    def _record_commit(
+        self,
+        report: dict[str, Any],
+        num_samples: int,
+        job: WindowJob | None,
+        model: StreamingModel,
+        num_support: int,
+        first_map_s: float | None,
+    ) -> None:
+        """The statistics of a committed map; under `_snapshot_lock`."""
+        stats = self._stats
+        stats["updates"] = int(model.num_updates)
+        stats["inducing_points"] = num_support
+        stats["samples"] = num_samples
+        stats["last_reason"] = str(report.get("reason", ""))
+        stats["last_update_s"] = float(report.get("seconds_total", math.nan))
+        refused = report.get("fit_refused")
+        self._set_health(
+            f"fitted hyperparameters refused, the window was mapped under the previous "
+            f"ones: {refused}"
+            if refused
+            else _lost_message(report)
+            if report.get("lost_readings")
+            else ""
+        )
+        if job is not None:
+            fitted = time.perf_counter() - job.closed_s
+            stats["last_batch_latency_s"] = fitted if first_map_s is None else first_map_s
+            stats["last_fitted_latency_s"] = fitted
+            stats["last_batch_samples"] = len(job.window.y)
 
     def _withdraw_provisional(self, job: WindowJob) -> MapSnapshot | None:
         """The window shown provisionally was rejected: show the committed map again.
@@ -494,9 +545,36 @@ class MappingPipeline:
                 logger.exception("on_snapshot callback raised")
 
     def latest(self) -> MapSnapshot | None:
-        """The newest snapshot, or None before the first accepted update."""
+        """The newest snapshot, or None before the first accepted update (with
+        ``draw_each_window=False``, the committed map is drawn now if it is not yet)."""
+        if not self._draw_each_window:
+            self._draw_undrawn()
         with self._snapshot_lock:
             return self._latest
+
+    def _draw_undrawn(self) -> None:
+        """Draw the committed map not drawn yet (``draw_each_window=False``)."""
+        with self._model_lock:
+            undrawn, self._undrawn = self._undrawn, None
+            if undrawn is None:
+                return
+            model = self._model
+            posterior, box = model.posterior, self._explored_box
+            products = self._predict(posterior, box, self._drawn)
+            if products is None or posterior is None:
+                return
+            self._drawn = (posterior, products)
+            self._draw_fine(posterior, box)
+            self._publish(
+                products,
+                undrawn.trajectory,
+                undrawn.report,
+                undrawn.num_samples,
+                undrawn.stamp_ns,
+                None,
+                model,
+                record=False,
+            )
 
     # ----------------------------------------------------------------- whole-map operations
 
@@ -570,7 +648,7 @@ class MappingPipeline:
             self._schedule = self._new_schedule()
             self._pass_noise = self._new_pass_noise(model)
             self._explored_box = None
-            self._drawn = self._drawn_fine = None
+            self._drawn = self._drawn_fine = self._undrawn = None
             self._num_samples = 0
             self._stamp_ns = 0
         with self._snapshot_lock:
@@ -623,7 +701,7 @@ class MappingPipeline:
             self._pass_noise = self._new_pass_noise(model)  # the loaded map keeps its own
             self._explored_box = data.explored_box
             self._drawn = None if products is None else (model.posterior, products)
-            self._drawn_fine = None
+            self._drawn_fine = self._undrawn = None
             if products is not None:
                 self._draw_fine(model.posterior, data.explored_box)
             self._num_samples = data.num_samples
@@ -700,6 +778,16 @@ class MappingPipeline:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+@dataclasses.dataclass(frozen=True)
+class _Undrawn:
+    """What the snapshot of a committed map not drawn yet shows besides the map."""
+
+    trajectory: np.ndarray
+    report: dict[str, Any]
+    num_samples: int
+    stamp_ns: int
 
 
 def _lost_message(report: dict[str, Any]) -> str:

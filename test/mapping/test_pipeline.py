@@ -132,6 +132,43 @@ def test_background_and_synchronous_modes_give_the_same_map(mapped, config) -> N
         np.testing.assert_allclose(ours.inducing_m, theirs.inducing_m, rtol=1e-12)
 
 
+def test_a_map_drawn_once_at_the_end_is_the_map_drawn_after_every_window(mapped, config) -> None:
+    _, expected = mapped
+    config = config.replace(full_resolution_cells=4096)
+    reports: list[dict] = []
+    drawn: list[MapSnapshot] = []
+    with MappingPipeline(
+        config, background=False, draw_each_window=False, on_commit=reports.append,
+        on_snapshot=drawn.append,
+    ) as pipeline:  # fmt: skip
+        feed(pipeline, EVENTS)
+        pipeline.flush()
+        d = pipeline.diagnostics()
+        assert drawn == [] and d["seq"] == 0  # nothing drawn while mapping
+        assert (d["updates"], d["samples"]) == (5, NUM_READINGS)
+        assert d["inducing_points"] == expected[-1].num_inducing
+        assert [r["window_end_ns"] for r in reports] == [
+            s.report["window_end_ns"] for s in expected
+        ]
+        last = pipeline.latest()
+        assert last is not None and pipeline.latest() is last and len(drawn) == 1
+    with MappingPipeline(config, background=False) as every:
+        feed(every, EVENTS)
+        every.flush()
+        reference = every.latest()
+    assert reference is not None and last.num_samples == reference.num_samples
+    untimed = [{k: v for k, v in r.items() if not k.startswith("seconds")}
+               for r in (last.report, reference.report)]  # fmt: skip
+    assert untimed[0] == untimed[1] and last.stamp_ns == reference.stamp_ns
+    np.testing.assert_array_equal(last.trajectory_m, reference.trajectory_m)
+    for name in ("mean", "variance", "prior_variance", "support_m"):
+        np.testing.assert_allclose(getattr(last, name), getattr(reference, name), rtol=1e-12)
+    assert last.fine is not None and reference.fine is not None
+    np.testing.assert_allclose(last.fine.mean, reference.fine.mean, rtol=1e-12)
+    with pytest.raises(ValueError, match="offline"):
+        MappingPipeline(config, background=True, draw_each_window=False)
+
+
 def test_save_and_load_round_trip(mapped, config, tmp_path: Path) -> None:
     source, snapshots = mapped
     path = tmp_path / "room.npz"

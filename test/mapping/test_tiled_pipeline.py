@@ -52,6 +52,20 @@ def test_the_config_builds_a_tiled_map_that_maps_the_whole_area(tmp_path: Path) 
     np.testing.assert_array_equal(again.latest().mean, snapshot.mean)
 
 
+def test_tiles_drawn_once_at_the_end_are_the_tiles_redrawn_window_by_window() -> None:
+    _, every = mapped(tile_size=4.0, tile_overlap=1.0)
+    config = MapperConfig(batch_size=100, resolution=0.25, engine=FAST_ENGINE).replace(
+        tile_size=4.0, tile_overlap=1.0
+    )
+    with MappingPipeline(config, background=False, draw_each_window=False) as pipeline:
+        feed(pipeline, EVENTS)
+        pipeline.flush()
+        once = pipeline.latest()
+    assert once is not None and once.grid == every.grid
+    for name in ("mean", "variance", "prior_variance"):
+        np.testing.assert_allclose(getattr(once, name), getattr(every, name), rtol=1e-12)
+
+
 def test_a_room_under_half_a_tile_across_is_one_tile_the_map_of_one_model() -> None:
     # The default tiles (16 m, two lengthscales of overlap) centred on the first reading hold
     # a 5 m x 4 m room whatever the frame's origin: the map is the one model's, bit for bit.
