@@ -137,7 +137,9 @@ def stream(split: Split, streamed: np.ndarray, overrides: dict[str, Any]) -> dic
     orientation = yaw_to_quaternion(split.yaw)
     field_t = split.field_ut * TESLA_PER_MICROTESLA
     start = time.perf_counter()
-    with MappingPipeline(config, model=engine, background=False) as pipeline:
+    with MappingPipeline(
+        config, model=engine, background=False, draw_each_window=False
+    ) as pipeline:
         for count, i in enumerate(index):
             stamp = int(split.stamps_ns[i])
             pipeline.add_pose(Pose(stamp, position[i], orientation[i]))

@@ -104,7 +104,7 @@ def build_map(runs: tuple[int, ...], scratch: Path, overrides: dict[str, Any]) -
     config = MapperConfig.from_dict({"device": "cpu", **overrides})
     start = time.perf_counter()
     offset_ns = 0
-    with MappingPipeline(config, background=False) as pipeline:
+    with MappingPipeline(config, background=False, draw_each_window=False) as pipeline:
         for run in runs:
             t, xy, yaw, body_ut = aalto_track(run)
             stamps = offset_ns + np.rint(t * NS_PER_S).astype(np.int64)
@@ -142,7 +142,7 @@ def build_floor_map(run: Any, seed: int, scratch: Path, overrides: dict[str, Any
     orientation = yaw_to_quaternion(run.heading_rad[keep])
     field_t = run.mag_ut[keep] * TESLA_PER_MICROTESLA
     start = time.perf_counter()
-    with MappingPipeline(config, background=False) as pipeline:
+    with MappingPipeline(config, background=False, draw_each_window=False) as pipeline:
         for i, stamp in enumerate(stamps):
             pipeline.add_pose(Pose(int(stamp), position[i], orientation[i]))
             pipeline.add_field(FieldReading(int(stamp), field_t[i], MAG_FRAME_ID))
