@@ -276,6 +276,8 @@ class MappingPipeline:
         window = job.window
         n = len(window.y)
         products = None
+        undrawn: _Undrawn | None = None  # draw_each_window=False: the map to draw later
+        num_support = 0
         lost = 0
         first_map_s: list[float] = []
         with self._input_lock:
@@ -333,16 +335,25 @@ class MappingPipeline:
                     **pass_noise,
                 }
                 self._keep_for_pass_noise(window, X)
+                summary = report.as_dict()
+                # Only a model at its cap (a tiled map: tiles at theirs) can leave readings out.
+                if at_cap or summary.get("tiles_full"):
+                    lost = self._lost_readings(model.posterior, X[:, : self._config.input_dims])
+                report_dict = {
+                    **summary,
+                    "window_start_ns": int(window.start_ns),
+                    "window_end_ns": int(window.end_ns),
+                    "lost_readings": lost,
+                }
                 if self._draw_each_window:
                     products = self._predict(model.posterior, box, self._drawn)
                     if products is not None:
                         self._drawn = (model.posterior, products)
                         self._draw_fine(model.posterior, box)
-                drawable = model.posterior is not None
-                summary = report.as_dict()
-                # Only a model at its cap (a tiled map: tiles at theirs) can leave readings out.
-                if at_cap or summary.get("tiles_full"):
-                    lost = self._lost_readings(model.posterior, X[:, : self._config.input_dims])
+                elif model.posterior is not None:
+                    undrawn = _Undrawn(trajectory, report_dict, samples, stamp_ns)
+                    self._undrawn = undrawn
+                    num_support = int(model.posterior.support.shape[0])
             awaiting_fit = model.awaits_first_fit
         with self._input_lock:  # later windows of this map wait until θ has been fitted once
             if job.generation == self._generation:
@@ -362,20 +373,13 @@ class MappingPipeline:
         if report.num_outliers:  # readings the model refused to fit
             with self._input_lock:
                 self._inputs.drops.outlier += report.num_outliers
-        if not drawable or (self._draw_each_window and products is None):
-            # The model took the data but has no posterior to draw.
+        if products is None and undrawn is None:  # the model took the data, no posterior
             logger.error("update on %d samples accepted without a posterior; no snapshot", n)
             return
         with self._snapshot_lock:
             self._stats.update(fit_stats)
             self._stats["lost_readings"] += lost
             lost_windows = self._stats["lost_windows"] = self._stats["lost_windows"] + bool(lost)
-        report_dict = {
-            **summary,
-            "window_start_ns": int(window.start_ns),
-            "window_end_ns": int(window.end_ns),
-            "lost_readings": lost,
-        }
         if lost and lost_windows % LOST_LOG_EVERY == 1:
             logger.warning("%s", _lost_message(report_dict))
         if products is not None:
@@ -390,13 +394,8 @@ class MappingPipeline:
                 first_map_s=first_map_s[0] if first_map_s else None,
             )
         else:  # drawn when latest() asks (draw_each_window=False)
-            with self._model_lock:
-                if job.generation != self._generation:
-                    return
-                self._undrawn = _Undrawn(trajectory, report_dict, samples, stamp_ns)
-                support = model.posterior.support.shape[0] if model.posterior is not None else 0
             with self._snapshot_lock:
-                self._record_commit(report_dict, samples, job, model, int(support), None)
+                self._record_commit(report_dict, samples, job, model, num_support, None)
         if self._on_commit is not None:
             try:
                 self._on_commit(report_dict)
