@@ -115,12 +115,10 @@ def turn_segments(position: np.ndarray, time_s: np.ndarray, span_m: float, turn_
             start = None
     new = np.zeros(len(position), dtype=bool)
     new[at[cuts]] = True
-    new[1:] |= np.diff(time_s) >= STOP_S
-    stopped = np.zeros(len(position), dtype=bool)  # standing still STOP_S: a new label after
+    # STOP_S or more between two moving readings (standing still, or no readings): a new label.
     moving = np.flatnonzero(np.concatenate([[True], step > 1e-3]))
-    gaps = np.flatnonzero(np.diff(time_s[moving]) >= STOP_S)
-    stopped[moving[gaps + 1]] = True
-    return np.cumsum(new | stopped)
+    new[moving[1:][np.diff(time_s[moving]) >= STOP_S]] = True
+    return np.cumsum(new)
 
 
 def measured_pass_variance(run: Any) -> float:
