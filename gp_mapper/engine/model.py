@@ -211,6 +211,12 @@ class StreamingModel(Model, Protocol):
         along a pass (``core/noise.py``)."""
         ...
 
+    def release_caches(self) -> None:
+        """Drop what the model holds beyond its state (its prediction cache's large
+        matrices); the next prediction computes them again, the same numbers. A tiled map
+        calls it on the tiles far from where it has been updated lately."""
+        ...
+
     def set_pass_noise_variance(self, variance: float) -> None:
         """Set σ²_pass for the windows to come (a map that measures it from its data)."""
         ...

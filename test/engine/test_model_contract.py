@@ -257,3 +257,32 @@ def test_its_entry_says_what_the_cli_and_the_png_need(name: str) -> None:
     assert entry.support_label.endswith("points")
     # The models that remove nuisance components are those the components setting is for.
     assert entry.takes_components == (name in SETTING_BY_NAME["components"].models)
+
+
+def _caches(model) -> list:
+    """The matrices a model's prediction caches may drop (its posterior's, and the wrapped
+    stream's where it has one)."""
+    posterior = model.posterior
+    held = [posterior, getattr(posterior, "inner", None), getattr(model, "full_posterior", None)]
+    return [p.W_cache for p in held if p is not None and hasattr(p, "W_cache")]
+
+
+@pytest.mark.parametrize("name", model_names("streaming"))
+def test_a_streaming_model_drops_its_caches_and_predicts_and_updates_the_same(name: str) -> None:
+    model, _ = trained(name)
+    twin, _ = trained(name)
+    before = model.predict(TEST_POINTS)
+    model.release_caches()
+    assert _caches(model) and not any(c.held for c in _caches(model))
+    for a, b in zip(before, model.predict(TEST_POINTS), strict=True):
+        torch.testing.assert_close(a, b, rtol=0.0, atol=0.0)
+    assert all(c.held for c in _caches(model))  # computed again on use
+    model.release_caches()
+    X, y = data(seed=1, name=name)
+    for m in (model, twin):  # the next window as if nothing had been dropped
+        assert m.update(X[:30], y[:30]).accepted
+    for a, b in zip(twin.predict(TEST_POINTS), model.predict(TEST_POINTS), strict=True):
+        torch.testing.assert_close(a, b, rtol=0.0, atol=0.0)
+    state, twin_state = model.state_dict(), twin.state_dict()
+    assert state.keys() == twin_state.keys()
+    assert all(np.array_equal(state[k], twin_state[k]) for k in state)

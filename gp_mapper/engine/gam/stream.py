@@ -21,6 +21,7 @@ import dataclasses
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
@@ -33,7 +34,7 @@ from ..model import Hyperparameters, ModelKind
 from ..settings import check, default
 from ..vips import OnlineSparseGP, Posterior, UpdateReport
 from ..vips.options import StreamOptions
-from ..vips.posterior import BLOCK_CUTOFF
+from ..vips.posterior import BLOCK_CUTOFF, RebuiltMatrix
 from ..vips.selectors import Selector
 from ..vips.wrapped import EngineViews
 from .block_kernel import COMPONENT_TAGS, OBSERVATION, BlockKernel, tagged_rows, tags_of
@@ -165,6 +166,12 @@ class StreamingAdditiveGP(EngineViews):
             self._posterior = _map_layer(inner)
             self._inner = inner
         return self._posterior
+
+    def release_caches(self) -> None:
+        """The stream's cache and the map layer's block of it."""
+        self._stream.release_caches()
+        if self._posterior is not None:
+            self._posterior.release()
 
     @property
     def full_posterior(self) -> Posterior | None:
@@ -424,16 +431,21 @@ def _map_layer(inner: Posterior) -> Posterior:
         return dataclasses.replace(inner, kernel=map_kernel, Z=Z, block_radius=radius)
     idx = torch.nonzero(tags_of(inner.Z) == COMPONENT_TAGS["map"]).squeeze(-1)
     alpha = inner.alpha[idx]
-    W = inner.W[idx][:, idx]
+    W = _map_block(inner, idx)
     W_ones = W.sum(1)
     return Posterior(
         map_kernel,
         inner.Z[idx][:, :d].contiguous(),
         inner.noise_variance,
         alpha,
-        W,
+        RebuiltMatrix(W, partial(_map_block, inner, idx)),
         W_ones,
         float(W_ones.sum()),
         float(alpha.sum()),
         radius,
     )
+
+
+def _map_block(inner: Posterior, idx: Tensor) -> Tensor:
+    """The map rows and columns of the tagged posterior's W."""
+    return inner.W[idx][:, idx]

@@ -20,6 +20,8 @@ interface, so a tile is whatever streaming model the map runs (``vips``, ``gam_s
 - A window is atomic over the tiles it touches: if one tile refuses it, the tiles that had
   taken it are restored from their states (bit for bit) and the report names the tile.
 - With an infinite tile size there is one tile, and the map is that model's, bit for bit.
+- A tile far from where the map was updated lately (``IDLE_WINDOWS``) keeps only its state:
+  memory grows with the building by the tiles' states, not their caches.
 """
 
 from __future__ import annotations
@@ -45,6 +47,12 @@ LAYOUT_KEY = "tiles.layout"
 # A tile at its cap is "full" when a window it takes lands where its latent variance is still
 # above this share of the prior's: readings of a place it has no points for, now lost to it.
 FULL_VARIANCE_SHARE = 0.5
+# A tile none of whose neighbourhood (itself and the 8 tiles around it) a window has touched in
+# this many windows keeps only its state: its prediction cache is dropped, and computed again
+# (the same numbers, O(M³) once) when the map next predicts there. A minute of the node's 4-s
+# windows; the neighbours are kept because the grid redraws what a touched tile changes, its
+# overlap with them included.
+IDLE_WINDOWS = 15
 
 
 @dataclass(frozen=True)
@@ -72,6 +80,7 @@ class TiledReport:
         per_tile: each touched tile's report, flat.
         home: the tile that held most of the window (its θ was fitted, if any was); its flat
             report fills in the keys the map's lacks (a refused fit, its bound's terms).
+        idle: tiles kept as their state alone after the window (``IDLE_WINDOWS``).
     """
 
     accepted: bool
@@ -89,6 +98,7 @@ class TiledReport:
     seconds_total: float = 0.0
     per_tile: dict[TileKey, dict[str, Any]] = field(default_factory=dict)
     home: TileKey | None = None
+    idle: int = 0
 
     def as_dict(self) -> dict[str, float | int | str | bool | None]:
         out: dict[str, float | int | str | bool | None] = {
@@ -100,6 +110,7 @@ class TiledReport:
             "tiles": self.tiles,
             "tiles_touched": len(self.touched),
             "tiles_full": ",".join(f"{i}_{j}" for i, j in self.full),
+            "tiles_idle": self.idle,
             "num_outliers": self.num_outliers,
             "bound_after_fit": self.bound_after_fit,
             "seconds_total": self.seconds_total,
@@ -134,6 +145,8 @@ class TiledModel:
         self._posterior: BlendedPosterior | None = None
         self._report: TiledReport | None = None
         self._num_updates = 0
+        # The update count at which a window last touched each tile (this session's).
+        self._touched_at: dict[TileKey, int] = {}
 
     @classmethod
     def from_tiles(
@@ -216,6 +229,11 @@ class TiledModel:
         for tile in self._tiles.values():
             tile.set_pass_noise_variance(variance)
 
+    def release_caches(self) -> None:
+        """Every tile's (a tile far from recent windows drops its own on an update)."""
+        for tile in self._tiles.values():
+            tile.release_caches()
+
     def empty_copy(self) -> TiledModel:
         """The same layout and settings at the map's θ, with no tiles."""
         return TiledModel(self._theta_source().empty_copy(), self.layout)
@@ -281,6 +299,8 @@ class TiledModel:
         if (fit and not updated[home].awaits_first_fit) or self._reference is None:
             self._reference = home  # the newest θ a fit gave is the map's
         self._num_updates += 1
+        self._touched_at.update(dict.fromkeys(routes, self._num_updates))
+        idle = self._release_idle()
         self._posterior = self._blend()
         bounds = [r.bound_after_fit for r in reports.values()]
         routed = sum(len(rows) for rows in routes.values())
@@ -303,8 +323,18 @@ class TiledModel:
             seconds_total=time.perf_counter() - start,
             per_tile=per_tile,
             home=home,
+            idle=idle,
         )
         return self._report
+
+    def _release_idle(self) -> int:
+        """Drop the caches of the tiles no recent window came near; how many tiles that is."""
+        recent = [k for k, n in self._touched_at.items() if n > self._num_updates - IDLE_WINDOWS]
+        near = {(i + di, j + dj) for i, j in recent for di in (-1, 0, 1) for dj in (-1, 0, 1)}
+        idle = [tile for key, tile in self._tiles.items() if key not in near]
+        for tile in idle:
+            tile.release_caches()
+        return len(idle)
 
     def _restore(
         self, saved: Mapping[TileKey, dict[str, np.ndarray]], updated: Mapping[TileKey, Any]

@@ -293,6 +293,12 @@ class OnlineSparseGP(PlainInputs):
             raise RuntimeError("the engine has no data yet: call update() first")
         return post.predict(self._as_inputs(Xs, "Xs"))
 
+    def release_caches(self) -> None:
+        """Drop the prediction cache's M × M matrix; the next prediction computes it again,
+        the same numbers (a tiled map's tile long idle keeps only its state)."""
+        if self._state.posterior is not None:
+            self._state.posterior.release()
+
     def set_pass_noise_variance(self, variance: float) -> None:
         """Set σ²_pass for the windows to come (a map measuring it: ``pass_noise_variance:
         auto``). The committed map is unchanged: each window was absorbed under its own."""

@@ -9,7 +9,9 @@ ever formed (the fragility of the paper's ``S_a⁻¹ − K'_aa⁻¹``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import NamedTuple
 
 import torch
@@ -57,6 +59,48 @@ class CarriedPosterior(NamedTuple):
         return m, B.mT @ B
 
 
+class RebuiltMatrix:
+    """A matrix a cache may drop and compute again from what it was made of.
+
+    Args:
+        value: the matrix, as first computed.
+        rebuild: computes it again, the same numbers (the same operations on the same inputs);
+            None: it cannot be dropped.
+    """
+
+    def __init__(self, value: Tensor, rebuild: Callable[[], Tensor] | None) -> None:
+        self._value: Tensor | None = value
+        self._rebuild = rebuild
+
+    @property
+    def held(self) -> bool:
+        """Whether the matrix is in memory now."""
+        return self._value is not None
+
+    def get(self) -> Tensor:
+        value = self._value  # read once: a release from another thread may clear it
+        if value is None:
+            assert self._rebuild is not None  # only a rebuildable matrix is ever dropped
+            value = self._rebuild()
+            self._value = value
+        return value
+
+    def release(self) -> None:
+        if self._rebuild is not None:
+            self._value = None
+
+
+def _explained_precision(carried: CarriedPosterior, D_inv: Tensor | None = None) -> Tensor:
+    """W = L⁻ᵀ (I − D⁻¹) L⁻¹ of a carried posterior, symmetric to round-off (``D_inv``: D⁻¹
+    if the caller has it, the same numbers as computed here)."""
+    eye = torch.eye(carried.num_inducing, dtype=carried.L.dtype, device=carried.L.device)
+    if D_inv is None:
+        D_inv = torch.cholesky_solve(eye, carried.L_D)
+    inner = eye - D_inv
+    W = solve_upper_t(carried.L, solve_upper_t(carried.L, inner).mT)
+    return 0.5 * (W + W.mT)
+
+
 @dataclass(frozen=True)
 class Posterior(ScalarOutputs):
     """Immutable prediction cache of the sparse posterior q(f) (GPflow's SGPRPosterior idea).
@@ -70,14 +114,14 @@ class Posterior(ScalarOutputs):
         Z: inducing inputs [M, D].
         noise_variance: σ² (for the predictive of y).
         alpha: [M].
-        W: [M, M].
+        W_cache: W [M, M], which :meth:`release` drops and the next prediction computes again.
     """
 
     kernel: Kernel
     Z: Tensor
     noise_variance: float
     alpha: Tensor
-    W: Tensor
+    W_cache: RebuiltMatrix
     W_ones: Tensor  # [M] W 1, for the constant part of the kernel
     ones_W_ones: float  # 1ᵀ W 1
     alpha_sum: float  # 1ᵀ α
@@ -90,9 +134,7 @@ class Posterior(ScalarOutputs):
         eye = torch.eye(carried.num_inducing, dtype=carried.L.dtype, device=carried.L.device)
         D_inv = torch.cholesky_solve(eye, carried.L_D)
         alpha = solve_upper_t(carried.L, D_inv @ carried.v)
-        inner = eye - D_inv
-        W = solve_upper_t(carried.L, solve_upper_t(carried.L, inner).mT)
-        W = 0.5 * (W + W.mT)
+        W = _explained_precision(carried, D_inv)
         W_ones = W.sum(1)
         local = kernel.without_constant()
         return cls(
@@ -100,7 +142,7 @@ class Posterior(ScalarOutputs):
             carried.Z,
             noise_variance,
             alpha,
-            W,
+            RebuiltMatrix(W, partial(_explained_precision, carried)),
             W_ones,
             float(W_ones.sum()),
             float(alpha.sum()),
@@ -110,6 +152,16 @@ class Posterior(ScalarOutputs):
     @property
     def num_inducing(self) -> int:
         return int(self.Z.shape[0])
+
+    @property
+    def W(self) -> Tensor:
+        """[M, M] ``L_b⁻ᵀ (I − D⁻¹) L_b⁻¹`` (computed again if :meth:`release` dropped it)."""
+        return self.W_cache.get()
+
+    def release(self) -> None:
+        """Drop W, the one M × M matrix the cache holds beyond the carried posterior (a map
+        tile long idle); the next prediction computes it again, the same numbers."""
+        self.W_cache.release()
 
     @property
     def support(self) -> Tensor:

@@ -53,3 +53,6 @@ class EngineViews(PlainInputs):
 
     def set_pass_noise_variance(self, variance: float) -> None:
         self._stream.set_pass_noise_variance(variance)
+
+    def release_caches(self) -> None:
+        self._stream.release_caches()

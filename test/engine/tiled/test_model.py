@@ -227,3 +227,30 @@ def test_the_first_reading_anchors_the_tiles_and_the_anchor_is_saved() -> None:
     state = model.state_dict()  # a state written before origins: (size, overlap), origin 0
     state["tiles.layout"] = state["tiles.layout"][:2]
     assert model_from_state(state, "cpu").layout.origin == (0.0, 0.0)
+
+
+def test_tiles_far_from_the_recent_windows_keep_only_their_state(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from gp_mapper.engine.tiled import model as tiled_model
+
+    t = np.linspace(0.0, 1.0, 1800)
+    X = np.column_stack([24.0 * t, 2.0 + 1.6 * np.sin(2.0 * np.pi * 18.0 * t)])  # 6 tiles
+    y = field(X) + NOISE_SD * np.random.default_rng(0).standard_normal(len(X))
+    maps = {}
+    for idle_windows in (4, 10**9):  # released, and never released
+        monkeypatch.setattr(tiled_model, "IDLE_WINDOWS", idle_windows)
+        maps[idle_windows] = model = tiled(fit_iterations=0)
+        stream(model, X, y, windows=36)
+    released, kept = maps[4], maps[10**9]
+    assert released.report.idle >= 3 and kept.report.idle == 0
+    idle = {k for k, tile in released.tiles.items() if not tile.posterior.W_cache.held}
+    # The last 4 windows (8 m of walk) touched tiles 5 and 6 along x: those and their
+    # neighbours keep their caches, every tile behind them keeps its state alone.
+    assert idle == {k for k in released.tiles if k[0] <= 3}
+    walked = torch.as_tensor(X)  # every tile's region
+    for a, b in zip(released.predict(walked), kept.predict(walked), strict=True):
+        torch.testing.assert_close(a, b, rtol=0.0, atol=0.0)  # computed again: the same map
+    assert all(tile.posterior.W_cache.held for tile in released.tiles.values())
+    state, kept_state = released.state_dict(), kept.state_dict()
+    assert all(np.array_equal(state[k], kept_state[k]) for k in state)
