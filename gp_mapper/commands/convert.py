@@ -1,7 +1,8 @@
 """``gp-mapper convert``: build a replayable rosbag2 from a data set.
 
 ``gp-mapper convert aalto DATA_DIR OUT_BAG`` converts the Aalto recordings;
-``gp-mapper convert synthetic OUT_BAG`` writes a simulated run through the synthetic room.
+``gp-mapper convert synthetic OUT_BAG`` writes a simulated run through the synthetic room, and
+``gp-mapper convert building OUT_BAG`` a walk of the synthetic 60 × 40 m office floor.
 An OUT_BAG named ``*.mcap`` or ``*.db3`` becomes that one storage file (as ``ros2 bag``
 and rosbags open it); any other name becomes a rosbag2 directory. This module is a command
 line front: it prints a short summary to stdout and one-line errors to stderr.
@@ -22,6 +23,13 @@ from typing import Any, TypeVar
 from gp_mapper.io.bag_convert import convert_aalto
 from gp_mapper.io.bag_source import STORAGE_SUFFIXES
 from gp_mapper.io.bag_writer import DEFAULT_MAG_TOPIC, DEFAULT_POSE_TOPIC, STORAGE_PLUGINS
+from gp_mapper.io.building import (
+    DEFAULT_DURATION_S,
+    DEFAULT_PASS_OFFSET_UT,
+    DEFAULT_POSE_RATE_HZ,
+    DEFAULT_WALK_RATE_HZ,
+    write_building_bag,
+)
 from gp_mapper.io.errors import BagError, DatasetError
 from gp_mapper.io.pose_types import POSE_MSGTYPES
 from gp_mapper.io.synthetic import write_synthetic_bag
@@ -47,6 +55,7 @@ Summary = TypeVar("Summary")
 EXAMPLES = """\
 examples:
   gp-mapper convert synthetic demo.mcap --duration 60
+  gp-mapper convert building floor.mcap --seed 1
   gp-mapper convert aalto data/ aalto.mcap --sequences 1,2,3
   gp-mapper convert aalto data/ aalto_bag --storage sqlite3 --force
   gp-mapper convert aalto data/ run5.mcap --sequences 5 --odometry-seed 0
@@ -57,7 +66,7 @@ rosbag2 directory (metadata.yaml beside the storage file).
 
 
 def add_convert_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add the ``aalto`` and ``synthetic`` sources and their options to ``parser``.
+    """Add the ``aalto``, ``synthetic`` and ``building`` sources and their options to ``parser``.
 
     The chosen source is stored in ``args.convert_source``; call :func:`run_convert` with the
     parsed namespace.
@@ -153,6 +162,47 @@ def add_convert_arguments(parser: argparse.ArgumentParser) -> None:
     )
     _add_common(synthetic)
 
+    building = sources.add_parser(
+        "building",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=EXAMPLES,
+        help="a walk of the synthetic 60 m x 40 m office floor (benchmarks/building.py's)",
+        description="Walk the synthetic office floor (corridors and rooms over buried "
+        "dipoles, every corridor walked at least twice at 1.2 m/s, a per-pass offset of the "
+        "norm) and write it in the same layout as the Aalto conversion: a bag to map a "
+        "building from (README, Mapping a building).",
+    )
+    building.add_argument("out_bag", type=Path, metavar="OUT_BAG", help=_OUT_BAG_HELP)
+    building.add_argument(
+        "--seed", type=int, default=0, help="floor, walk and noise seed (default: 0)"
+    )
+    building.add_argument(
+        "--duration",
+        type=_positive_float,
+        default=DEFAULT_DURATION_S,
+        help="walk length in seconds (default: %(default)s)",
+    )
+    building.add_argument(
+        "--rate",
+        type=_positive_float,
+        default=DEFAULT_WALK_RATE_HZ,
+        help="magnetometer rate in Hz (default: %(default)s)",
+    )
+    building.add_argument(
+        "--pass-offset",
+        type=float,
+        default=DEFAULT_PASS_OFFSET_UT,
+        metavar="UT",
+        help="standard deviation of the per-pass offset of ‖B‖, µT (default: %(default)s)",
+    )
+    building.add_argument(
+        "--pose-type",
+        choices=sorted(POSE_MSGTYPES),
+        default="pose_stamped",
+        help="pose message type (default: %(default)s)",
+    )
+    _add_common(building, pose_rate_hz=DEFAULT_POSE_RATE_HZ)
+
 
 def run_convert(args: argparse.Namespace) -> int:
     """Run the conversion the parsed ``args`` describe; print a summary.
@@ -236,12 +286,41 @@ def _run_synthetic(args: argparse.Namespace) -> list[str]:
     ]
 
 
+def _run_building(args: argparse.Namespace) -> list[str]:
+    if args.pass_offset < 0.0:
+        raise DatasetError(f"--pass-offset must be non-negative, got {args.pass_offset}")
+    summary = write_as_named(
+        write_building_bag,
+        args.out_bag,
+        args.force,
+        seed=args.seed,
+        duration_s=args.duration,
+        rate_hz=args.rate,
+        pass_offset_ut=args.pass_offset,
+        storage=args.storage,
+        mag_topic=args.mag_topic,
+        pose_topic=args.pose_topic,
+        pose_type=args.pose_type,
+        pose_rate_hz=args.pose_rate,
+    )
+    return [
+        f"wrote {summary.out_bag} ({summary.storage})",
+        f"  source: synthetic office floor, seed {args.seed}, per-pass offsets "
+        f"{args.pass_offset:g} µT",
+        f"  {summary.mag_topic}: {summary.num_field} sensor_msgs/msg/MagneticField (tesla)",
+        f"  {summary.pose_topic}: {summary.num_pose} {POSE_MSGTYPES[summary.pose_type]}",
+        f"  span: {summary.duration_s:.1f} s",
+    ]
+
+
 _HANDLERS: Mapping[str, Callable[[argparse.Namespace], list[str]]] = MappingProxyType(
-    {"aalto": _run_aalto, "synthetic": _run_synthetic}
+    {"aalto": _run_aalto, "synthetic": _run_synthetic, "building": _run_building}
 )
 
 
-def _add_common(parser: argparse.ArgumentParser) -> None:
+def _add_common(parser: argparse.ArgumentParser, pose_rate_hz: float | None = None) -> None:
+    """The storage, topics, pose rate (default ``pose_rate_hz``; None: one pose per reading)
+    and ``--force``."""
     parser.add_argument(
         "--storage",
         choices=sorted(STORAGE_PLUGINS),
@@ -258,8 +337,9 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--pose-rate",
         type=_positive_float,
-        default=None,
-        help="pose rate in Hz (default: one pose per magnetometer sample)",
+        default=pose_rate_hz,
+        help="pose rate in Hz (default: "
+        + ("one pose per magnetometer sample)" if pose_rate_hz is None else "%(default)s)"),
     )
     parser.add_argument("--force", action="store_true", help="replace an existing OUT_BAG")
 

@@ -149,3 +149,19 @@ def test_storage_contradicting_the_name_is_a_usage_error(
     assert _run(["synthetic", str(out), "--storage", "sqlite3"]) == 2
     assert "names a mcap file, but --storage is sqlite3" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_the_office_floor_is_written_as_the_building_benchmark_walks_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "floor.mcap"
+    assert _run(["building", str(out), "--duration", "10"]) == 0
+    assert "synthetic office floor, seed 0" in capsys.readouterr().out
+    info = bag_info(out)
+    assert info.topics["/imu/mag"] == ("sensor_msgs/msg/MagneticField", 1001)  # 100 Hz
+    assert info.topics["/pose"] == ("geometry_msgs/msg/PoseStamped", 251)  # 25 Hz
+    poses = [r.position_m for r in read_bag(out) if hasattr(r, "position_m")]
+    walked = np.linalg.norm(np.diff(np.asarray(poses)[:, :2], axis=0), axis=1).sum()
+    assert 10.0 < walked < 14.0  # ~1.2 m/s
+    assert _run(["building", str(tmp_path / "f2.mcap"), "--pass-offset", "-1"]) == 2
+    assert "--pass-offset must be non-negative" in capsys.readouterr().err
