@@ -4,13 +4,16 @@ or on Ray.
 
 A whole building's log (one bag or many) is paired and thinned as the node would, routed to
 tiles (:class:`~gp_mapper.engine.tiled.TileLayout`), and each tile's readings, in stamp order,
-are streamed through a model of the configured kind in windows of ``batch_size`` with the
-node's fit schedule: what the node would have built in that tile. The building's θ is fitted
-first, on the first ``THETA_WINDOWS`` windows of the tile holding the most readings; every tile
-starts from it (a batch model's tiles fit their own θ from the configured start), so the
-tiles are independent tasks of the same inputs whoever runs them:
-``workers = 0`` runs them here one after another, ``workers = N`` on a Ray runtime (a local
-one started here, or the cluster at ``ray_address``), and both give the same map bit for bit.
+are streamed through a model of the configured kind in windows of ``batch_size``. θ is the
+building's, one for the map as in the node's: it is fitted first, on the first
+``THETA_WINDOWS`` windows of the tile holding the most readings (on the node's fit schedule),
+and every tile streams its readings under it and refits nothing (``FIXED_THETA``). Tiles that
+refitted θ each on its own drifted apart: on the office floor of ``benchmarks/building.py``
+one took a lengthscale of 2.5 m against the others' 0.5–0.8 m and called a block it had
+barely walked known. A batch model's tiles fit their own θ from the configured start. So the
+tiles are independent tasks of the same inputs whoever runs them: ``workers = 0`` runs them
+here one after another, ``workers = N`` on a Ray runtime (a local one started here, or the
+cluster at ``ray_address``), and both give the same map bit for bit.
 
 A task is retried once; a tile that still fails is named, and no map is made.
 """
@@ -37,6 +40,9 @@ IN_FLIGHT_PER_WORKER = 2
 ATTEMPTS = 2
 # Windows of the largest tile the building's θ is fitted on before the tiles start from it.
 THETA_WINDOWS = 10
+# The fit schedule of a streaming tile (first windows, every n windows, bound drop): none,
+# the tiles stream under the building's θ.
+FIXED_THETA = (0, 0, 0.0)
 
 if TYPE_CHECKING:
     from gp_mapper.engine import EngineSpec
@@ -177,11 +183,12 @@ def fit_tiled(
         def task(key: TileKey, start_state: dict[str, np.ndarray]) -> TileTask:
             rows = routes[key]
             return TileTask(
-                key, samples.X[rows], samples.y[rows], start_state, config.batch_size, schedule
-            )
+                key, samples.X[rows], samples.y[rows], start_state, config.batch_size,
+                FIXED_THETA,
+            )  # fmt: skip
 
         # The building's θ: fitted here on the first windows of the tile with the most
-        # readings; every tile (that one too) then starts from it, all in parallel.
+        # readings; every tile (that one too) then streams under it, all in parallel.
         theta_rows = routes[first][: THETA_WINDOWS * config.batch_size]
         done, done_rows = 0, 0
         all_rows = sum(len(rows) for rows in routes.values())

@@ -66,6 +66,10 @@ def test_a_serial_fit_maps_every_tile(serial) -> None:
     err = mean.numpy() - true_field(PROBES.numpy())
     assert np.sqrt(np.mean(err**2)) < 1.0
     assert sum(report["M_per_tile"].values()) > 0
+    # One θ for the map, as the node's: every tile streamed under the building's.
+    theta = model.tiles[tuple(report["theta_from_tile"])].hyperparameters()
+    assert theta["lengthscale"] != CONFIG.engine.lengthscale  # fitted, not the start
+    assert all(tile.hyperparameters() == theta for tile in model.tiles.values())
 
 
 def test_a_batch_model_fits_each_tile_at_once_and_the_map_saves(samples, tmp_path) -> None:
