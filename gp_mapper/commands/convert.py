@@ -132,20 +132,7 @@ def add_convert_arguments(parser: argparse.ArgumentParser) -> None:
         description="Simulate a robot run through the synthetic magnetic world and write it "
         "in the same layout as the Aalto conversion.",
     )
-    synthetic.add_argument("out_bag", type=Path, metavar="OUT_BAG", help=_OUT_BAG_HELP)
-    synthetic.add_argument("--seed", type=int, default=0, help="world and noise seed (default: 0)")
-    synthetic.add_argument(
-        "--duration",
-        type=_positive_float,
-        default=180.0,
-        help="run length in seconds (default: %(default)s)",
-    )
-    synthetic.add_argument(
-        "--rate",
-        type=_positive_float,
-        default=50.0,
-        help="magnetometer rate in Hz (default: %(default)s)",
-    )
+    _add_simulated(synthetic, seed="world and noise seed", duration_s=180.0, rate_hz=50.0)
     synthetic.add_argument(
         "--heading-bias",
         type=float,
@@ -154,13 +141,6 @@ def add_convert_arguments(parser: argparse.ArgumentParser) -> None:
         help="add a heading-dependent bias of this amplitude (µT) to ‖B‖: the fixed "
         "compass-deviation curve of gp_mapper.io.synthetic.HEADING_BIAS_SHAPE (default: none)",
     )
-    synthetic.add_argument(
-        "--pose-type",
-        choices=sorted(POSE_MSGTYPES),
-        default="pose_stamped",
-        help="pose message type (default: %(default)s)",
-    )
-    _add_common(synthetic)
 
     building = sources.add_parser(
         "building",
@@ -172,22 +152,10 @@ def add_convert_arguments(parser: argparse.ArgumentParser) -> None:
         "norm) and write it in the same layout as the Aalto conversion: a bag to map a "
         "building from (README, Mapping a building).",
     )
-    building.add_argument("out_bag", type=Path, metavar="OUT_BAG", help=_OUT_BAG_HELP)
-    building.add_argument(
-        "--seed", type=int, default=0, help="floor, walk and noise seed (default: 0)"
-    )
-    building.add_argument(
-        "--duration",
-        type=_positive_float,
-        default=DEFAULT_DURATION_S,
-        help="walk length in seconds (default: %(default)s)",
-    )
-    building.add_argument(
-        "--rate",
-        type=_positive_float,
-        default=DEFAULT_WALK_RATE_HZ,
-        help="magnetometer rate in Hz (default: %(default)s)",
-    )
+    _add_simulated(
+        building, seed="floor, walk and noise seed", duration_s=DEFAULT_DURATION_S,
+        rate_hz=DEFAULT_WALK_RATE_HZ, pose_rate_hz=DEFAULT_POSE_RATE_HZ,
+    )  # fmt: skip
     building.add_argument(
         "--pass-offset",
         type=float,
@@ -195,13 +163,38 @@ def add_convert_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="UT",
         help="standard deviation of the per-pass offset of ‖B‖, µT (default: %(default)s)",
     )
-    building.add_argument(
+
+
+def _add_simulated(
+    parser: argparse.ArgumentParser,
+    *,
+    seed: str,
+    duration_s: float,
+    rate_hz: float,
+    pose_rate_hz: float | None = None,
+) -> None:
+    """OUT_BAG and the options of a simulated run (seed, length, rates, pose type)."""
+    parser.add_argument("out_bag", type=Path, metavar="OUT_BAG", help=_OUT_BAG_HELP)
+    parser.add_argument("--seed", type=int, default=0, help=f"{seed} (default: 0)")
+    parser.add_argument(
+        "--duration",
+        type=_positive_float,
+        default=duration_s,
+        help="run length in seconds (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--rate",
+        type=_positive_float,
+        default=rate_hz,
+        help="magnetometer rate in Hz (default: %(default)s)",
+    )
+    parser.add_argument(
         "--pose-type",
         choices=sorted(POSE_MSGTYPES),
         default="pose_stamped",
         help="pose message type (default: %(default)s)",
     )
-    _add_common(building, pose_rate_hz=DEFAULT_POSE_RATE_HZ)
+    _add_common(parser, pose_rate_hz=pose_rate_hz)
 
 
 def run_convert(args: argparse.Namespace) -> int:
@@ -262,51 +255,41 @@ def _run_aalto(args: argparse.Namespace) -> list[str]:
 
 
 def _run_synthetic(args: argparse.Namespace) -> list[str]:
-    summary = write_as_named(
-        write_synthetic_bag,
-        args.out_bag,
-        args.force,
-        seed=args.seed,
-        duration_s=args.duration,
-        rate_hz=args.rate,
-        storage=args.storage,
-        mag_topic=args.mag_topic,
-        pose_topic=args.pose_topic,
-        pose_type=args.pose_type,
-        pose_rate_hz=args.pose_rate,
-        heading_bias_ut=args.heading_bias,
-    )
     bias = f", heading bias {args.heading_bias:g} µT" if args.heading_bias else ""
-    return [
-        f"wrote {summary.out_bag} ({summary.storage})",
-        f"  source: synthetic world, seed {args.seed}{bias}",
-        f"  {summary.mag_topic}: {summary.num_field} sensor_msgs/msg/MagneticField (tesla)",
-        f"  {summary.pose_topic}: {summary.num_pose} {POSE_MSGTYPES[summary.pose_type]}",
-        f"  span: {summary.duration_s:.1f} s",
-    ]
+    return _write_simulated(
+        args, write_synthetic_bag, f"synthetic world, seed {args.seed}{bias}",
+        heading_bias_ut=args.heading_bias,
+    )  # fmt: skip
 
 
 def _run_building(args: argparse.Namespace) -> list[str]:
     if args.pass_offset < 0.0:
         raise DatasetError(f"--pass-offset must be non-negative, got {args.pass_offset}")
+    source = f"synthetic office floor, seed {args.seed}, per-pass offsets {args.pass_offset:g} µT"
+    return _write_simulated(args, write_building_bag, source, pass_offset_ut=args.pass_offset)
+
+
+def _write_simulated(
+    args: argparse.Namespace, write: Callable[..., Any], source: str, **kwargs: Any
+) -> list[str]:
+    """Write a simulated run with the options :func:`_add_simulated` adds; its summary."""
     summary = write_as_named(
-        write_building_bag,
+        write,
         args.out_bag,
         args.force,
         seed=args.seed,
         duration_s=args.duration,
         rate_hz=args.rate,
-        pass_offset_ut=args.pass_offset,
         storage=args.storage,
         mag_topic=args.mag_topic,
         pose_topic=args.pose_topic,
         pose_type=args.pose_type,
         pose_rate_hz=args.pose_rate,
+        **kwargs,
     )
     return [
         f"wrote {summary.out_bag} ({summary.storage})",
-        f"  source: synthetic office floor, seed {args.seed}, per-pass offsets "
-        f"{args.pass_offset:g} µT",
+        f"  source: {source}",
         f"  {summary.mag_topic}: {summary.num_field} sensor_msgs/msg/MagneticField (tesla)",
         f"  {summary.pose_topic}: {summary.num_pose} {POSE_MSGTYPES[summary.pose_type]}",
         f"  span: {summary.duration_s:.1f} s",
