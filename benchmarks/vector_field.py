@@ -62,7 +62,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from scipy.spatial import cKDTree
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -88,6 +87,7 @@ from gp_mapper.io.aalto import load_aalto_sequence
 from gp_mapper.mapping.config import NODE_ENGINE_DEFAULTS, MapperConfig
 from gp_mapper.mapping.fit_schedule import FitSchedule
 from gp_mapper.mapping.params_file import parse_overrides
+from gp_mapper.mapping.pass_noise import same_place_pairs
 
 MODELS = ("independent", "norm", "potential", "exact_potential")
 SPLITS = ("runs", "stream")
@@ -158,16 +158,15 @@ def pass_noise_estimates(split: Split) -> dict[str, float]:
     [µT²], less the same within a pass: the error that stays the same along a pass (orientation
     and calibration residue), which no window can tell from the field. From the
     training readings only (the stream split's all of them, before --stream-thin)."""
-    pairs = cKDTree(split.X_all).query_pairs(PAIR_RADIUS_M, output_type="ndarray")
-    dt = np.abs(split.t_all[pairs[:, 0]] - split.t_all[pairs[:, 1]])
+    i, j, apart = same_place_pairs(split.X_all, split.t_all, PAIR_RADIUS_M, PASS_GAP_S)
     targets = {
-        **{c: split.B_all[:, i] for i, c in enumerate(COMPONENTS)},
+        **{c: split.B_all[:, k] for k, c in enumerate(COMPONENTS)},
         "norm": np.linalg.norm(split.B_all, axis=1),
     }
-    out: dict[str, float] = {"pairs_between": int((dt >= PASS_GAP_S).sum())}
+    out: dict[str, float] = {"pairs_between": int(apart.sum())}
     for name, y in targets.items():
-        d2 = 0.5 * (y[pairs[:, 0]] - y[pairs[:, 1]]) ** 2
-        between, within = d2[dt >= PASS_GAP_S], d2[dt < PASS_GAP_S]
+        d2 = 0.5 * (y[i] - y[j]) ** 2
+        between, within = d2[apart], d2[~apart]
         excess = (between.mean() if between.size else 0.0) - (within.mean() if within.size else 0.0)
         out[name] = float(max(excess, 0.0))
     out["potential"] = float(np.mean([out[c] for c in COMPONENTS]))

@@ -275,6 +275,22 @@ def predict_grid_with_field(
     return mean, var, prior, field_mean, field_var
 
 
+def predict_grid_map(
+    posterior: ModelPosterior,
+    grid: GridSpec,
+    *,
+    z: float = 0.0,
+    tile: int = DEFAULT_TILE_CELLS,
+    skip: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None]:
+    """What a map holds on the grid: :func:`predict_grid`'s mean, variance and prior variance,
+    and for a vector posterior its field's mean and variances (:func:`predict_grid_with_field`,
+    one pass); (None, None) for a posterior of one scalar."""
+    if posterior.target == "vector":
+        return predict_grid_with_field(posterior, grid, z=z, tile=tile, skip=skip)
+    return (*predict_grid(posterior, grid, z=z, tile=tile, skip=skip), None, None)
+
+
 def skipped_cells(skip: np.ndarray, tile: int = DEFAULT_TILE_CELLS) -> np.ndarray:
     """[H, W] the cells of the tiles the predictors leave out for ``skip`` [H, W]: those whose
     every cell is skipped."""

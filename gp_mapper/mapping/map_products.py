@@ -16,9 +16,8 @@ from gp_mapper.mapping.grid import (
     Box,
     GridSpec,
     grid_for,
-    predict_grid,
     predict_grid_layers,
-    predict_grid_with_field,
+    predict_grid_map,
     skipped_cells,
 )
 
@@ -85,13 +84,9 @@ def predict_products(
     """
     placed = None if previous is None else _placement(previous[1].grid, grid)
     keep = None if placed is None else _kept_cells(posterior, grid, previous[0], placed)
-    field_mean, field_variance = None, None
-    if posterior.target == "vector":
-        mean, variance, prior, field_mean, field_variance = predict_grid_with_field(
-            posterior, grid, z=config.grid_z, skip=keep
-        )
-    else:
-        mean, variance, prior = predict_grid(posterior, grid, z=config.grid_z, skip=keep)
+    mean, variance, prior, field_mean, field_variance = predict_grid_map(
+        posterior, grid, z=config.grid_z, skip=keep
+    )
     layers = predict_grid_layers(posterior, grid, z=config.grid_z, skip=keep)
     if keep is not None and placed is not None and previous is not None:
         old = previous[1]

@@ -346,10 +346,7 @@ class MappingPipeline:
                     "lost_readings": lost,
                 }
                 if self._draw_each_window:
-                    products = self._predict(model.posterior, box, self._drawn)
-                    if products is not None:
-                        self._drawn = (model.posterior, products)
-                        self._draw_fine(model.posterior, box)
+                    products = self._draw(model.posterior, box)
                 elif model.posterior is not None:
                     undrawn = _Undrawn(trajectory, report_dict, samples, stamp_ns)
                     self._undrawn = undrawn
@@ -431,6 +428,16 @@ class MappingPipeline:
                 self._config.max_cells,
             )
         return predict_products(posterior, grid, self._config, previous)
+
+    def _draw(self, posterior: ModelPosterior | None, box: Box | None) -> MapProducts | None:
+        """Redraw the committed map where it changed since the last drawing (and the
+        full-resolution one); its products, None when there is nothing to draw. Under
+        `_model_lock`."""
+        products = self._predict(posterior, box, self._drawn)
+        if products is not None and posterior is not None:
+            self._drawn = (posterior, products)
+            self._draw_fine(posterior, box)
+        return products
 
     def _draw_fine(self, posterior: ModelPosterior, explored_box: Box | None) -> None:
         """Redraw the full-resolution map (``full_resolution_cells``) where it changed."""
@@ -558,12 +565,9 @@ class MappingPipeline:
             if undrawn is None:
                 return
             model = self._model
-            posterior, box = model.posterior, self._explored_box
-            products = self._predict(posterior, box, self._drawn)
-            if products is None or posterior is None:
+            products = self._draw(model.posterior, self._explored_box)
+            if products is None:
                 return
-            self._drawn = (posterior, products)
-            self._draw_fine(posterior, box)
             self._publish(
                 products,
                 undrawn.trajectory,

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from gp_mapper.mapping.errors import MapFileError
-from gp_mapper.mapping.grid import GridSpec, grid_for, predict_grid, predict_grid_with_field
+from gp_mapper.mapping.grid import GridSpec, grid_for, predict_grid_map
 
 if TYPE_CHECKING:
     from gp_mapper.engine import Model
@@ -146,14 +146,8 @@ class FieldLookup:
         if posterior is None:
             raise ValueError("the model has no posterior yet: map some readings first")
         grid = grid_for(box, resolution_m, MAX_LOOKUP_CELLS, margin_m=margin_m)
-        field = None  # for a scalar map
-        if posterior.target == "vector":
-            mean, variance, prior, field_mean, field_var = predict_grid_with_field(
-                posterior, grid, z=z
-            )
-            field = (field_mean, field_var)
-        else:
-            mean, variance, prior = predict_grid(posterior, grid, z=z)
+        mean, variance, prior, field_mean, field_var = predict_grid_map(posterior, grid, z=z)
+        field = None if field_mean is None else (field_mean, field_var)  # None: a scalar map
         theta = model.hyperparameters()
         return cls(
             grid, mean, variance, prior, MapNoise.from_hyperparameters(theta),
