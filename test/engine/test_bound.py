@@ -157,6 +157,30 @@ def test_prefix_bounds_from_one_factorisation_equal_each_prefix_evaluated_alone(
     torch.testing.assert_close(prefixes, alone, rtol=1e-10, atol=1e-8)
 
 
+def test_rows_that_begin_with_the_old_variables_need_no_columns_at_them(
+    online_toy: OnlineToy,
+) -> None:
+    """A selection's rows start with old.Z under old.L: with ``U=None`` the prefix bounds are
+    those of the general form, whose rows carry columns at Z_a (where they are [L'ᵀ; ~0])."""
+    toy = online_toy
+    k, old, N = toy.kernel_old, toy.old, toy.X.shape[0]
+    cols = torch.cat([toy.X, old.Z])
+    cand = torch.zeros(cols.shape[0], dtype=torch.bool)
+    cand[:N] = True
+    with torch.no_grad():
+        pc = PivotedCholesky(k, cols, cand, 1e-8, old.Z, old.L)
+        pc.extend_to(pc.num_prefix + 25)
+        R = pc.rows()
+        kff = k.K_diag(toy.X)
+        general = whitened_bound_prefixes(R[:, :N], R[:, N:], toy.y, kff, toy.noise_old, old)
+        implied = whitened_bound_prefixes(R[:, :N], None, toy.y, kff, toy.noise_old, old)
+        with pytest.raises(ValueError, match="carried"):
+            whitened_bound_prefixes(R[:, :N], None, toy.y, kff, toy.noise_old, old, k.K(old.Z))
+    assert torch.equal(R[: old.num_inducing, N:], old.L.mT)
+    assert float(R[old.num_inducing :, N:].abs().max()) < 1e-10
+    torch.testing.assert_close(implied, general, rtol=1e-12, atol=1e-9)
+
+
 def test_the_same_set_under_the_same_theta_needs_no_new_factor(online_toy: OnlineToy) -> None:
     """At the cap (Z_b = Z_a, θ kept) the fast path equals the general one. Z is dense enough
     (SE, 40 points on [0, 10], ℓ = 0.8) that K_aa has eigenvalues far below the jitter: without
@@ -169,7 +193,7 @@ def test_the_same_set_under_the_same_theta_needs_no_new_factor(online_toy: Onlin
         carried = carry(Z, f, terms)
         general, fg = online_bound(toy.kernel_old, toy.noise_old, Z, toy.X, toy.y, carried, 1e-6)
         fast, ff = online_bound(
-            toy.kernel_old, toy.noise_old, Z, toy.X, toy.y, carried, 1e-6, same_set=True
+            toy.kernel_old, toy.noise_old, Z, toy.X, toy.y, carried, 1e-6, keeps_old=True
         )
     assert ff.U is None and torch.equal(ff.L_b, carried.L)
     assert float(fast.value) == pytest.approx(float(general.value), rel=1e-9)
@@ -179,3 +203,39 @@ def test_the_same_set_under_the_same_theta_needs_no_new_factor(online_toy: Onlin
     # Kept points map onto themselves: A = L_b⁻¹ (K_ba + εI) L_a⁻ᵀ is I on the old block.
     A = torch.linalg.solve_triangular(carried.L, fg.U.mT, upper=False).mT
     assert torch.allclose(A, torch.eye(40, dtype=A.dtype), atol=1e-6)
+
+
+@pytest.mark.parametrize("extra", [1, 5, 20])
+def test_a_set_that_begins_with_the_old_one_extends_its_factor(
+    online_toy: OnlineToy, extra: int
+) -> None:
+    """A window that keeps θ and adds points: old.L extended by the new rows gives the bound
+    and the carried factors of the general path (up to the jitter, which the old variables
+    keep as they were made)."""
+    toy = online_toy
+    Z_a = torch.linspace(0.0, 10.0, 12, dtype=toy.X.dtype)[:, None]
+    Z_b = torch.cat([Z_a, toy.X[:: max(1, toy.X.shape[0] // extra)][:extra]])
+    with torch.no_grad():
+        k, s2 = toy.kernel_old, toy.noise_old
+        terms, f = online_bound(k, s2, Z_a, toy.X_old, toy.y_old, None, 1e-6)
+        carried = carry(Z_a, f, terms)
+        general, fg = online_bound(k, s2, Z_b, toy.X, toy.y, carried, 1e-6)
+        fast, ff = online_bound(
+            toy.kernel_old, toy.noise_old, Z_b, toy.X, toy.y, carried, 1e-6, keeps_old=True
+        )
+        with pytest.raises(ValueError, match="begin with"):
+            online_bound(toy.kernel_old, toy.noise_old, Z_b.flip(0), toy.X, toy.y, carried, 1e-6,
+                         keeps_old=True)  # fmt: skip
+    assert ff.U is None and torch.equal(ff.L_b[:12, :12], carried.L)
+    assert torch.equal(ff.L_b[:12, 12:], torch.zeros(12, extra, dtype=Z_b.dtype))
+    assert float(fast.value) == pytest.approx(float(general.value), rel=1e-9)
+    torch.testing.assert_close(ff.L_b @ ff.L_b.mT, fg.L_b @ fg.L_b.mT, rtol=1e-6, atol=1e-6)
+    # The same posterior: the whitened mean L_b⁻ᵀ D⁻¹ v and covariance factor agree.
+    mean_fast = torch.linalg.solve_triangular(
+        ff.L_b.mT, torch.cholesky_solve(fast.v[:, None], fast.L_D), upper=True
+    )
+    mean_general = torch.linalg.solve_triangular(
+        fg.L_b.mT, torch.cholesky_solve(general.v[:, None], general.L_D), upper=True
+    )
+    K_sz = toy.kernel_old.K(toy.X[:7], Z_b)
+    torch.testing.assert_close(K_sz @ mean_fast, K_sz @ mean_general, rtol=1e-6, atol=1e-6)

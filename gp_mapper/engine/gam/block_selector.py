@@ -100,12 +100,15 @@ class AdditiveVips:
         has_old = old is not None and old.num_inducing > 0
         old_Z = old.Z if has_old else X[:0]
         prefix_Z, keep_all = self._prefix(kernel, X, old_Z)
-        if has_old and keep_all and prefix_Z.shape[0] == old_Z.shape[0]:
-            prefix_L = old.L  # the same rows: the old factor (θ_o) serves
+        # The same rows: the old factor (θ_o) serves, and the rows begin with the old
+        # variables, so they need no columns at them (whitened_bound_prefixes, U=None).
+        begins_with_old = has_old and keep_all and prefix_Z.shape[0] == old_Z.shape[0]
+        if begins_with_old:
+            prefix_L = old.L
         else:
             prefix_L, _ = cholesky_with_jitter(kernel.K(prefix_Z), problem.jitter)
         candidates = retagged(X, COMPONENT_TAGS["map"])
-        columns = torch.cat([X, candidates, old_Z])
+        columns = torch.cat([X, candidates, X[:0] if begins_with_old else old_Z])
         mask = torch.zeros(columns.shape[0], dtype=torch.bool, device=X.device)
         mask[n : 2 * n] = True
         pc = PivotedCholesky(
@@ -116,8 +119,8 @@ class AdditiveVips:
 
         def bounds_of(rows: Tensor) -> Tensor:
             return whitened_bound_prefixes(
-                rows[:, :n], rows[:, 2 * n :], y, kff, problem.noise_variance,
-                old if has_old else None,
+                rows[:, :n], None if begins_with_old else rows[:, 2 * n :], y, kff,
+                problem.noise_variance, old if has_old else None,
             )  # fmt: skip
 
         found = vips_search(pc, problem, n, bounds_of, self.delta)

@@ -50,7 +50,7 @@ TETRAHEDRON = ((1.0, 1.0, 1.0), (1.0, -1.0, -1.0), (-1.0, 1.0, -1.0), (-1.0, -1.
 class FieldPivots(PivotedCholesky):
     """Greedy pivots among potential candidates, scored by their readings' three components.
 
-    Columns are ``[readings' field rows (n); candidates (C); prefix rows (M_a)]``; ``reading``
+    Columns are ``[readings' field rows (n); candidates (C)]``; ``reading``
     [n] gives each field row's reading, ``owner`` [C] each candidate's reading.
     """
 
@@ -150,7 +150,8 @@ class PotentialVips:
         C = candidates_P.shape[0]
         prefix_Z, prefix_L = _prefix(problem)
         has_old = old is not None and old.num_inducing > 0
-        columns = torch.cat([X, candidates_P, old.Z if has_old else X[:0]])
+        # No columns at Z_a: the rows begin with the old variables (whitened_bound_prefixes).
+        columns = torch.cat([X, candidates_P])
         mask = torch.zeros(columns.shape[0], dtype=torch.bool, device=X.device)
         mask[n : n + C] = True
         owner = torch.arange(R, device=X.device).repeat(len(TETRAHEDRON))
@@ -164,9 +165,8 @@ class PotentialVips:
         def bounds_of(rows: Tensor) -> Tensor:
             # First batch: the uniform field's rows are new inducing variables like the rest.
             return whitened_bound_prefixes(
-                rows[:, :n], rows[:, n + C :], y, kff, problem.noise_variance,
-                old if has_old else None,
-            )  # fmt: skip
+                rows[:, :n], None, y, kff, problem.noise_variance, old if has_old else None
+            )
 
         # The greedy pivots towards L* are worth it while they are cheaper than the Schur
         # complement over the C candidates; a pivot here is a Hessian-kernel column, so the

@@ -71,8 +71,9 @@ def whitened_bound(
 
     Args:
         V: L_b⁻¹ K_bf [M_b, N].
-        U: L_b⁻¹ K_ba [M_b, M_a] (ignored without ``old``); None when the inducing set and θ
-            are the old ones (``Factors.same_set``): then A = I and K_aa − Q_aa = 0.
+        U: L_b⁻¹ K_ba [M_b, M_a] (ignored without ``old``); None when the inducing set begins
+            with the old one under its θ and factor (``factors(keeps_old=True)``): then
+            A = [I; 0] and K_aa − Q_aa = 0.
         y: targets [N].
         kff_diag: k(xᵢ, xᵢ) [N] (or their sum, with one σ²).
         noise_variance: σ², scalar, or one per row [N] (a window's cells, ``core.cells``).
@@ -87,9 +88,10 @@ def whitened_bound(
     value = value + 0.5 * torch.diagonal(d1).sum()
     P = d1
     if old is not None and old.num_inducing > 0:
-        if U is None:  # the same inducing variables under the same prior: A = I
-            P = P + old.P
-            Lb_c = Lb_c + old.v
+        if U is None:  # the old variables first, under the same prior: A = [I; 0]
+            pad = (0, P.shape[0] - old.num_inducing)
+            P = P + torch.nn.functional.pad(old.P, pad + pad)
+            Lb_c = Lb_c + torch.nn.functional.pad(old.v, pad)
         else:
             A = solve_lower(old.L, U.mT).mT  # [M_b, M_a] = L_b⁻¹ K_ba L'⁻ᵀ
             P = P + A @ old.P @ A.mT
@@ -111,7 +113,7 @@ def whitened_bound(
 @torch.no_grad()
 def whitened_bound_prefixes(
     V: Tensor,
-    U: Tensor,
+    U: Tensor | None,
     y: Tensor,
     kff_diag: Tensor,
     noise_variance: Tensor,
@@ -129,6 +131,11 @@ def whitened_bound_prefixes(
     about, instead of one per doubling and bisection step.
 
     Args:
+        U: ``L_b⁻¹ K(b, Z_a)`` [M_b, M_a]; None when the rows begin with the old inducing
+            variables themselves (a selection's forced prefix: ``old.Z`` with ``old.L``). Then
+            the old block of U is ``L'ᵀ`` and the rows after it are zero there (a pivot's row
+            is its residual after the prefix, which explains Z_a exactly), so A = [I; 0] and
+            nothing of size M_b M_a² is formed.
         Kaa: the old inducing variables' prior under the rows' θ; None (what a selection
             passes: it holds θ at the carried one) means the carried prior ``L' L'ᵀ`` itself,
             whose whitened form is I, so nothing of size M³ is formed for it.
@@ -137,10 +144,6 @@ def whitened_bound_prefixes(
     per_row = 0.5 * torch.diagonal(d1)
     P = d1
     if old is not None and old.num_inducing > 0:
-        A = solve_lower(old.L, U.mT).mT
-        AP = A @ old.P
-        P = P + AP @ A.mT
-        Lb_c = Lb_c + A @ old.v
         w_old = solve_lower(old.L_D, old.v)
         constant = constant - 0.5 * (w_old @ w_old) + torch.log(torch.diagonal(old.L_D)).sum()
         if Kaa is None:  # L'⁻¹ (L' L'ᵀ) L'⁻ᵀ = I
@@ -148,7 +151,22 @@ def whitened_bound_prefixes(
         else:
             Kaa_w = solve_lower(old.L, solve_lower(old.L, Kaa).mT)
             constant = constant - 0.5 * (old.P * Kaa_w).sum()
-        per_row = per_row + 0.5 * (AP * A).sum(-1)
+        if U is None:
+            if Kaa is not None:
+                raise ValueError("rows that begin with the old variables hold θ at the carried one")
+            M_a = old.num_inducing
+            if P.shape[0] < M_a:
+                raise ValueError(f"{P.shape[0]} rows cannot begin with {M_a} old variables")
+            pad = (0, P.shape[0] - M_a)
+            P = P + torch.nn.functional.pad(old.P, pad + pad)
+            Lb_c = Lb_c + torch.nn.functional.pad(old.v, pad)
+            per_row = per_row + 0.5 * torch.nn.functional.pad(torch.diagonal(old.P), pad)
+        else:
+            A = solve_lower(old.L, U.mT).mT
+            AP = A @ old.P
+            P = P + AP @ A.mT
+            Lb_c = Lb_c + A @ old.v
+            per_row = per_row + 0.5 * (AP * A).sum(-1)
     P = 0.5 * (P + P.mT)
     eye = torch.eye(P.shape[0], dtype=P.dtype, device=P.device)
     L_D, _ = cholesky_with_jitter(eye + P, jitter=0.0)
@@ -163,7 +181,7 @@ class Factors(NamedTuple):
     L_b: Tensor  # [M_b, M_b]
     jitter: Jitter
     V: Tensor  # [M_b, N]
-    U: Tensor | None  # [M_b, M_a]; None when the set and θ are the old ones (A = I)
+    U: Tensor | None  # [M_b, M_a]; None when the set begins with the old one, θ kept (A = [I; 0])
     Kaa: Tensor | None  # [M_a, M_a] K_θ(Z_a, Z_a) + εI
     kff_diag: Tensor  # [N]
 
@@ -175,7 +193,7 @@ def factors(
     old: CarriedPosterior | None,
     jitter: float | Jitter,
     *,
-    same_set: bool = False,
+    keeps_old: bool = False,
 ) -> Factors:
     """Compute L_b, V = L_b⁻¹ K_bf, U = L_b⁻¹ K_ba and K_aa for inducing inputs Z [M_b, D].
 
@@ -186,12 +204,14 @@ def factors(
     misses along directions where K_aa's eigenvalues are below ε.
 
     Args:
-        same_set: Z is ``old.Z`` and ``kernel`` is the θ ``old.L`` was made under: L_b is
-            ``old.L`` and U, K_aa are not formed (nothing of size M³ but the caller's D).
+        keeps_old: Z begins with ``old.Z`` and ``kernel`` is the θ ``old.L`` was made under (a
+            window that adds points and keeps θ, or a map at its cap): L_b is ``old.L`` with
+            the new points' rows below it, the old variables keep their own jitter, and U,
+            K_aa are not formed (A = [I; 0] and K_aa − Q_aa = 0 exactly). Nothing of size
+            M³ is formed but the new points' Schur complement and the caller's D.
     """
-    if same_set and old is not None:
-        V = solve_lower(old.L, kernel.K(Z, X))
-        return Factors(old.L, old.jitter, V, None, None, kernel.K_diag(X))
+    if keeps_old and old is not None:
+        return _extended_factors(kernel, Z, X, old, jitter)
     K_bb = kernel.K(Z)
     L_b, used = cholesky_with_jitter(K_bb, jitter)
     V = solve_lower(L_b, kernel.K(Z, X))
@@ -207,6 +227,33 @@ def factors(
     return Factors(L_b, used, V, U, Kaa, kernel.K_diag(X))
 
 
+def _extended_factors(
+    kernel: Kernel, Z: Tensor, X: Tensor, old: CarriedPosterior, jitter: float | Jitter
+) -> Factors:
+    """``factors(keeps_old=True)``: chol(K_bb + εI) with its old block ``old.L`` as it is.
+
+    The new rows are ``[Cᵀ, L_s]`` with C = L'⁻¹ K(Z_a, Z_n) and L_s the factor of the new
+    points' Schur complement K_nn − CᵀC plus their jitter, ε from the whole K_bb's diagonal
+    as in the general path.
+    """
+    M_a = old.num_inducing
+    if Z.shape[0] < M_a or not torch.equal(Z[:M_a], old.Z):
+        raise ValueError("keeps_old: Z must begin with the old inducing inputs")
+    K_bf = kernel.K(Z, X)
+    if Z.shape[0] == M_a:
+        return Factors(old.L, old.jitter, solve_lower(old.L, K_bf), None, None, kernel.K_diag(X))
+    new = Z[M_a:]
+    K_nn = kernel.K(new)
+    scale = jitter_scale(torch.cat([kernel.K_diag(old.Z), torch.diagonal(K_nn)]).detach())
+    C = solve_lower(old.L, kernel.K(old.Z, new))
+    schur = K_nn - C.mT @ C
+    L_s, used = cholesky_with_jitter(0.5 * (schur + schur.mT), jitter, scale=scale)
+    L_b = torch.cat(
+        [torch.nn.functional.pad(old.L, (0, new.shape[0])), torch.cat([C.mT, L_s], dim=1)]
+    )
+    return Factors(L_b, used, solve_lower(L_b, K_bf), None, None, kernel.K_diag(X))
+
+
 def online_bound(
     kernel: Kernel,
     noise_variance: Tensor,
@@ -216,11 +263,11 @@ def online_bound(
     old: CarriedPosterior | None,
     jitter: float | Jitter,
     *,
-    same_set: bool = False,
+    keeps_old: bool = False,
 ) -> tuple[BoundTerms, Factors]:
-    """L̂ for inducing inputs Z under (kernel, σ²); differentiable in both (``same_set``:
+    """L̂ for inducing inputs Z under (kernel, σ²); differentiable in both (``keeps_old``:
     see :func:`factors`)."""
-    f = factors(kernel, Z, X, old, jitter, same_set=same_set)
+    f = factors(kernel, Z, X, old, jitter, keeps_old=keeps_old)
     return whitened_bound(f.V, f.U, y, f.kff_diag, noise_variance, old, f.Kaa), f
 
 

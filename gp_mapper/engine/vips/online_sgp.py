@@ -74,16 +74,22 @@ def _posterior_at(
     Args:
         cells: the window's cells when the rows are theirs (``core.cells``).
         same_prior: ``kernel`` is the θ the carried factor ``old.L`` was made under; with Z
-            equal to ``old.Z`` (a map at its cap, or a window that adds no point) the update
-            then needs no new factor of K(Z, Z) (``bound.factors``).
+            beginning with ``old.Z`` (a window that keeps θ: its points are added after the
+            old ones) the update then extends ``old.L`` instead of a new factor of K(Z, Z)
+            (``bound.factors``).
 
     Raises:
         NumericalError: a factorisation failed or a carried quantity is not finite.
     """
-    same_set = same_prior and old is not None and torch.equal(Z, old.Z)
+    keeps_old = (
+        same_prior
+        and old is not None
+        and Z.shape[0] >= old.num_inducing
+        and torch.equal(Z[: old.num_inducing], old.Z)
+    )
     with torch.no_grad():
         terms, factors = online_bound(
-            kernel, _row_noise(noise, cells), Z, X, y, old, jitter, same_set=same_set
+            kernel, _row_noise(noise, cells), Z, X, y, old, jitter, keeps_old=keeps_old
         )
         carried = carry(Z, factors, terms)
         posterior = Posterior.from_carried(kernel, carried, float(noise.variance))

@@ -74,15 +74,17 @@ def _old_Z(problem: SelectionProblem) -> Tensor:
 
 
 def _decoupled(problem: SelectionProblem, max_new: int) -> PivotedCholesky:
-    """Pivoted Cholesky over [X; Z_a], old points forced first, candidates the batch only."""
+    """Pivoted Cholesky over the batch X, the old points forced first.
+
+    Its rows need no columns at Z_a: they begin with the old variables themselves, so
+    ``whitened_bound_prefixes`` knows their whitened map onto Z_a (``U=None``).
+    """
     X, old = problem.X, problem.old
     Za = _old_Z(problem)
-    columns = torch.cat([X, Za])
-    candidates = torch.zeros(columns.shape[0], dtype=torch.bool, device=X.device)
-    candidates[: X.shape[0]] = True
+    candidates = torch.ones(X.shape[0], dtype=torch.bool, device=X.device)
     return PivotedCholesky(
         problem.kernel,
-        columns,
+        X,
         candidates,
         old.jitter if old is not None else problem.jitter,
         prefix_Z=Za if old is not None else None,
@@ -126,8 +128,8 @@ class Vips:
         kff = problem.kernel.K_diag(X)
 
         def bounds_of(R: Tensor) -> Tensor:
-            """L̂ at every prefix of the rows ``L_b⁻¹ K(b, [X; Z_a])`` of an inducing set b."""
-            return whitened_bound_prefixes(R[:, :N], R[:, N:], y, kff, problem.noise_variance, old)
+            """L̂ at every prefix of the rows ``L_b⁻¹ K(b, X)`` of an inducing set b."""
+            return whitened_bound_prefixes(R, None, y, kff, problem.noise_variance, old)
 
         found = vips_search(pc, problem, N, bounds_of, self.delta)
         Z = torch.cat([_old_Z(problem), X[pc.pivots[: found.num_added]]])
