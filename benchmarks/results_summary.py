@@ -530,6 +530,19 @@ def vector_field_rows(data: dict[str, Any], path: Path) -> Iterator[Row]:
                 f"{sp:.3f} s ({sp / sn:.1f}× norm), M {p['M']}",
                 f"norm stream {sn:.3f} s, M {n['M']}", "≤ 3 × norm's", sp <= 3 * sn,
             )  # fmt: skip
+            # Like against like: the median of all batches falls on kept or fitted batches as
+            # each row's fit schedule has it.
+            like = [
+                (p.get(f"seconds_batch_median_{k}"), n.get(f"seconds_batch_median_{k}"))
+                for k in ("kept", "fitted")
+            ]
+            if all(a is not None and b is not None for a, b in like):
+                yield _row(
+                    data, bench, f"potential stream, {where}: median s per batch, θ kept / fitted",
+                    " / ".join(f"{a:.3f} s ({a / b:.1f}×)" for a, b in like),
+                    "norm stream " + " / ".join(f"{b:.3f} s" for _, b in like),
+                    "≤ 3 × norm's", all(a <= 3 * b for a, b in like),
+                )  # fmt: skip
         cov = p.get("coverage95_components")
         if cov:
             yield _row(
