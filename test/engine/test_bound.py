@@ -9,6 +9,8 @@ import pytest
 import torch
 
 from gp_mapper.engine.core.greedy import PivotedCholesky
+from gp_mapper.engine.errors import NumericalError
+from gp_mapper.engine.vips import bound as bound_module
 from gp_mapper.engine.vips.bound import (
     carry,
     old_predictive,
@@ -239,3 +241,27 @@ def test_a_set_that_begins_with_the_old_one_extends_its_factor(
     )
     K_sz = toy.kernel_old.K(toy.X[:7], Z_b)
     torch.testing.assert_close(K_sz @ mean_fast, K_sz @ mean_general, rtol=1e-6, atol=1e-6)
+
+
+def test_an_extension_that_fails_takes_the_general_path(
+    online_toy: OnlineToy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Schur complement no rung factors falls back to the general factor, whose ladder
+    starts again on the whole K_bb (a valid kernel's complement is PSD, so the failure is
+    forced here)."""
+    toy = online_toy
+    Z_a = torch.linspace(0.0, 10.0, 12, dtype=toy.X.dtype)[:, None]
+    k, s2 = toy.kernel_old, toy.noise_old
+    with torch.no_grad():
+        terms, f = online_bound(k, s2, Z_a, toy.X_old, toy.y_old, None, 1e-6)
+        carried = carry(Z_a, f, terms)
+        Z_b = torch.cat([Z_a, Z_a[:1] + 0.05])
+
+        def fails(*args: object) -> None:
+            raise NumericalError("the new points' Schur complement is not positive definite")
+
+        monkeypatch.setattr(bound_module, "_extended_factors", fails)
+        fallback, ff = online_bound(k, s2, Z_b, toy.X, toy.y, carried, 1e-6, keeps_old=True)
+        general, fg = online_bound(k, s2, Z_b, toy.X, toy.y, carried, 1e-6)
+    assert ff.U is not None and torch.equal(ff.L_b, fg.L_b)
+    assert float(fallback.value) == float(general.value)

@@ -7,6 +7,7 @@ Z_b [M_b, D]. All kernel matrices use the new θ except the carried factor ``old
 
 from __future__ import annotations
 
+import contextlib
 from typing import NamedTuple
 
 import torch
@@ -21,6 +22,7 @@ from ..core.linalg import (
     jitter_scale,
     solve_lower,
 )
+from ..errors import NumericalError
 from .posterior import CarriedPosterior
 
 
@@ -211,7 +213,10 @@ def factors(
             M³ is formed but the new points' Schur complement and the caller's D.
     """
     if keeps_old and old is not None:
-        return _extended_factors(kernel, Z, X, old, jitter)
+        # A Schur complement no rung can factor (new points on top of old ones) takes the
+        # general path, whose ladder starts again on the whole K_bb.
+        with contextlib.suppress(NumericalError):
+            return _extended_factors(kernel, Z, X, old, jitter)
     K_bb = kernel.K(Z)
     L_b, used = cholesky_with_jitter(K_bb, jitter)
     V = solve_lower(L_b, kernel.K(Z, X))
