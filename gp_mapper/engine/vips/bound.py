@@ -91,9 +91,9 @@ def whitened_bound(
     P = d1
     if old is not None and old.num_inducing > 0:
         if U is None:  # the old variables first, under the same prior: A = [I; 0]
-            pad = (0, P.shape[0] - old.num_inducing)
-            P = P + torch.nn.functional.pad(old.P, pad + pad)
-            Lb_c = Lb_c + torch.nn.functional.pad(old.v, pad)
+            old_P, old_v = _carried_onto(old, P.shape[0])
+            P = P + old_P
+            Lb_c = Lb_c + old_v
         else:
             A = solve_lower(old.L, U.mT).mT  # [M_b, M_a] = L_b⁻¹ K_ba L'⁻ᵀ
             P = P + A @ old.P @ A.mT
@@ -110,6 +110,19 @@ def whitened_bound(
     w = solve_lower(L_D, Lb_c)
     value = value + 0.5 * (w @ w) - torch.log(torch.diagonal(L_D)).sum()
     return BoundTerms(value, P, Lb_c, L_D)
+
+
+def _carried_onto(old: CarriedPosterior, size: int) -> tuple[Tensor, Tensor]:
+    """The carried P and v as ``A P Aᵀ`` and ``A v`` for an inducing set of ``size`` that
+    begins with the old variables under their own factor: A = [I; 0], so they are P and v
+    padded with zeros."""
+    pad = size - old.num_inducing
+    if pad < 0:
+        raise ValueError(f"{size} rows cannot begin with {old.num_inducing} old variables")
+    return (
+        torch.nn.functional.pad(old.P, (0, pad, 0, pad)),
+        torch.nn.functional.pad(old.v, (0, pad)),
+    )
 
 
 @torch.no_grad()
@@ -156,13 +169,10 @@ def whitened_bound_prefixes(
         if U is None:
             if Kaa is not None:
                 raise ValueError("rows that begin with the old variables hold θ at the carried one")
-            M_a = old.num_inducing
-            if P.shape[0] < M_a:
-                raise ValueError(f"{P.shape[0]} rows cannot begin with {M_a} old variables")
-            pad = (0, P.shape[0] - M_a)
-            P = P + torch.nn.functional.pad(old.P, pad + pad)
-            Lb_c = Lb_c + torch.nn.functional.pad(old.v, pad)
-            per_row = per_row + 0.5 * torch.nn.functional.pad(torch.diagonal(old.P), pad)
+            old_P, old_v = _carried_onto(old, P.shape[0])
+            P = P + old_P
+            Lb_c = Lb_c + old_v
+            per_row = per_row + 0.5 * torch.diagonal(old_P)
         else:
             A = solve_lower(old.L, U.mT).mT
             AP = A @ old.P
