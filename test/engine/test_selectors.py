@@ -49,6 +49,16 @@ def test_pivoted_cholesky_rows_are_whitened_cross_covariances(rng: np.random.Gen
     assert len(set(pc.pivots)) == 6
 
 
+def test_pivoted_cholesky_stops_at_uninformative_or_taken_columns() -> None:
+    X = torch.tensor([[0.0], [0.0], [3.0]], dtype=torch.float64)  # a repeat: nothing left in it
+    k = SquaredExponential(1.0, 0.8).double()
+    pc = PivotedCholesky(k, X, torch.ones(3, dtype=torch.bool), 0.0)
+    assert pc.extend_to(3) == 2 and sorted(pc.pivots) in ([0, 2], [1, 2])
+    assert pc.next_pivot() is None
+    none = PivotedCholesky(k, X, torch.zeros(3, dtype=torch.bool), 0.0)
+    assert none.next_pivot() is None and none.extend_to(2) == 0
+
+
 def test_vips_grows_with_smaller_delta(rng: np.random.Generator) -> None:
     parts = stream(rng)
     sizes = [run(Vips(d), parts).num_inducing for d in (0.2, 0.05, 0.01)]

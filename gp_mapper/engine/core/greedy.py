@@ -114,13 +114,15 @@ class PivotedCholesky:
 
     def next_pivot(self) -> int | None:
         """The available column of largest conditional variance, or None if none is informative."""
-        if not bool(self.available.any()):
+        if self.diag.numel() == 0:
             return None
         scores = torch.where(self.available, self.diag, torch.full_like(self.diag, -torch.inf))
-        j = int(torch.argmax(scores))
-        if float(scores[j]) <= self._floor:
+        best, j = torch.max(scores, 0)
+        # One read from the device per pivot (on a GPU each read waits for the queue).
+        value, j = torch.stack([best, j.to(best.dtype)]).tolist()
+        if value <= self._floor:  # -inf where no column is left
             return None
-        return j
+        return int(j)
 
     def add(self, j: int) -> None:
         """Append column ``j`` to the inducing set (one rank-one Cholesky step)."""

@@ -79,16 +79,19 @@ class FieldPivots(PivotedCholesky):
 
     def next_pivot(self) -> int | None:
         cand = self._candidate_index
-        usable = self.available[cand] & (self.diag[cand] > self._floor)
-        if not bool(usable.any()):
+        if cand.numel() == 0:
             return None
+        usable = self.available[cand] & (self.diag[cand] > self._floor)
         residual = torch.clamp(self.diag[: self._num_rows], min=0.0)
         score = residual.new_zeros(self._num_readings).index_add_(0, self._reading, residual)
-        has_candidate = torch.zeros_like(score, dtype=torch.bool)
-        has_candidate[self._owner[usable]] = True
-        best = int(torch.argmax(torch.where(has_candidate, score, -torch.inf)))
+        # No boolean indexing and one read from the device per pivot: each would wait for it.
+        usable_count = score.new_zeros(self._num_readings).index_add_(
+            0, self._owner, usable.to(score.dtype)
+        )
+        best = torch.argmax(torch.where(usable_count > 0, score, -torch.inf))
         own = torch.where(usable & (self._owner == best), self.diag[cand], -torch.inf)
-        return int(cand[int(torch.argmax(own))])
+        any_usable, j = torch.stack([usable.any().to(cand.dtype), cand[torch.argmax(own)]]).tolist()
+        return int(j) if any_usable else None
 
 
 def _readings(X: Tensor) -> tuple[Tensor, Tensor]:

@@ -139,6 +139,23 @@ def test_greedy_score_sums_the_three_components_of_each_reading() -> None:
     assert score[chosen] > 2.0 * residual.max()  # a sum over components, not one of them
 
 
+def test_the_pivots_end_when_every_candidate_is_taken() -> None:
+    k = kernel().double()
+    rows = field_rows(planar(lawnmower(6)))
+    positions, reading = torch.unique(rows[:, :3], dim=0, return_inverse=True)
+    candidates = potential_rows(positions + 0.1)
+    columns = torch.cat([rows, candidates])
+    mask = torch.zeros(columns.shape[0], dtype=torch.bool)
+    mask[rows.shape[0] :] = True
+    E = earth_rows(rows)
+    L, _ = cholesky_with_jitter(k.K(E), Jitter())
+    R = positions.shape[0]
+    pc = FieldPivots(k, columns, mask, reading, torch.arange(R), R, Jitter(), E, L, R)
+    assert pc.extend_to(E.shape[0] + R + 5) == E.shape[0] + R
+    assert sorted(pc.pivots) == list(range(rows.shape[0], columns.shape[0]))
+    assert pc.next_pivot() is None
+
+
 def test_bad_batches_are_refused_with_clear_errors() -> None:
     model = VectorFieldGP(kernel(), options=StreamOptions(device="cpu"))
     P, B = readings(10)
