@@ -111,19 +111,25 @@ def test_one_axis_observed_on_a_line_is_the_scalar_model_there() -> None:
     torch.testing.assert_close(var_v, var_s, rtol=1e-5, atol=1e-6)
 
 
-def test_greedy_score_sums_the_three_components_of_each_reading() -> None:
-    k = kernel().double()
-    P = planar(lawnmower(40))
-    rows = field_rows(P)
+def field_pivots(k: CurlFreeKernel, points: int, max_new: int) -> tuple[FieldPivots, torch.Tensor]:
+    """Greedy pivots over one candidate per reading of a planar lawnmower path; its field rows."""
+    rows = field_rows(planar(lawnmower(points)))
     positions, reading = torch.unique(rows[:, :3], dim=0, return_inverse=True)
-    candidates = potential_rows(positions + 0.1)
-    columns = torch.cat([rows, candidates])
+    columns = torch.cat([rows, potential_rows(positions + 0.1)])
     mask = torch.zeros(columns.shape[0], dtype=torch.bool)
     mask[rows.shape[0] :] = True
     E = earth_rows(rows)
     L, _ = cholesky_with_jitter(k.K(E), Jitter())
     R = positions.shape[0]
-    pc = FieldPivots(k, columns, mask, reading, torch.arange(R), R, Jitter(), E, L, 10)
+    owner = torch.arange(R)
+    return FieldPivots(k, columns, mask, reading, owner, R, Jitter(), E, L, max_new), rows
+
+
+def test_greedy_score_sums_the_three_components_of_each_reading() -> None:
+    k = kernel().double()
+    pc, rows = field_pivots(k, 40, 10)
+    columns, reading = pc.columns, torch.unique(rows[:, :3], dim=0, return_inverse=True)[1]
+    E, R = earth_rows(rows), int(reading.max()) + 1
     for _ in range(5):  # the pivots so far, then the next one from first principles
         pc.add(pc.next_pivot())
     Z = torch.cat([E, columns[pc.pivots]])
@@ -140,19 +146,10 @@ def test_greedy_score_sums_the_three_components_of_each_reading() -> None:
 
 
 def test_the_pivots_end_when_every_candidate_is_taken() -> None:
-    k = kernel().double()
-    rows = field_rows(planar(lawnmower(6)))
-    positions, reading = torch.unique(rows[:, :3], dim=0, return_inverse=True)
-    candidates = potential_rows(positions + 0.1)
-    columns = torch.cat([rows, candidates])
-    mask = torch.zeros(columns.shape[0], dtype=torch.bool)
-    mask[rows.shape[0] :] = True
-    E = earth_rows(rows)
-    L, _ = cholesky_with_jitter(k.K(E), Jitter())
-    R = positions.shape[0]
-    pc = FieldPivots(k, columns, mask, reading, torch.arange(R), R, Jitter(), E, L, R)
-    assert pc.extend_to(E.shape[0] + R + 5) == E.shape[0] + R
-    assert sorted(pc.pivots) == list(range(rows.shape[0], columns.shape[0]))
+    pc, rows = field_pivots(kernel().double(), 6, 6)
+    globals_, R = pc.num_prefix, pc.columns.shape[0] - rows.shape[0]
+    assert pc.extend_to(globals_ + R + 5) == globals_ + R
+    assert sorted(pc.pivots) == list(range(rows.shape[0], pc.columns.shape[0]))
     assert pc.next_pivot() is None
 
 
