@@ -18,6 +18,7 @@ from gp_mapper.engine.vips.bound import (
     reference_bound,
     upper_bound,
     whitened_bound,
+    whitened_bound_last,
     whitened_bound_prefixes,
 )
 
@@ -181,6 +182,35 @@ def test_rows_that_begin_with_the_old_variables_need_no_columns_at_them(
     assert torch.equal(R[: old.num_inducing, N:], old.L.mT)
     assert float(R[old.num_inducing :, N:].abs().max()) < 1e-10
     torch.testing.assert_close(implied, general, rtol=1e-12, atol=1e-9)
+
+
+@pytest.mark.parametrize(("with_old", "per_row"), list(itertools.product([True, False], repeat=2)))
+def test_the_bound_at_every_candidate_from_the_data_side_equals_the_rows_form(
+    online_toy: OnlineToy, with_old: bool, per_row: bool
+) -> None:
+    """L* from N × N factors (``whitened_bound_last``) is the last prefix bound of the
+    saturated rows, with one σ² or one per row (a window's cells)."""
+    toy = online_toy
+    k, N = toy.kernel_old, toy.X.shape[0]
+    old = toy.old if with_old else None
+    cand = torch.ones(N, dtype=torch.bool)
+    with torch.no_grad():
+        pc = PivotedCholesky(k, toy.X, cand, 1e-6, old.Z if old else None,
+                             old.L if old else None)  # fmt: skip
+        R = pc.saturated_rows()
+        assert R is not None and R.shape[0] == N + (old.num_inducing if old else 0)
+        kff = k.K_diag(toy.X)
+        noise = toy.noise_old
+        if per_row:
+            noise = noise * torch.linspace(0.5, 2.0, N, dtype=torch.float64)
+        else:
+            kff = kff.sum()
+        rows_form = whitened_bound_prefixes(R, None, toy.y, kff, noise, old)[-1]
+        data_form = whitened_bound_last(R, toy.y, kff, noise, old)
+        # the candidates' columns are not needed for it
+        half = pc.saturated_rows(N // 2)
+        torch.testing.assert_close(half, R[:, : N // 2], rtol=1e-12, atol=1e-12)
+    assert float(data_form) == pytest.approx(float(rows_form), rel=1e-10, abs=1e-8)
 
 
 def test_the_same_set_under_the_same_theta_needs_no_new_factor(online_toy: OnlineToy) -> None:

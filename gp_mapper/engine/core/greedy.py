@@ -88,8 +88,10 @@ class PivotedCholesky:
         """``L_b⁻¹ K(b, columns)`` for the first ``size`` inducing points [size, C]."""
         return self._rows[: self.size if size is None else size]
 
-    def saturated_rows(self) -> Tensor | None:
-        """Rows ``L_b⁻¹ K(b, columns)`` for b = the prefix plus every candidate, jitter included.
+    def saturated_rows(self, num_columns: int | None = None) -> Tensor | None:
+        """Rows ``L_b⁻¹ K(b, columns)`` for b = the prefix plus every candidate, jitter included,
+        over the first ``num_columns`` columns (all by default: a caller that needs only the
+        data's columns saves the solve over the candidates').
 
         The bound at these rows is the most the greedy sequence can reach under this jitter: L*
         as the authors compute it (the SGPR bound with Z = X, in their code). Built from the Schur
@@ -106,7 +108,8 @@ class PivotedCholesky:
             L_s, _ = cholesky_with_jitter(0.5 * (schur + schur.mT), jitter=0.0)
         except NumericalError:
             return None
-        return torch.cat([R_p, solve_lower(L_s, cross)])
+        end = cross.shape[1] if num_columns is None else num_columns
+        return torch.cat([R_p[:, :end], solve_lower(L_s, cross[:, :end])])
 
     def residual_trace(self) -> float:
         """Σ over candidate columns of the conditional variance: tr(K_ff − Q_ff) on the pool."""

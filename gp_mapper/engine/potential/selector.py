@@ -31,7 +31,7 @@ from torch import Tensor
 from ..core.greedy import CONDITIONAL_VARIANCE_FLOOR, PivotedCholesky
 from ..core.linalg import Jitter, cholesky_with_jitter
 from ..settings import check, default
-from ..vips.bound import whitened_bound_prefixes
+from ..vips.bound import whitened_bound_last, whitened_bound_prefixes
 from ..vips.selectors import (
     GREEDY_REFERENCE_FRACTION,
     REFERENCE_PIVOTS,
@@ -177,7 +177,15 @@ class PotentialVips:
         # its floor): on a window of 59 readings the floor's 64 pivots cost three times the
         # complement over 236 candidates.
         budget = R // GREEDY_REFERENCE_FRACTION
-        found = vips_search(pc, problem, C, bounds_of, self.delta, budget)
+
+        def saturated_bound(pc: PivotedCholesky) -> float | None:
+            rows = pc.saturated_rows(n)  # the readings' columns: the candidates' are not needed
+            if rows is None:
+                return None
+            old_or_none = old if has_old else None
+            return float(whitened_bound_last(rows, y, kff, problem.noise_variance, old_or_none))
+
+        found = vips_search(pc, problem, C, bounds_of, self.delta, budget, saturated_bound)
         chosen = [j - n for j in pc.pivots[: found.num_added]]
         Z = torch.cat([prefix_Z, candidates_P[chosen]])
         return Selection(Z, found.num_added, found.reason, found.bound, found.reference,

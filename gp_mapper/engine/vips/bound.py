@@ -32,20 +32,29 @@ def _data_terms(
     """``(V Σ⁻¹ Vᵀ, V Σ⁻¹ y, the terms free of the inducing set)`` for the noise Σ: one σ²
     (a 0-d tensor; ``kff_diag`` may then be its sum) or one per row [N] (a window's cells,
     ``core.cells``; ``kff_diag`` per row)."""
-    N = y.shape[0]
     s2 = noise_variance
     # One σ²: the operations in the order they always ran, so a map is the same to the bit
     # (autograd sums the gradients of σ² in that order).
     if s2.ndim == 0:
         d1 = (V @ V.mT) / s2
         Lb_c = (V @ y) / s2
+    else:
+        w = 1.0 / s2
+        d1 = (V * w) @ V.mT
+        Lb_c = V @ (w * y)
+    return d1, Lb_c, _data_constant(y, kff_diag, s2)
+
+
+def _data_constant(y: Tensor, kff_diag: Tensor, noise_variance: Tensor) -> Tensor:
+    """The bound's terms free of the inducing set (``_data_terms``)."""
+    N = y.shape[0]
+    s2 = noise_variance
+    if s2.ndim == 0:
         constant = -0.5 * N * (LOG_2PI + torch.log(s2)) - 0.5 * (y @ y) / s2
-        return d1, Lb_c, constant - 0.5 * kff_diag.sum() / s2
+        return constant - 0.5 * kff_diag.sum() / s2
     w = 1.0 / s2
-    d1 = (V * w) @ V.mT
-    Lb_c = V @ (w * y)
     constant = -0.5 * (N * LOG_2PI + torch.log(s2).sum()) - 0.5 * (w * y * y).sum()
-    return d1, Lb_c, constant - 0.5 * (w * kff_diag).sum()
+    return constant - 0.5 * (w * kff_diag).sum()
 
 
 class BoundTerms(NamedTuple):
@@ -185,6 +194,52 @@ def whitened_bound_prefixes(
     w = solve_lower(L_D, Lb_c)
     per_row = per_row + 0.5 * w * w - torch.log(torch.diagonal(L_D))
     return constant + torch.cumsum(per_row, dim=0)
+
+
+@torch.no_grad()
+def whitened_bound_last(
+    V: Tensor,
+    y: Tensor,
+    kff_diag: Tensor,
+    noise_variance: Tensor,
+    old: CarriedPosterior | None,
+) -> Tensor:
+    """``whitened_bound_prefixes(V, None, ...)[-1]`` in the space of the data: L̂ at the
+    whole set of rows only, for a set of more rows than the window has observations.
+
+    Beyond the old variables (the first ``old.num_inducing`` rows, A = [I; 0]) the bound sees
+    the new rows V_n only through ``G = V_nᵀ V_n`` [N, N]; with ``E = I + P_a = L_D L_Dᵀ``,
+    ``W = L_D⁻¹ V_a`` and ``H = Wᵀ W + G``, the matrix determinant lemma and Woodbury give
+    ``log|I + P| = log|E| + log|I + Σ^-½ H Σ^-½|`` and bᵀ(I + P)⁻¹b for b = V Σ⁻¹ y + [v_a; 0]
+    from N × N factors. What L* needs (the rows of every candidate, ``_reachable_reference``)
+    costs O(M_a² N + M_n N² + N³) instead of the rows' O((M_a + M_n)² N + (M_a + M_n)³).
+    Without ``old`` (a first window) every row is new: W is empty, E = I.
+    """
+    s2 = noise_variance
+    u = y / s2
+    constant = _data_constant(y, kff_diag, s2)
+    M_a = old.num_inducing if old is not None else 0
+    V_a, V_n = V[:M_a], V[M_a:]
+    G = V_n.mT @ V_n
+    trace = (V_a * V_a).sum(0) + torch.diagonal(G)  # diag(Vᵀ V)
+    if M_a > 0:
+        assert old is not None
+        W = solve_lower(old.L_D, V_a)
+        q = solve_lower(old.L_D, V_a @ u + old.v)
+        w_old = solve_lower(old.L_D, old.v)
+        constant = constant - 0.5 * (w_old @ w_old)
+        H = W.mT @ W + G
+        r = W.mT @ q + G @ u
+        quad = q @ q + u @ (G @ u)
+    else:
+        H, r, quad = G, G @ u, u @ (G @ u)
+    half = torch.rsqrt(s2) if s2.ndim == 0 else torch.rsqrt(s2)[:, None]
+    T = half * H * half.mT if s2.ndim else H / s2
+    T = 0.5 * (T + T.mT) + torch.eye(T.shape[0], dtype=T.dtype, device=T.device)
+    L_T, _ = cholesky_with_jitter(T, jitter=0.0)  # T ⪰ I, as I + P in the row form
+    z = solve_lower(L_T, (half[:, 0] if s2.ndim else half) * r)
+    spread = trace.sum() / s2 if s2.ndim == 0 else (trace / s2).sum()
+    return constant + 0.5 * spread + 0.5 * (quad - z @ z) - torch.log(torch.diagonal(L_T)).sum()
 
 
 class Factors(NamedTuple):

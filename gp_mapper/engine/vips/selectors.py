@@ -18,7 +18,7 @@ from ..core.greedy import PivotedCholesky
 from ..core.kernels import Kernel
 from ..core.linalg import Jitter
 from ..settings import check, default
-from .bound import whitened_bound_prefixes
+from .bound import whitened_bound_last, whitened_bound_prefixes
 from .posterior import CarriedPosterior
 
 # Above this many new points L* is no longer the value with every datum inducing but the bound
@@ -131,7 +131,13 @@ class Vips:
             """L̂ at every prefix of the rows ``L_b⁻¹ K(b, X)`` of an inducing set b."""
             return whitened_bound_prefixes(R, None, y, kff, problem.noise_variance, old)
 
-        found = vips_search(pc, problem, N, bounds_of, self.delta)
+        def saturated_bound(pc: PivotedCholesky) -> float | None:
+            R = pc.saturated_rows()
+            if R is None:
+                return None
+            return float(whitened_bound_last(R, y, kff, problem.noise_variance, old))
+
+        found = vips_search(pc, problem, N, bounds_of, self.delta, None, saturated_bound)
         Z = torch.cat([_old_Z(problem), X[pc.pivots[: found.num_added]]])
         return Selection(Z, found.num_added, found.reason, found.bound, found.reference,
                          found.threshold)  # fmt: skip
@@ -169,6 +175,7 @@ def vips_search(
     bounds_of: Callable[[Tensor], Tensor],
     delta: float,
     greedy_budget: int | None = None,
+    saturated_bound: Callable[[PivotedCholesky], float | None] | None = None,
 ) -> VipsResult:
     """The shortest prefix of the greedy sequence ``pc`` with ``L̂ ≥ L* − δ|L* − L_noise|``.
 
@@ -177,7 +184,9 @@ def vips_search(
     ``bounds_of`` gives L̂ at every prefix of a set of rows (``whitened_bound_prefixes``), so
     one evaluation answers every shorter prefix; ``num_candidates`` is how many pivots the
     sequence could take; ``greedy_budget`` how many it may take towards L* before the Schur
-    complement is cheaper (``_reachable_reference``; default from ``num_candidates``).
+    complement is cheaper (``_reachable_reference``; default from ``num_candidates``);
+    ``saturated_bound`` L̂ with every candidate inducing (None: no such factor), by default
+    the last of ``bounds_of`` at ``pc.saturated_rows()``.
     """
     M_a = pc.num_prefix
     max_new = max(0, min(num_candidates, problem.max_inducing - M_a))
@@ -190,7 +199,13 @@ def vips_search(
 
     if greedy_budget is None:
         greedy_budget = max(GREEDY_REFERENCE_MIN, num_candidates // GREEDY_REFERENCE_FRACTION)
-    l_star = _reachable_reference(pc, num_candidates, sequence, bounds_of, greedy_budget)
+    if saturated_bound is None:
+
+        def saturated_bound(pc: PivotedCholesky) -> float | None:
+            R = pc.saturated_rows()
+            return None if R is None else float(bounds_of(R)[-1])
+
+    l_star = _reachable_reference(pc, num_candidates, sequence, saturated_bound, greedy_budget)
     gamma = l_star - delta * abs(l_star - problem.noise_model_lml)
 
     # Doubling: the first k (new points) with L̂ ≥ γ, or the largest k that can be built.
@@ -225,7 +240,7 @@ def _reachable_reference(
     pc: PivotedCholesky,
     N: int,
     sequence: _SequenceBounds,
-    bounds_of: Callable[[Tensor], Tensor],
+    saturated_bound: Callable[[PivotedCholesky], float | None],
     greedy_budget: int,
 ) -> float:
     """L*: the best L̂ the greedy sequence can reach, every informative new datum inducing.
@@ -239,17 +254,18 @@ def _reachable_reference(
     Cost: the greedy sequence is run to the floor while that is cheaper than a Cholesky of
     the batch (a robot's dense batches have low numerical rank), and its one evaluation then
     gives L̂ at every prefix the search asks for; otherwise the Schur complement of the old
-    points gives every datum at once in O(N³ + N² M_a). Above REFERENCE_PIVOTS new points L*
-    is the bound at that many greedy points, a lower proxy.
+    points gives every datum at once in O(N³ + N² M_a), and ``saturated_bound`` its bound
+    from N × N factors (``whitened_bound_last``). Above REFERENCE_PIVOTS new points L* is the
+    bound at that many greedy points, a lower proxy.
     """
     M_a = pc.num_prefix
     pc.extend_to(M_a + min(N, greedy_budget))
     if pc.next_pivot() is None:
         return sequence.at(pc.size)
     if N <= REFERENCE_PIVOTS:
-        R = pc.saturated_rows()
-        if R is not None:
-            return float(bounds_of(R)[-1])
+        value = saturated_bound(pc)
+        if value is not None:
+            return value
     pc.extend_to(M_a + min(N, REFERENCE_PIVOTS))
     return sequence.at(pc.size)
 
