@@ -31,12 +31,13 @@ from torch import Tensor
 from ..core.greedy import CONDITIONAL_VARIANCE_FLOOR, PivotedCholesky
 from ..core.linalg import Jitter, cholesky_with_jitter
 from ..settings import check, default
-from ..vips.bound import whitened_bound_last, whitened_bound_prefixes
+from ..vips.bound import whitened_bound_prefixes
 from ..vips.selectors import (
     GREEDY_REFERENCE_FRACTION,
     REFERENCE_PIVOTS,
     Selection,
     SelectionProblem,
+    data_side_reference,
     register_selector,
     vips_search,
 )
@@ -177,15 +178,11 @@ class PotentialVips:
         # its floor): on a window of 59 readings the floor's 64 pivots cost three times the
         # complement over 236 candidates.
         budget = R // GREEDY_REFERENCE_FRACTION
-
-        def saturated_bound(pc: PivotedCholesky) -> float | None:
-            rows = pc.saturated_rows(n)  # the readings' columns: the candidates' are not needed
-            if rows is None:
-                return None
-            old_or_none = old if has_old else None
-            return float(whitened_bound_last(rows, y, kff, problem.noise_variance, old_or_none))
-
-        found = vips_search(pc, problem, C, bounds_of, self.delta, budget, saturated_bound)
+        # L* needs the readings' columns only, not the candidates'.
+        saturated = data_side_reference(
+            y, kff, problem.noise_variance, old if has_old else None, num_columns=n
+        )
+        found = vips_search(pc, problem, C, bounds_of, self.delta, budget, saturated)
         chosen = [j - n for j in pc.pivots[: found.num_added]]
         Z = torch.cat([prefix_Z, candidates_P[chosen]])
         return Selection(Z, found.num_added, found.reason, found.bound, found.reference,

@@ -131,13 +131,8 @@ class Vips:
             """L̂ at every prefix of the rows ``L_b⁻¹ K(b, X)`` of an inducing set b."""
             return whitened_bound_prefixes(R, None, y, kff, problem.noise_variance, old)
 
-        def saturated_bound(pc: PivotedCholesky) -> float | None:
-            R = pc.saturated_rows()
-            if R is None:
-                return None
-            return float(whitened_bound_last(R, y, kff, problem.noise_variance, old))
-
-        found = vips_search(pc, problem, N, bounds_of, self.delta, None, saturated_bound)
+        saturated = data_side_reference(y, kff, problem.noise_variance, old)
+        found = vips_search(pc, problem, N, bounds_of, self.delta, None, saturated)
         Z = torch.cat([_old_Z(problem), X[pc.pivots[: found.num_added]]])
         return Selection(Z, found.num_added, found.reason, found.bound, found.reference,
                          found.threshold)  # fmt: skip
@@ -234,6 +229,26 @@ def vips_search(
         else:
             lo = mid
     return VipsResult(hi, "threshold", value, l_star, gamma)
+
+
+def data_side_reference(
+    y: Tensor,
+    kff_diag: Tensor,
+    noise_variance: Tensor,
+    old: CarriedPosterior | None,
+    num_columns: int | None = None,
+) -> Callable[[PivotedCholesky], float | None]:
+    """``vips_search``'s ``saturated_bound`` for rows that begin with the old variables
+    (``U=None``) and whose first ``num_columns`` columns (all by default) are the data's: L̂
+    with every candidate inducing from N × N factors (``whitened_bound_last``)."""
+
+    def saturated_bound(pc: PivotedCholesky) -> float | None:
+        rows = pc.saturated_rows(num_columns)
+        if rows is None:
+            return None
+        return float(whitened_bound_last(rows, y, kff_diag, noise_variance, old))
+
+    return saturated_bound
 
 
 def _reachable_reference(
