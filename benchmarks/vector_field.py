@@ -435,10 +435,15 @@ def run_potential(spec: EngineSpec, split: Split, dtype: torch.dtype, how: Proto
     }
 
 
+def evenly_spaced(n: int, points: int) -> np.ndarray:
+    """Indices of ``points`` (at most n) evenly spaced rows of n: the exact rows' readings."""
+    return np.unique(np.linspace(0, n - 1, min(points, n)).round().astype(int))
+
+
 def run_exact(
     spec: EngineSpec, split: Split, points: int, iterations: int, dtype: torch.dtype
 ) -> dict:
-    idx = np.unique(np.linspace(0, len(split.X) - 1, min(points, len(split.X))).round().astype(int))
+    idx = evenly_spaced(len(split.X), points)
     # The potential model's kernel at the common initial θ (uniform field, base kernel).
     kernel = build_model(spec.replace(model="potential"), input_dim=2).kernel
     X = torch.as_tensor(split.X[idx], dtype=dtype)
@@ -475,7 +480,7 @@ def run_exact_independent(
     """Three exact scalar GPs, one per component, on the exact potential's readings, θ of
     each by the same L-BFGS from the same start: what per-axis maps reach without the
     streaming approximation, beside what the curl-free model reaches (``exact_potential``)."""
-    idx = np.unique(np.linspace(0, len(split.X) - 1, min(points, len(split.X))).round().astype(int))
+    idx = evenly_spaced(len(split.X), points)
     X = torch.as_tensor(split.X[idx], dtype=dtype)
     means, variances, thetas = [], [], {}
     seconds = 0.0
