@@ -182,7 +182,9 @@ class PotentialVips:
         saturated = data_side_reference(
             y, kff, problem.noise_variance, old if has_old else None, num_columns=n
         )
-        found = vips_search(pc, problem, C, bounds_of, self.delta, budget, saturated)
+        found = vips_search(
+            pc, problem, C, bounds_of, self.delta, budget, saturated_bound=saturated
+        )
         chosen = [j - n for j in pc.pivots[: found.num_added]]
         Z = torch.cat([prefix_Z, candidates_P[chosen]])
         return Selection(Z, found.num_added, found.reason, found.bound, found.reference,

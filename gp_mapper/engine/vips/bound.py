@@ -222,6 +222,7 @@ def whitened_bound_last(
     V_a, V_n = V[:M_a], V[M_a:]
     G = V_n.mT @ V_n
     trace = (V_a * V_a).sum(0) + torch.diagonal(G)  # diag(Vᵀ V)
+    Gu = G @ u
     if M_a > 0:
         assert old is not None
         W = solve_lower(old.L_D, V_a)
@@ -229,16 +230,18 @@ def whitened_bound_last(
         w_old = solve_lower(old.L_D, old.v)
         constant = constant - 0.5 * (w_old @ w_old)
         H = W.mT @ W + G
-        r = W.mT @ q + G @ u
-        quad = q @ q + u @ (G @ u)
+        r = W.mT @ q + Gu
+        quad = q @ q + u @ Gu
     else:
-        H, r, quad = G, G @ u, u @ (G @ u)
-    half = torch.rsqrt(s2) if s2.ndim == 0 else torch.rsqrt(s2)[:, None]
-    T = half * H * half.mT if s2.ndim else H / s2
+        H, r, quad = G, Gu, u @ Gu
+    half = torch.rsqrt(s2)  # Σ^-½: one σ², or one per row
+    if s2.ndim == 0:
+        T, spread = H / s2, trace.sum() / s2
+    else:
+        T, spread = half[:, None] * H * half[None, :], (trace / s2).sum()
     T = 0.5 * (T + T.mT) + torch.eye(T.shape[0], dtype=T.dtype, device=T.device)
     L_T, _ = cholesky_with_jitter(T, jitter=0.0)  # T ⪰ I, as I + P in the row form
-    z = solve_lower(L_T, (half[:, 0] if s2.ndim else half) * r)
-    spread = trace.sum() / s2 if s2.ndim == 0 else (trace / s2).sum()
+    z = solve_lower(L_T, half * r)
     return constant + 0.5 * spread + 0.5 * (quad - z @ z) - torch.log(torch.diagonal(L_T)).sum()
 
 

@@ -132,7 +132,7 @@ class Vips:
             return whitened_bound_prefixes(R, None, y, kff, problem.noise_variance, old)
 
         saturated = data_side_reference(y, kff, problem.noise_variance, old)
-        found = vips_search(pc, problem, N, bounds_of, self.delta, None, saturated)
+        found = vips_search(pc, problem, N, bounds_of, self.delta, saturated_bound=saturated)
         Z = torch.cat([_old_Z(problem), X[pc.pivots[: found.num_added]]])
         return Selection(Z, found.num_added, found.reason, found.bound, found.reference,
                          found.threshold)  # fmt: skip
