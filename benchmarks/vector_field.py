@@ -252,6 +252,12 @@ def vector_scores(mean: np.ndarray, var: np.ndarray, cov_y: np.ndarray, Bt: np.n
     }
 
 
+def per_axis_scores(mean: np.ndarray, var_y: np.ndarray, Bt: np.ndarray) -> dict:
+    """``vector_scores`` of three independent per-axis maps: a reading's predictive
+    covariance is the diagonal of the component variances var_y [S, 3] (noise in)."""
+    return vector_scores(mean, var_y, np.apply_along_axis(np.diag, 1, var_y), Bt)
+
+
 @dataclass(frozen=True)
 class Protocol:
     """How the streams run: θ re-fitted on every batch (else on the node's schedule), and the
@@ -364,8 +370,7 @@ def run_independent(spec: EngineSpec, split: Split, dtype: torch.dtype, how: Pro
         sizes[c] = model.num_inducing
         logs[c] = log
         thetas[c] = model.hyperparameters()
-    mean, var = np.stack(means, 1), np.stack(variances, 1) + np.asarray(noises)
-    out = vector_scores(mean, var, np.apply_along_axis(np.diag, 1, var), split.Bt)
+    out = per_axis_scores(np.stack(means, 1), np.stack(variances, 1) + np.asarray(noises), split.Bt)
     batches = range(len(split.windows))
     per_batch = [sum(logs[c][b]["seconds"] for c in COMPONENTS) for b in batches]
     return {
@@ -497,8 +502,7 @@ def run_exact_independent(
         means.append(mean)
         variances.append(var + gp.noise_variance)
         thetas[c] = gp.hyperparameters()
-    var = np.stack(variances, 1)
-    out = vector_scores(np.stack(means, 1), var, np.apply_along_axis(np.diag, 1, var), split.Bt)
+    out = per_axis_scores(np.stack(means, 1), np.stack(variances, 1), split.Bt)
     return {
         **out,
         "M": None,
