@@ -111,8 +111,11 @@ def test_one_axis_observed_on_a_line_is_the_scalar_model_there() -> None:
     torch.testing.assert_close(var_v, var_s, rtol=1e-5, atol=1e-6)
 
 
-def field_pivots(k: CurlFreeKernel, points: int, max_new: int) -> tuple[FieldPivots, torch.Tensor]:
-    """Greedy pivots over one candidate per reading of a planar lawnmower path; its field rows."""
+def field_pivots(
+    k: CurlFreeKernel, points: int, max_new: int
+) -> tuple[FieldPivots, torch.Tensor, torch.Tensor]:
+    """Greedy pivots over one candidate per reading of a planar lawnmower path; its field rows
+    and each row's reading."""
     rows = field_rows(planar(lawnmower(points)))
     positions, reading = torch.unique(rows[:, :3], dim=0, return_inverse=True)
     columns = torch.cat([rows, potential_rows(positions + 0.1)])
@@ -122,14 +125,13 @@ def field_pivots(k: CurlFreeKernel, points: int, max_new: int) -> tuple[FieldPiv
     L, _ = cholesky_with_jitter(k.K(E), Jitter())
     R = positions.shape[0]
     owner = torch.arange(R)
-    return FieldPivots(k, columns, mask, reading, owner, R, Jitter(), E, L, max_new), rows
+    return FieldPivots(k, columns, mask, reading, owner, R, Jitter(), E, L, max_new), rows, reading
 
 
 def test_greedy_score_sums_the_three_components_of_each_reading() -> None:
     k = kernel().double()
-    pc, rows = field_pivots(k, 40, 10)
-    columns, reading = pc.columns, torch.unique(rows[:, :3], dim=0, return_inverse=True)[1]
-    E, R = earth_rows(rows), int(reading.max()) + 1
+    pc, rows, reading = field_pivots(k, 40, 10)
+    columns, E, R = pc.columns, earth_rows(rows), int(reading.max()) + 1
     for _ in range(5):  # the pivots so far, then the next one from first principles
         pc.add(pc.next_pivot())
     Z = torch.cat([E, columns[pc.pivots]])
@@ -146,7 +148,7 @@ def test_greedy_score_sums_the_three_components_of_each_reading() -> None:
 
 
 def test_the_pivots_end_when_every_candidate_is_taken() -> None:
-    pc, rows = field_pivots(kernel().double(), 6, 6)
+    pc, rows, _ = field_pivots(kernel().double(), 6, 6)
     globals_, R = pc.num_prefix, pc.columns.shape[0] - rows.shape[0]
     assert pc.extend_to(globals_ + R + 5) == globals_ + R
     assert sorted(pc.pivots) == list(range(rows.shape[0], pc.columns.shape[0]))
