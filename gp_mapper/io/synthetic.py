@@ -43,6 +43,8 @@ __all__ = [
     "ROOM_BOUNDS_M",
     "SyntheticRun",
     "SyntheticWorld",
+    "coverage_path",
+    "coverage_track",
     "heading_bias",
     "make_synthetic_world",
     "simulate_run",
@@ -229,6 +231,33 @@ def coverage_path(bounds_m: tuple[float, float, float, float] = ROOM_BOUNDS_M) -
     return np.asarray(points, dtype=np.float64)
 
 
+def coverage_track(
+    bounds_m: tuple[float, float, float, float], time_s: np.ndarray, speed_mps: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Where a robot driving :func:`coverage_path` at constant speed is, and its heading.
+
+    The path is repeated as often as ``time_s`` needs; the heading is the smoothed direction
+    of travel (:func:`heading_from_track`), so it turns through the corners in about
+    :data:`~gp_mapper.io.heading.DEFAULT_HEADING_SMOOTHING_S` rather than jumping.
+
+    Args:
+        bounds_m: (xmin, xmax, ymin, ymax) of the room, metres.
+        time_s: [N] times since the start, seconds, increasing and evenly spaced (the
+            heading's smoothing counts samples).
+        speed_mps: speed in m/s.
+
+    Returns:
+        position_m [N, 2] (x, y) in the map frame, metres, and heading_rad [N], radians.
+    """
+    waypoints = coverage_path(bounds_m)
+    arc = np.concatenate([[0.0], np.cumsum(np.linalg.norm(np.diff(waypoints, axis=0), axis=1))])
+    travelled = np.mod(speed_mps * np.asarray(time_s, dtype=np.float64), arc[-1])
+    position = np.column_stack(
+        [np.interp(travelled, arc, waypoints[:, 0]), np.interp(travelled, arc, waypoints[:, 1])]
+    )
+    return position, heading_from_track(time_s, position)
+
+
 def heading_bias(yaw_rad: np.ndarray, amplitude_ut: float) -> np.ndarray:
     """The synthetic robot's heading bias of ‖B‖ [N] µT at headings yaw_rad [N] (radians).
 
@@ -277,13 +306,7 @@ def simulate_run(
     rng = np.random.default_rng(seed)
     count = int(np.floor(duration_s * rate_hz)) + 1
     time_s = np.arange(count) / rate_hz
-    waypoints = coverage_path(world.bounds_m)
-    arc = np.concatenate([[0.0], np.cumsum(np.linalg.norm(np.diff(waypoints, axis=0), axis=1))])
-    travelled = np.mod(speed_mps * time_s, arc[-1])
-    position = np.column_stack(
-        [np.interp(travelled, arc, waypoints[:, 0]), np.interp(travelled, arc, waypoints[:, 1])]
-    )
-    heading = heading_from_track(time_s, position)
+    position, heading = coverage_track(world.bounds_m, time_s, speed_mps)
     field_map = world.field_at(position)
     clean = rotate_z(field_map, -heading)
     if heading_bias_ut != 0.0:
