@@ -21,7 +21,8 @@ import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, NamedTuple
@@ -47,6 +48,9 @@ __all__ = [
     "BagSummary",
     "FieldStream",
     "PoseStream",
+    "field_msg",
+    "header_msg",
+    "new_bag",
     "pose_sample_mask",
     "write_field_pose_bag",
 ]
@@ -175,59 +179,44 @@ def write_field_pose_bag(
             unknown, the streams are malformed, or rosbags fails to write.
     """
     target = Path(out_bag)
-    plugin = _lookup(STORAGE_PLUGINS, storage, "storage")
+    _lookup(STORAGE_PLUGINS, storage, "storage")  # fail on a bad name before checking data
     _lookup(_POSE_BUILDERS, pose_type, "pose type")  # a clear error for an unknown type
     stamps_f, field_t = _check_field(field)
     stamps_p, position, orientation = _check_pose(pose)
     streams = [(pose, pose_type, pose_topic, stamps_p, position, orientation)]
     if odometry is not None:
         streams.append((odometry, "odometry", odometry_topic, *_check_pose(odometry)))
-    _check_target(target, force)
 
     typestore = get_typestore(Stores.ROS2_JAZZY)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=_existing_parent(target)))
-    try:
-        staged = staging / target.name
-        with Writer(staged, version=BAG_VERSION, storage_plugin=plugin) as writer:
-            for key, value in (custom_data or {}).items():
-                writer.set_custom_data(key, value)
-            mag_conn = writer.add_connection(mag_topic, FIELD_MSGTYPE, typestore=typestore)
-            connections = [
-                writer.add_connection(topic, POSE_MSGTYPES[kind], typestore=typestore)
-                for _, kind, topic, *_ in streams
-            ]
-            covariance = (
-                np.zeros(9) if field.covariance_t2 is None else np.asarray(field.covariance_t2)
-            )
-            # Every message as (stamp, stream, index): the streams' poses before the readings
-            # at equal stamps (stream 0, 1, ... then the field as the last).
-            stamps = np.concatenate([s[3] for s in streams] + [stamps_f])
-            which = np.concatenate(
-                [np.full(s[3].size, k) for k, s in enumerate(streams)]
-                + [np.full(stamps_f.size, len(streams))]
-            )
-            index = np.concatenate(
-                [np.arange(s[3].size) for s in streams] + [np.arange(stamps_f.size)]
-            )
-            order = np.lexsort((which, stamps))
-            for k in order.tolist():
-                stamp, i, stream = int(stamps[k]), int(index[k]), int(which[k])
-                if stream == len(streams):
-                    msg = _field_msg(typestore, stamp, field.frame_id, field_t[i], covariance)
-                    writer.write(mag_conn, stamp, typestore.serialize_cdr(msg, FIELD_MSGTYPE))
-                else:
-                    poses, kind, _, _, where, turn = streams[stream]
-                    header = _header(typestore, stamp, poses.frame_id)
-                    msg = _POSE_BUILDERS[kind](typestore, header, where[i], turn[i])
-                    writer.write(
-                        connections[stream], stamp,
-                        typestore.serialize_cdr(msg, POSE_MSGTYPES[kind]),
-                    )  # fmt: skip
-        _move_into_place(staged, target, force)
-    except (WriterError, OSError) as err:
-        raise BagError(f"{target}: could not write the bag ({err})") from err
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    with new_bag(target, storage=storage, force=force, custom_data=custom_data) as writer:
+        mag_conn = writer.add_connection(mag_topic, FIELD_MSGTYPE, typestore=typestore)
+        connections = [
+            writer.add_connection(topic, POSE_MSGTYPES[kind], typestore=typestore)
+            for _, kind, topic, *_ in streams
+        ]
+        covariance = np.zeros(9) if field.covariance_t2 is None else np.asarray(field.covariance_t2)
+        # Every message as (stamp, stream, index): the streams' poses before the readings
+        # at equal stamps (stream 0, 1, ... then the field as the last).
+        stamps = np.concatenate([s[3] for s in streams] + [stamps_f])
+        which = np.concatenate(
+            [np.full(s[3].size, k) for k, s in enumerate(streams)]
+            + [np.full(stamps_f.size, len(streams))]
+        )
+        index = np.concatenate([np.arange(s[3].size) for s in streams] + [np.arange(stamps_f.size)])
+        order = np.lexsort((which, stamps))
+        for k in order.tolist():
+            stamp, i, stream = int(stamps[k]), int(index[k]), int(which[k])
+            if stream == len(streams):
+                msg = field_msg(typestore, stamp, field.frame_id, field_t[i], covariance)
+                writer.write(mag_conn, stamp, typestore.serialize_cdr(msg, FIELD_MSGTYPE))
+            else:
+                poses, kind, _, _, where, turn = streams[stream]
+                header = header_msg(typestore, stamp, poses.frame_id)
+                msg = _POSE_BUILDERS[kind](typestore, header, where[i], turn[i])
+                writer.write(
+                    connections[stream], stamp,
+                    typestore.serialize_cdr(msg, POSE_MSGTYPES[kind]),
+                )  # fmt: skip
 
     summary = BagSummary(
         out_bag=target,
@@ -249,6 +238,51 @@ def write_field_pose_bag(
         summary.duration_s,
     )
     return summary
+
+
+@contextmanager
+def new_bag(
+    out_bag: str | os.PathLike[str],
+    *,
+    storage: str = "mcap",
+    force: bool = False,
+    custom_data: Mapping[str, str] | None = None,
+) -> Iterator[Writer]:
+    """An open rosbags ``Writer`` on a new bag that appears at ``out_bag`` only when complete.
+
+    The bag is written in a temporary directory beside ``out_bag`` and renamed into place when
+    the ``with`` block ends without an error (an old bag is replaced last, under ``force``), so
+    a failed or interrupted write leaves no half bag behind.
+
+    Args:
+        out_bag: the bag directory to create.
+        storage: ``"mcap"`` or ``"sqlite3"``.
+        force: replace an existing bag at ``out_bag`` (a directory that is not a bag is never
+            deleted).
+        custom_data: string pairs stored in the bag metadata (``custom_data``).
+
+    Yields:
+        The writer, open, with ``custom_data`` set and no connections.
+
+    Raises:
+        BagError: the storage is unknown, ``out_bag`` exists and ``force`` is false, or rosbags
+            or the file system fails.
+    """
+    target = Path(out_bag)
+    plugin = _lookup(STORAGE_PLUGINS, storage, "storage")
+    _check_target(target, force)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=_existing_parent(target)))
+    try:
+        staged = staging / target.name
+        with Writer(staged, version=BAG_VERSION, storage_plugin=plugin) as writer:
+            for key, value in (custom_data or {}).items():
+                writer.set_custom_data(key, value)
+            yield writer
+        _move_into_place(staged, target, force)
+    except (WriterError, OSError) as err:
+        raise BagError(f"{target}: could not write the bag ({err})") from err
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def pose_sample_mask(time_s: np.ndarray, rate_hz: float | None) -> np.ndarray:
@@ -365,7 +399,8 @@ def _move_into_place(staged: Path, target: Path, force: bool) -> None:
     staged.rename(target)
 
 
-def _header(typestore: Typestore, stamp_ns: int, frame_id: str) -> Any:
+def header_msg(typestore: Typestore, stamp_ns: int, frame_id: str) -> Any:
+    """A ``std_msgs/msg/Header`` at ``stamp_ns`` (ns since the epoch) in ``frame_id``."""
     types = typestore.types
     sec, nanosec = divmod(stamp_ns, NS_PER_S)
     return types["std_msgs/msg/Header"](
@@ -373,15 +408,16 @@ def _header(typestore: Typestore, stamp_ns: int, frame_id: str) -> Any:
     )
 
 
-def _field_msg(
+def field_msg(
     typestore: Typestore, stamp_ns: int, frame_id: str, field_t: np.ndarray, covariance: np.ndarray
 ) -> Any:
+    """A ``sensor_msgs/msg/MagneticField``: ``field_t`` [3] in tesla, ``covariance`` [9] in T²."""
     types = typestore.types
     vector = types["geometry_msgs/msg/Vector3"](
         x=float(field_t[0]), y=float(field_t[1]), z=float(field_t[2])
     )
     return types[FIELD_MSGTYPE](
-        header=_header(typestore, stamp_ns, frame_id),
+        header=header_msg(typestore, stamp_ns, frame_id),
         magnetic_field=vector,
         magnetic_field_covariance=covariance,
     )
