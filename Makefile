@@ -8,25 +8,27 @@ STAMP := $(VENV)/.installed
 
 venv: $(STAMP)
 
-$(STAMP): requirements.txt setup.py
+$(STAMP): requirements.txt requirements-build.txt setup.py tools/build_tf2_msgs.py
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	# torch pinned first: an unpinned torch pulls the multi-GB CUDA build.
 	$(BIN)/pip install --quiet torch==2.13.0
 	$(BIN)/pip install --quiet -r requirements.txt
 	$(BIN)/pip install --quiet --no-deps -e .
+	# tf2_msgs has no wheel: built from vendor/tf2_msgs (skipped where it already imports).
+	$(BIN)/python tools/build_tf2_msgs.py
 	touch $@
 
 demo: $(STAMP)
 	$(BIN)/gp-mapper demo --out out/demo
 
 test: $(STAMP)
-	$(BIN)/ruff check gp_mapper test benchmarks launch
+	$(BIN)/ruff check gp_mapper test benchmarks launch tools
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)
-	$(BIN)/ruff check gp_mapper test benchmarks launch
-	$(BIN)/ruff format --check gp_mapper test benchmarks
+	$(BIN)/ruff check gp_mapper test benchmarks launch tools
+	$(BIN)/ruff format --check gp_mapper test benchmarks tools
 
 bench: $(STAMP)
 	$(BIN)/pip install --quiet gpytorch
