@@ -41,6 +41,14 @@ from .exports import (
 )
 from .heading import heading_from_track, rotate_z, yaw_from_quaternion, yaw_to_quaternion
 from .pose_types import POSE_MSGTYPES
+from .robot_bag import (
+    RobotBagSummary,
+    RobotRun,
+    simulate_robot_run,
+    write_robot_bag,
+    write_robot_pose_bag,
+    write_synthetic_robot_bag,
+)
 from .synthetic import (
     SyntheticRun,
     SyntheticWorld,
@@ -71,6 +79,8 @@ __all__ = [
     "IoLayerError",
     "Nav2MapFiles",
     "PoseStream",
+    "RobotBagSummary",
+    "RobotRun",
     "SyntheticRun",
     "SyntheticWorld",
     "TopicSummary",
@@ -86,6 +96,7 @@ __all__ = [
     "read_bag",
     "rotate_z",
     "simulate_building_run",
+    "simulate_robot_run",
     "simulate_run",
     "write_building_bag",
     "write_field_pose_bag",
@@ -95,7 +106,10 @@ __all__ = [
     "write_nav2_map_arrays",
     "write_png",
     "write_png_arrays",
+    "write_robot_bag",
+    "write_robot_pose_bag",
     "write_synthetic_bag",
+    "write_synthetic_robot_bag",
     "yaw_from_quaternion",
     "yaw_to_quaternion",
 ]
