@@ -1,7 +1,8 @@
 """``gp-mapper convert``: build a replayable rosbag2 from a data set.
 
 ``gp-mapper convert aalto DATA_DIR OUT_BAG`` converts the Aalto recordings;
-``gp-mapper convert synthetic OUT_BAG`` writes a simulated run through the synthetic room, and
+``gp-mapper convert synthetic OUT_BAG`` writes a simulated run through the synthetic room (with
+``--robot``, as a robot records it: TF and the magnetometer in its own frame), and
 ``gp-mapper convert building OUT_BAG`` a walk of the synthetic 60 × 40 m office floor.
 An OUT_BAG named ``*.mcap`` or ``*.db3`` becomes that one storage file (as ``ros2 bag``
 and rosbags open it); any other name becomes a rosbag2 directory. This module is a command
@@ -32,6 +33,13 @@ from gp_mapper.io.building import (
 )
 from gp_mapper.io.errors import BagError, DatasetError
 from gp_mapper.io.pose_types import POSE_MSGTYPES
+from gp_mapper.io.robot_bag import (
+    DEFAULT_HARD_IRON_UT,
+    TF_MSGTYPE,
+    TF_STATIC_TOPIC,
+    TF_TOPIC,
+    write_synthetic_robot_bag,
+)
 from gp_mapper.io.synthetic import write_synthetic_bag
 
 __all__ = [
@@ -55,6 +63,7 @@ Summary = TypeVar("Summary")
 EXAMPLES = """\
 examples:
   gp-mapper convert synthetic demo.mcap --duration 60
+  gp-mapper convert synthetic robot.mcap --robot --hard-iron 12 -8 5
   gp-mapper convert building floor.mcap --seed 1
   gp-mapper convert aalto data/ aalto.mcap --sequences 1,2,3
   gp-mapper convert aalto data/ aalto_bag --storage sqlite3 --force
@@ -130,7 +139,10 @@ def add_convert_arguments(parser: argparse.ArgumentParser) -> None:
         epilog=EXAMPLES,
         help="a simulated run through the synthetic 8 m x 6 m room",
         description="Simulate a robot run through the synthetic magnetic world and write it "
-        "in the same layout as the Aalto conversion.",
+        "in the same layout as the Aalto conversion.\n"
+        "With --robot, write it as a robot records it (gp_mapper.io.robot_bag): /tf with\n"
+        "drifting wheel odometry and a localizer's map -> odom, /tf_static with the\n"
+        "magnetometer's mounting, and the readings in imu_link with a hard-iron offset.",
     )
     _add_simulated(synthetic, seed="world and noise seed", duration_s=180.0, rate_hz=50.0)
     synthetic.add_argument(
@@ -140,6 +152,21 @@ def add_convert_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="UT",
         help="add a heading-dependent bias of this amplitude (µT) to ‖B‖: the fixed "
         "compass-deviation curve of gp_mapper.io.synthetic.HEADING_BIAS_SHAPE (default: none)",
+    )
+    synthetic.add_argument(
+        "--robot",
+        action="store_true",
+        help="a robot's recording: /tf, /tf_static, no pose topic",
+    )
+    synthetic.add_argument(
+        "--hard-iron",
+        type=float,
+        nargs=3,
+        default=None,
+        metavar=("X", "Y", "Z"),
+        help="with --robot: the magnetometer's hard-iron offset in its own axes, µT (default: "
+        + " ".join(f"{v:g}" for v in DEFAULT_HARD_IRON_UT)
+        + ")",
     )
 
     building = sources.add_parser(
@@ -255,11 +282,48 @@ def _run_aalto(args: argparse.Namespace) -> list[str]:
 
 
 def _run_synthetic(args: argparse.Namespace) -> list[str]:
+    if args.robot:
+        return _run_robot(args)
+    if args.hard_iron is not None:
+        raise DatasetError("--hard-iron needs --robot (the pose-topic run has no hard iron)")
     bias = f", heading bias {args.heading_bias:g} µT" if args.heading_bias else ""
     return _write_simulated(
         args, write_synthetic_bag, f"synthetic world, seed {args.seed}{bias}",
         heading_bias_ut=args.heading_bias,
     )  # fmt: skip
+
+
+def _run_robot(args: argparse.Namespace) -> list[str]:
+    """``convert synthetic --robot``: the run as a robot records it (gp_mapper.io.robot_bag)."""
+    pose_options = {
+        "--pose-type": args.pose_type != "pose_stamped",
+        "--pose-topic": args.pose_topic != DEFAULT_POSE_TOPIC,
+        "--pose-rate": args.pose_rate is not None,
+        "--heading-bias": args.heading_bias != 0.0,
+    }
+    if given := [name for name, used in pose_options.items() if used]:
+        raise DatasetError(f"--robot writes TF, not a pose topic: drop {', '.join(given)}")
+    hard_iron = DEFAULT_HARD_IRON_UT if args.hard_iron is None else tuple(args.hard_iron)
+    try:
+        summary = write_as_named(
+            write_synthetic_robot_bag, args.out_bag, args.force, seed=args.seed,
+            duration_s=args.duration, rate_hz=args.rate, hard_iron_ut=hard_iron,
+            storage=args.storage, mag_topic=args.mag_topic,
+        )  # fmt: skip
+    except ValueError as err:
+        raise DatasetError(str(err)) from err
+    iron = " ".join(f"{v:g}" for v in hard_iron)
+    return [
+        f"wrote {summary.out_bag} ({summary.storage})",
+        f"  source: synthetic robot run, seed {args.seed}, hard iron ({iron}) µT",
+        f"  {summary.mag_topic}: {summary.num_field} sensor_msgs/msg/MagneticField "
+        "(tesla, frame imu_link)",
+        f"  {TF_TOPIC}: {summary.num_odom + summary.num_map_odom} {TF_MSGTYPE} "
+        f"({summary.num_odom} odom -> base_link, {summary.num_map_odom} map -> odom)",
+        f"  {TF_STATIC_TOPIC}: {summary.num_static} {TF_MSGTYPE} "
+        "(base_link -> imu_link, transient local)",
+        f"  span: {summary.duration_s:.1f} s",
+    ]
 
 
 def _run_building(args: argparse.Namespace) -> list[str]:

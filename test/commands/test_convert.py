@@ -7,9 +7,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from rosbags.interfaces import QosDurability
+from rosbags.rosbag2 import Reader
+from rosbags.typesys import Stores, get_typestore
 
 from gp_mapper.commands.convert import add_convert_arguments, run_convert
-from gp_mapper.io import bag_info, read_bag
+from gp_mapper.io import bag_info, make_synthetic_world, read_bag, simulate_robot_run
 
 from ..io.helpers import write_tiny_aalto
 
@@ -165,3 +168,68 @@ def test_the_office_floor_is_written_as_the_building_benchmark_walks_it(
     assert 10.0 < walked < 14.0  # ~1.2 m/s
     assert _run(["building", str(tmp_path / "f2.mcap"), "--pass-offset", "-1"]) == 2
     assert "--pass-offset must be non-negative" in capsys.readouterr().err
+
+
+def test_robot_writes_tf_and_the_magnetometer_in_its_own_frame(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "robot.mcap"
+    argv = ["synthetic", str(out), "--robot", "--duration", "4", "--seed", "2",
+            "--hard-iron", "1", "-2", "3"]  # fmt: skip
+    assert _run(argv) == 0
+    text = capsys.readouterr().out
+    assert "hard iron (1 -2 3) µT" in text
+    assert "/tf: 210 tf2_msgs/msg/TFMessage (201 odom -> base_link, 9 map -> odom)" in text
+    assert "/tf_static: 1 tf2_msgs/msg/TFMessage" in text
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["robot.mcap"]
+    typestore = get_typestore(Stores.ROS2_JAZZY)
+    with Reader(out) as reader:
+        topics = {c.topic: (c.msgtype, c.msgcount) for c in reader.connections}
+        static = next(c for c in reader.connections if c.topic == "/tf_static")
+        (static_qos,) = static.ext.offered_qos_profiles
+        readings = [
+            typestore.deserialize_cdr(raw, c.msgtype)
+            for c, _, raw in reader.messages()
+            if c.topic == "/imu/mag"
+        ]
+    assert topics == {
+        "/tf_static": ("tf2_msgs/msg/TFMessage", 1),
+        "/tf": ("tf2_msgs/msg/TFMessage", 210),
+        "/imu/mag": ("sensor_msgs/msg/MagneticField", 201),  # --rate: 50 Hz
+    }
+    assert static_qos.durability == QosDurability.TRANSIENT_LOCAL
+    assert {m.header.frame_id for m in readings} == {"imu_link"}
+    field_ut = [[m.magnetic_field.x, m.magnetic_field.y, m.magnetic_field.z] for m in readings]
+    run = simulate_robot_run(make_synthetic_world(2), 4.0, 50.0, 2, hard_iron_ut=(1.0, -2.0, 3.0))
+    np.testing.assert_allclose(np.array(field_ut) * 1e6, run.mag_ut, rtol=1e-12)
+
+
+def test_help_explains_robot_in_one_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    with pytest.raises(SystemExit):
+        _run(["synthetic", "--help"])
+    lines = [line.strip() for line in capsys.readouterr().out.splitlines()]
+    (at,) = [i for i, line in enumerate(lines) if line.startswith("--robot ")]
+    assert "/tf, /tf_static" in lines[at]
+    assert lines[at + 1].startswith("--hard-iron X Y Z")  # the next option: one line
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--robot", "--pose-type", "odometry"], "--robot writes TF, not a pose topic: drop "
+         "--pose-type"),
+        (["--robot", "--heading-bias", "2"], "drop --heading-bias"),
+        (["--hard-iron", "1", "2", "3"], "--hard-iron needs --robot"),
+        (["--robot", "--hard-iron", "1", "inf", "3"], "hard_iron_ut must be a finite 3-vector"),
+    ],
+)  # fmt: skip
+def test_robot_options_that_do_not_fit_are_usage_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], message: str
+) -> None:
+    out = tmp_path / "robot.mcap"
+    assert _run(["synthetic", str(out), "--duration", "2", *extra]) == 2
+    assert message in capsys.readouterr().err
+    assert not out.exists()
