@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 
 from gp_mapper.engine import EngineSpec, build_model, model_names, set_cpu_threads
 from gp_mapper.engine.registry import model_kind
-from gp_mapper.io import bag_info, read_bag, write_grids_npz, write_nav2_map, write_png
+from gp_mapper.io import bag_info, write_grids_npz, write_nav2_map, write_png
 from gp_mapper.io.errors import IoLayerError
 from gp_mapper.mapping import MapperConfig, MapSnapshot
 from gp_mapper.mapping.batch_fit import (
@@ -39,6 +39,7 @@ from gp_mapper.mapping.params_file import parse_overrides, theta_yaml
 from gp_mapper.mapping.persistence import load_model_map
 from gp_mapper.mapping.tiled_fit import RayRuntime, TileFitError, fit_tiled
 
+from .bag_input import bag_records
 from .progress import Progress
 from .replay import DEFAULT_MAG_TOPIC, DEFAULT_POSE_TOPIC, replay_bag
 
@@ -193,7 +194,7 @@ def fit_bag(
     if streaming:
         return _fit_streaming(bag, out, config, spec, mag_topic, pose_topic, progress)
     messages = int(bag_info(bag).topics.get(mag_topic, ("", 0))[1])
-    records = read_bag(bag, mag_topic=mag_topic, pose_topic=pose_topic, pose_type="auto")
+    config, records = bag_records(bag, config, mag_topic, pose_topic)
     # A model reports between its steps (an epoch, an evaluation): the heartbeat shows a long one.
     bar = Progress(f"fit {model}", heartbeat=True) if progress else None
     if bar is not None:  # a first line at once: reading the bag takes seconds
@@ -245,8 +246,8 @@ def _fit_tiled(
     ):
         parts = []
         for bag in bags:
-            records = read_bag(bag, mag_topic=topics[0], pose_topic=topics[1], pose_type="auto")
-            parts.append(collect_samples(records, config))
+            bag_config, records = bag_records(bag, config, *topics)
+            parts.append(collect_samples(records, bag_config))
         samples = concat_samples(parts).with_auxiliary_inputs(auxiliary, spec.gam_run_gap)
         if len(samples.y) == 0:
             names = ", ".join(map(str, bags))

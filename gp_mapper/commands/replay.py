@@ -15,12 +15,13 @@ from pathlib import Path
 from typing import NamedTuple
 
 from gp_mapper.engine import set_cpu_threads
-from gp_mapper.io import bag_info, read_bag, write_grids_npz, write_nav2_map, write_png
+from gp_mapper.io import bag_info, write_grids_npz, write_nav2_map, write_png
 from gp_mapper.io.errors import IoLayerError
-from gp_mapper.mapping import FieldReading, MappingPipeline, MapSnapshot
+from gp_mapper.mapping import MappingPipeline, MapSnapshot
 from gp_mapper.mapping.errors import ConfigError, MapFileError
 from gp_mapper.mapping.params_file import config_from_params_file, parse_overrides
 
+from .bag_input import bag_records
 from .progress import Progress
 
 _LOG = logging.getLogger(__name__)
@@ -55,7 +56,11 @@ def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--params", type=Path, help="node parameters YAML (config/gp_mapper.yaml)")
     parser.add_argument("--resume", type=Path, help="engine state (map_state.npz) to continue")
     parser.add_argument("--mag-topic", default=DEFAULT_MAG_TOPIC, help="magnetometer topic")
-    parser.add_argument("--pose-topic", default=DEFAULT_POSE_TOPIC, help="pose topic")
+    parser.add_argument(
+        "--pose-topic",
+        default=DEFAULT_POSE_TOPIC,
+        help="pose topic of the sensor (pose_source topic; a bag without /tf is read so)",
+    )
     parser.add_argument(
         "--set",
         action="append",
@@ -86,7 +91,7 @@ def replay_bag(
     config = config_from_params_file(params, **(overrides or {})).offline()
     set_cpu_threads(config.torch_threads)
     info = bag_info(bag)
-    records = read_bag(bag, mag_topic=mag_topic, pose_topic=pose_topic, pose_type="auto")
+    config, records = bag_records(bag, config, mag_topic, pose_topic)
     out.mkdir(parents=True, exist_ok=True)
     outputs = ReplayOutputs.in_dir(out)
     start = time.perf_counter()
@@ -102,10 +107,7 @@ def replay_bag(
         if resume is not None:
             pipeline.load(resume)
         for count, record in enumerate(records):
-            if isinstance(record, FieldReading):
-                pipeline.add_field(record)
-            else:
-                pipeline.add_pose(record)
+            pipeline.add(record)
             if bar is not None and count % 512 == 0:
                 d = pipeline.diagnostics()
                 bar.update(
@@ -133,7 +135,7 @@ def summary(result: ReplayResult) -> str:
     lines = [
         f"samples {d['samples']}, updates {d['updates']}, inducing points {d['inducing_points']}, "
         f"{result.seconds:.1f} s",
-        f"drops: {drops or 'none'}",
+        f"poses from: {d['pose_source']}; drops: {drops or 'none'}",
     ]
     if "hard_iron_x" in d:  # the three-axis model's estimate of the sensor's own offset
         parts = [f"{a} {d[f'hard_iron_{a}']:.2f} ± {d[f'hard_iron_{a}_sd']:.2f}" for a in "xyz"]

@@ -6,7 +6,7 @@ type store, so this layer works (and is tested) without rclpy.
 
 from .aalto import AaltoSequence, load_aalto_sequence
 from .bag_convert import SEQUENCE_GAP_S, ConvertSummary, convert_aalto
-from .bag_source import BagInfo, TopicSummary, bag_info, read_bag
+from .bag_source import BagInfo, TopicSummary, bag_info, bag_pose_source, read_bag
 from .bag_writer import (
     BASE_EPOCH_NS,
     DEFAULT_MAG_TOPIC,
@@ -85,6 +85,7 @@ __all__ = [
     "SyntheticWorld",
     "TopicSummary",
     "bag_info",
+    "bag_pose_source",
     "building_walk",
     "convert_aalto",
     "first_visit_times",

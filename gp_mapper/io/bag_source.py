@@ -1,9 +1,11 @@
 """Read magnetometer and pose records from a rosbag2 (MCAP or sqlite3) with rosbags.
 
 The records are the mapping layer's: :class:`~gp_mapper.mapping.records.FieldReading` (tesla,
-sensor frame) and :class:`~gp_mapper.mapping.records.Pose`, stamped with the message HEADER
-stamps in integer nanoseconds (not the bag's receive times), and yielded in header-stamp order
-within a small reorder window.
+sensor frame) and either :class:`~gp_mapper.mapping.records.Pose` (a pose topic of the sensor)
+or the TF tree's :class:`~gp_mapper.mapping.records.Transform` (``/tf``) and
+:class:`~gp_mapper.mapping.records.StaticTransform` (``/tf_static``), stamped with the message
+HEADER stamps in integer nanoseconds (not the bag's receive times), and yielded in header-stamp
+order within a small reorder window (static transforms first: they hold for all time).
 """
 
 from __future__ import annotations
@@ -25,11 +27,11 @@ from rosbags.serde import SerdeError
 from rosbags.typesys import Stores, get_typestore
 
 from gp_mapper.mapping.pose_buffer import NS_PER_S
-from gp_mapper.mapping.records import FieldReading, Pose
+from gp_mapper.mapping.records import FieldReading, Pose, StaticTransform, Transform
 
 from .bag_writer import DEFAULT_MAG_TOPIC, DEFAULT_POSE_TOPIC
 from .errors import BagError
-from .pose_types import FIELD_MSGTYPE, POSE_MSGTYPES
+from .pose_types import FIELD_MSGTYPE, POSE_MSGTYPES, TF_MSGTYPE, TF_STATIC_TOPIC, TF_TOPIC
 
 __all__ = [
     "DEFAULT_REORDER_WINDOW_S",
@@ -37,8 +39,15 @@ __all__ = [
     "BagInfo",
     "TopicSummary",
     "bag_info",
+    "bag_pose_source",
     "read_bag",
 ]
+
+# pose_source values (the node's parameter): poses from the TF tree, or from a pose topic.
+TF_SOURCE = "tf"
+TOPIC_SOURCE = "topic"
+
+BagRecord = Pose | FieldReading | Transform | StaticTransform
 
 _LOG = logging.getLogger(__name__)
 
@@ -129,6 +138,33 @@ def bag_info(path: str | os.PathLike[str]) -> BagInfo:
     return BagInfo(bag, _storage_of(bag), topics, count, start, end)
 
 
+def bag_pose_source(info: BagInfo, pose_source: str, pose_topic: str, mag_topic: str) -> str:
+    """The pose source a replay of this bag uses: ``pose_source`` if the bag carries it, else
+    the other one where the bag has it (a bag of the sensor's pose has no /tf, an older
+    robot bag no pose topic).
+
+    Raises:
+        BagError: the bag has neither /tf nor the pose topic; the message names every topic
+            missing (the magnetometer's too) and lists the bag's topics.
+    """
+    if pose_source not in (TF_SOURCE, TOPIC_SOURCE):
+        raise BagError(f"unknown pose_source {pose_source!r}; expected 'tf' or 'topic'")
+    has = {TF_SOURCE: TF_TOPIC in info.topics, TOPIC_SOURCE: pose_topic in info.topics}
+    if has[pose_source]:
+        return pose_source
+    other = TOPIC_SOURCE if pose_source == TF_SOURCE else TF_SOURCE
+    if has[other]:
+        return other
+    # One answer naming every missing topic, not a fix-one-rerun-find-the-next loop.
+    missing = [topic for topic in (mag_topic, pose_topic) if topic not in info.topics]
+    what = "topic" if len(missing) == 1 else "topics"
+    listing = ", ".join(f"{name} [{t.msgtype}]" for name, t in info.topics.items())
+    raise BagError(
+        f"{info.path}: no {what} {' and '.join(missing)} (nor {TF_TOPIC}: no poses for "
+        f"pose_source topic or tf); the bag holds {listing or 'no topics'}"
+    )
+
+
 def read_bag(
     path: str | os.PathLike[str],
     mag_topic: str = DEFAULT_MAG_TOPIC,
@@ -136,8 +172,9 @@ def read_bag(
     pose_type: str = "pose_stamped",
     *,
     reorder_window_s: float = DEFAULT_REORDER_WINDOW_S,
-) -> Iterator[Pose | FieldReading]:
-    """Stream the poses and magnetometer readings of a bag, in header-stamp order.
+    pose_source: str = TOPIC_SOURCE,
+) -> Iterator[BagRecord]:
+    """Stream the poses (or transforms) and magnetometer readings of a bag, in stamp order.
 
     The bag is checked before this returns (path, storage, both topics, their types), so a
     missing topic fails here, not at the first ``next()``. Damage found while reading (a
@@ -151,10 +188,13 @@ def read_bag(
             ``"auto"`` to take whichever of the three the pose topic carries.
         reorder_window_s: seconds (of stamp time) a record is held to restore stamp order; 0
             yields in bag order.
+        pose_source: ``"topic"`` reads ``pose_topic``; ``"tf"`` reads ``/tf`` and
+            ``/tf_static`` instead (``pose_topic`` and ``pose_type`` are then unused).
 
     Returns:
-        An iterator of :class:`Pose` (position [3] m, orientation (x, y, z, w) [4]) and
-        :class:`FieldReading` (field [3] T, sensor frame id), stamps in integer nanoseconds.
+        An iterator of :class:`FieldReading` (field [3] T, sensor frame id) and either
+        :class:`Pose` (position [3] m, orientation (x, y, z, w) [4]) or :class:`Transform`
+        and :class:`StaticTransform`, stamps in integer nanoseconds.
 
     Raises:
         BagError: the path is missing or not a bag, a topic is missing (the message lists the
@@ -167,29 +207,40 @@ def read_bag(
         raise BagError(
             f"unknown pose type {pose_type!r}; expected 'auto' or one of {sorted(POSE_MSGTYPES)}"
         )
+    if pose_source not in (TF_SOURCE, TOPIC_SOURCE):
+        raise BagError(f"unknown pose_source {pose_source!r}; expected 'tf' or 'topic'")
     with _open(bag) as reader:
-        pose_type = _check_topics(bag, reader, mag_topic, pose_topic, pose_type)
+        if pose_source == TF_SOURCE:
+            _check_tf_topics(bag, reader, mag_topic)
+            readers = {mag_topic: _to_fields, TF_TOPIC: _to_transforms}
+            if TF_STATIC_TOPIC in reader.topics:
+                readers[TF_STATIC_TOPIC] = _to_static_transforms
+        else:
+            pose_type = _check_topics(bag, reader, mag_topic, pose_topic, pose_type)
+            to_pose = _POSE_READERS[pose_type]
+            readers = {mag_topic: _to_fields, pose_topic: lambda msg: [to_pose(msg)]}
     window_ns = round(reorder_window_s * NS_PER_S)
-    return _records(bag, mag_topic, pose_topic, pose_type, window_ns)
+    return _records(bag, readers, window_ns)
 
 
 def _records(
-    bag: Path, mag_topic: str, pose_topic: str, pose_type: str, window_ns: int
-) -> Iterator[Pose | FieldReading]:
+    bag: Path, readers: Mapping[str, Callable[[Any], list[BagRecord]]], window_ns: int
+) -> Iterator[BagRecord]:
     typestore = get_typestore(Stores.ROS2_JAZZY)
-    to_pose = _POSE_READERS[pose_type]
-    heap: list[tuple[int, int, Pose | FieldReading]] = []
+    heap: list[tuple[int, int, BagRecord]] = []
     newest = -(2**63)
     index = 0
     with _open(bag) as reader:
-        wanted = [c for c in reader.connections if c.topic in (mag_topic, pose_topic)]
+        wanted = [c for c in reader.connections if c.topic in readers]
         try:
             for connection, _, raw in reader.messages(connections=wanted):
                 msg = typestore.deserialize_cdr(raw, connection.msgtype)
-                record = _to_field(msg) if connection.topic == mag_topic else to_pose(msg)
-                heapq.heappush(heap, (record.stamp_ns, index, record))
-                index += 1
-                newest = max(newest, record.stamp_ns)
+                for record in readers[connection.topic](msg):
+                    # A static transform holds for all time: it goes before every record.
+                    key = -(2**63) if isinstance(record, StaticTransform) else record.stamp_ns
+                    heapq.heappush(heap, (key, index, record))
+                    index += 1
+                    newest = max(newest, key)
                 while heap and heap[0][0] <= newest - window_ns:
                     yield heapq.heappop(heap)[2]
         except _DAMAGE_ERRORS as err:
@@ -255,6 +306,24 @@ def _check_topics(
     return pose_type
 
 
+def _check_tf_topics(bag: Path, reader: Reader, mag_topic: str) -> None:
+    """Check the magnetometer topic and /tf exist with the right types (/tf_static may not)."""
+    types = {name: info.msgtype for name, info in reader.topics.items()}
+    listing = ", ".join(f"{name} [{msgtype}]" for name, msgtype in sorted(types.items()))
+    missing = [topic for topic in (mag_topic, TF_TOPIC) if topic not in types]
+    if missing:
+        what = "topic" if len(missing) == 1 else "topics"
+        raise BagError(
+            f"{bag}: no {what} {' and '.join(missing)} (pose_source tf); the bag holds "
+            f"{listing or 'no topics'}"
+        )
+    if types[mag_topic] != FIELD_MSGTYPE:
+        raise BagError(f"{bag}: topic {mag_topic} is {types[mag_topic]}, expected {FIELD_MSGTYPE}")
+    for topic in (TF_TOPIC, TF_STATIC_TOPIC):
+        if topic in types and types[topic] != TF_MSGTYPE:
+            raise BagError(f"{bag}: topic {topic} is {types[topic]}, expected {TF_MSGTYPE}")
+
+
 def _storage_of(bag: Path) -> str:
     candidates = [bag] if bag.is_file() else sorted(bag.iterdir())
     for candidate in candidates:
@@ -267,13 +336,34 @@ def _stamp_ns(header: Any) -> int:
     return int(header.stamp.sec) * NS_PER_S + int(header.stamp.nanosec)
 
 
-def _to_field(msg: Any) -> FieldReading:
+def _to_fields(msg: Any) -> list[BagRecord]:
     v = msg.magnetic_field
-    return FieldReading(
-        stamp_ns=_stamp_ns(msg.header),
-        field_t=np.array([v.x, v.y, v.z], dtype=np.float64),
-        frame_id=str(msg.header.frame_id),
+    return [
+        FieldReading(
+            stamp_ns=_stamp_ns(msg.header),
+            field_t=np.array([v.x, v.y, v.z], dtype=np.float64),
+            frame_id=str(msg.header.frame_id),
+        )
+    ]
+
+
+def _transform(stamped: Any) -> Transform:
+    t, q = stamped.transform.translation, stamped.transform.rotation
+    return Transform(
+        stamp_ns=_stamp_ns(stamped.header),
+        parent=str(stamped.header.frame_id),
+        child=str(stamped.child_frame_id),
+        translation_m=np.array([t.x, t.y, t.z], dtype=np.float64),
+        rotation_xyzw=np.array([q.x, q.y, q.z, q.w], dtype=np.float64),
     )
+
+
+def _to_transforms(msg: Any) -> list[BagRecord]:
+    return [_transform(stamped) for stamped in msg.transforms]
+
+
+def _to_static_transforms(msg: Any) -> list[BagRecord]:
+    return [StaticTransform(_transform(stamped)) for stamped in msg.transforms]
 
 
 def _pose_record(header: Any, pose: Any) -> Pose:

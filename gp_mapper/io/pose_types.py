@@ -5,10 +5,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-__all__ = ["FIELD_MSGTYPE", "POSE_MSGTYPES"]
+__all__ = ["FIELD_MSGTYPE", "POSE_MSGTYPES", "TF_MSGTYPE", "TF_STATIC_TOPIC", "TF_TOPIC"]
 
 # sensor_msgs/MagneticField: field in tesla, sensor frame (REP-103/145; message comments).
 FIELD_MSGTYPE = "sensor_msgs/msg/MagneticField"
+
+# The TF tree (REP-105): tf2_msgs/TFMessage on /tf (in time) and /tf_static (for all time).
+TF_MSGTYPE = "tf2_msgs/msg/TFMessage"
+TF_TOPIC = "/tf"
+TF_STATIC_TOPIC = "/tf_static"
 
 POSE_MSGTYPES: Mapping[str, str] = MappingProxyType(
     {

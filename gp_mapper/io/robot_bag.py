@@ -60,7 +60,7 @@ from .bag_writer import (
 from .errors import BagError
 from .heading import rotate_z, yaw_to_quaternion
 from .odometry import OdometryErrors, simulate_odometry
-from .pose_types import FIELD_MSGTYPE
+from .pose_types import FIELD_MSGTYPE, TF_MSGTYPE, TF_STATIC_TOPIC, TF_TOPIC
 from .synthetic import (
     DEFAULT_NOISE_UT,
     DEFAULT_SPEED_MPS,
@@ -84,9 +84,6 @@ __all__ = [
     "write_synthetic_robot_bag",
 ]
 
-TF_TOPIC = "/tf"
-TF_STATIC_TOPIC = "/tf_static"
-TF_MSGTYPE = "tf2_msgs/msg/TFMessage"
 # REP-105's robot body frame; the odometry writer's child frame is the same.
 BASE_FRAME_ID = ODOM_CHILD_FRAME_ID
 

@@ -52,10 +52,21 @@ PARAMETERS: tuple[Setting, ...] = (
     # --- ROS wiring (read by the node only) ---
     _parameter("map_frame", "map", "str", "frame of the poses and the published maps (REP-105)",
                   read_only=True, group="node"),
+    _parameter("pose_source", "tf", "str",
+                  "where each reading's pose comes from: tf = the transform map_frame -> "
+                  "sensor frame at the reading's stamp, from /tf and /tf_static (a robot's "
+                  "map -> odom -> base_link -> sensor); topic = a pose of the sensor itself in "
+                  "map_frame on pose_topic (bags that carry one)",
+                  choices=("tf", "topic"), read_only=True, group="node"),
+    _parameter("sensor_frame", "", "str",
+                  "(pose_source tf) frame the readings are looked up in; empty = each "
+                  "MagneticField header's frame_id",
+                  read_only=True, group="node"),
     _parameter("mag_topic", "mag", "str",
                   "magnetometer topic (sensor_msgs/MagneticField, field in tesla)",
                   read_only=True, group="node"),
-    _parameter("pose_topic", "pose", "str", "pose topic of the magnetometer in map_frame",
+    _parameter("pose_topic", "pose", "str",
+                  "(pose_source topic) pose topic of the magnetometer in map_frame",
                   read_only=True, group="node"),
     _parameter("pose_type", "pose_stamped", "str", "message type on pose_topic",
                   choices=("pose_stamped", "pose_with_covariance", "odometry"),
@@ -120,6 +131,16 @@ PARAMETERS: tuple[Setting, ...] = (
                   min=0.0, max=60.0),
     _parameter("pose_buffer_size", 1000, "int", "poses kept for interpolation [poses]",
                   min=2, max=100000),
+    # 1 s: a localizer's map -> odom comes at 1-10 Hz, and unless it is post-dated (AMCL's
+    # transform_tolerance) a reading waits for the next one.
+    _parameter("transform_timeout", 1.0, "float",
+                  "(pose_source tf) how long a reading may wait for the transforms at its "
+                  "stamp, in the magnetometer's stamp time; then it is dropped and counted [s]",
+                  min=0.0, max=60.0),
+    _parameter("max_transform_gap", 1.0, "float",
+                  "(pose_source tf) largest time between two transforms of one TF edge that a "
+                  "reading is interpolated across (a localizer's map -> odom at 1-10 Hz) [s]",
+                  min=0.001, max=10.0),
     _parameter("expected_frame", "", "str",
                   "drop readings whose frame_id differs; empty = accept any frame"),
     # The Earth's field is 25-65 µT at the surface; steel indoors bends it to ~10-150 µT. A
@@ -310,6 +331,8 @@ class MapperConfig:
 
     map_frame: str = _default("map_frame")
     mag_topic: str = _default("mag_topic")
+    pose_source: str = _default("pose_source")
+    sensor_frame: str = _default("sensor_frame")
     pose_topic: str = _default("pose_topic")
     pose_type: str = _default("pose_type")
     qos_depth: int = _default("qos_depth")
@@ -327,6 +350,8 @@ class MapperConfig:
     max_pose_speed: float = _default("max_pose_speed")
     pose_wait: float = _default("pose_wait")
     pose_buffer_size: int = _default("pose_buffer_size")
+    transform_timeout: float = _default("transform_timeout")
+    max_transform_gap: float = _default("max_transform_gap")
     expected_frame: str = _default("expected_frame")
     field_min: float = _default("field_min")
     field_max: float = _default("field_max")

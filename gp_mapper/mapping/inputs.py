@@ -17,10 +17,25 @@ from gp_mapper.engine.auxiliary import auxiliary_columns
 from gp_mapper.mapping.config import MapperConfig
 from gp_mapper.mapping.pairing import Pairer
 from gp_mapper.mapping.pose_buffer import NS_PER_S, PoseBuffer
-from gp_mapper.mapping.records import DropCounts, FieldReading, Pose, Sample, Window
+from gp_mapper.mapping.records import (
+    DropCounts,
+    FieldReading,
+    Pose,
+    Sample,
+    StaticTransform,
+    Transform,
+    Window,
+)
 from gp_mapper.mapping.trajectory import Trajectory
+from gp_mapper.mapping.transforms import TransformBuffer
 from gp_mapper.mapping.windowing import VECTOR_TARGET, Windower
 from gp_mapper.mapping.worker import WindowJob
+
+# pose_source: poses from the TF tree (the other value, "topic", reads a pose topic).
+TF_POSE_SOURCE = "tf"
+
+# What an input stage takes: a reading, a pose of the sensor, or a TF edge (dynamic or static).
+InputRecord = FieldReading | Pose | Transform | StaticTransform
 
 
 def seconds_to_ns(seconds: float) -> int:
@@ -41,15 +56,23 @@ class InputStage:
     def __init__(self, config: MapperConfig) -> None:
         self.lock = threading.Lock()
         self.drops = DropCounts()
-        poses = PoseBuffer(
-            config.pose_buffer_size, seconds_to_ns(config.max_pose_gap), config.max_pose_speed
-        )
+        poses: PoseBuffer | TransformBuffer
+        if config.pose_source == TF_POSE_SOURCE:
+            poses = TransformBuffer(seconds_to_ns(config.max_transform_gap))
+            wait_s = config.transform_timeout
+        else:
+            poses = PoseBuffer(
+                config.pose_buffer_size, seconds_to_ns(config.max_pose_gap), config.max_pose_speed
+            )
+            wait_s = config.pose_wait
         self._pairer = Pairer(
             poses,
             self.drops,
-            pose_wait_ns=seconds_to_ns(config.pose_wait),
+            pose_wait_ns=seconds_to_ns(wait_s),
             expected_frame=config.expected_frame,
             field_range_ut=(config.field_min, config.field_max),
+            map_frame=config.map_frame,
+            sensor_frame=config.sensor_frame,
         )
         self._windower = Windower(
             batch_size=config.batch_size,
@@ -72,6 +95,19 @@ class InputStage:
 
     def add_field(self, reading: FieldReading) -> list[WindowJob]:
         return self._windows_from(self._pairer.add_reading(reading))
+
+    def add_transform(self, transform: Transform, *, static: bool) -> list[WindowJob]:
+        return self._windows_from(self._pairer.add_transform(transform, static=static))
+
+    def add(self, record: InputRecord) -> list[WindowJob]:
+        """Any input record, by its type."""
+        if isinstance(record, FieldReading):
+            return self.add_field(record)
+        if isinstance(record, StaticTransform):
+            return self.add_transform(record.transform, static=True)
+        if isinstance(record, Transform):
+            return self.add_transform(record, static=False)
+        return self.add_pose(record)
 
     def flush(self) -> list[WindowJob]:
         """End of input: readings still waiting for a pose are dropped (no_pose); the open
@@ -101,7 +137,7 @@ class InputStage:
         return {
             "open_window_samples": self._windower.open_samples,
             "pending_readings": self._pairer.pending,
-            "poses_buffered": len(self._pairer.poses),
+            "poses_buffered": len(self._pairer.poses),  # transforms, under TF
         }
 
     def _windows_from(self, samples: list[Sample]) -> list[WindowJob]:
@@ -161,13 +197,12 @@ class CollectedSamples(NamedTuple):
         )
 
 
-def collect_samples(
-    records: Iterable[Pose | FieldReading], config: MapperConfig
-) -> CollectedSamples:
+def collect_samples(records: Iterable[InputRecord], config: MapperConfig) -> CollectedSamples:
     """Pair and thin a whole recording exactly as the streaming pipeline would.
 
     Args:
-        records: poses and readings in stamp order (``gp_mapper.io.read_bag``).
+        records: poses (or transforms) and readings in stamp order
+            (``gp_mapper.io.read_bag``).
         config: pairing and windowing parameters (the window size does not matter here).
 
     Returns:
@@ -176,11 +211,7 @@ def collect_samples(
     stage = InputStage(config)
     windows: list[Window] = []
     for record in records:
-        if isinstance(record, FieldReading):
-            jobs = stage.add_field(record)
-        else:
-            jobs = stage.add_pose(record)
-        windows.extend(job.window for job in jobs)
+        windows.extend(job.window for job in stage.add(record))
     windows.extend(job.window for job in stage.flush())
     dims = config.input_dims
     if not windows:

@@ -1,9 +1,12 @@
 """Pair magnetometer readings with the pose interpolated at their stamps.
 
-Each reading becomes a `Sample` (map-frame position and field in µT) once two poses bracket
-its stamp. Until then it waits in a capped queue; it is dropped, and counted, when it is
-malformed, implausible (|B| outside the configured range), out of order, from the wrong frame,
-or can never be bracketed (as tf2's time cache: interpolate, never extrapolate).
+Each reading becomes a `Sample` (map-frame position and field in µT) once its pose is known:
+either bracketed by two poses of the sensor on a pose topic (`PoseBuffer`), or composed from
+the TF tree at its stamp (`TransformBuffer`: map -> ... -> the reading's frame, so the sensor's
+lever arm moves the position and its mounting turns the vector). Until then it waits in a
+capped queue; it is dropped, and counted, when it is malformed, implausible (|B| outside the
+configured range), out of order, from the wrong frame, or can never be posed (as tf2: interpolate,
+never extrapolate).
 """
 
 from __future__ import annotations
@@ -16,8 +19,15 @@ from typing import NamedTuple
 
 import numpy as np
 
-from gp_mapper.mapping.pose_buffer import AddResult, LookupStatus, PoseBuffer, rotate
-from gp_mapper.mapping.records import DropCounts, FieldReading, Pose, Sample
+from gp_mapper.mapping.pose_buffer import (
+    AddResult,
+    LookupStatus,
+    PoseBuffer,
+    PoseLookup,
+    rotate,
+)
+from gp_mapper.mapping.records import DropCounts, FieldReading, Pose, Sample, Transform
+from gp_mapper.mapping.transforms import TransformAdd, TransformBuffer
 
 logger = logging.getLogger(__name__)
 
@@ -32,22 +42,48 @@ MAX_PENDING_READINGS = 4096
 FRAME_WARNING_PERIOD_S = 10.0
 # At most one "implausible reading" warning per this many seconds of wall time (likewise).
 IMPLAUSIBLE_WARNING_PERIOD_S = 10.0
+# At most one warning per this many seconds of wall time for each kind of TF trouble.
+TF_WARNING_PERIOD_S = 10.0
+
+# What a refused transform counts as, by `TransformBuffer.add`'s answer.
+_TRANSFORM_DROPS = {
+    TransformAdd.LATE: "late_transform",
+    TransformAdd.INVALID: "bad_transform",
+    TransformAdd.BAD_QUATERNION: "bad_quaternion",
+    TransformAdd.LOOP: "transform_loop",
+    TransformAdd.FUTURE: "future_transform",
+}
+_TRANSFORM_WHY = {
+    TransformAdd.LATE: "older than its edge's cache or a repeated stamp",
+    TransformAdd.INVALID: "a non-finite value, an empty frame or a frame its own parent",
+    TransformAdd.BAD_QUATERNION: "a rotation quaternion not of unit length",
+    TransformAdd.LOOP: "it would close a loop in the tree",
+    TransformAdd.FUTURE: "stamped far ahead of the magnetometer",
+}
 
 
 class _Pending(NamedTuple):
     stamp_ns: int
     field_ut: np.ndarray  # [3], sensor frame
+    frame_id: str
 
 
 class Pairer:
-    """Turns poses and field readings into samples, in reading-stamp order.
+    """Turns poses (or transforms) and field readings into samples, in reading-stamp order.
 
     Args:
-        poses: The pose buffer to interpolate in (owned by the pairer from now on).
+        poses: Where poses come from (owned by the pairer from now on): a `PoseBuffer` of
+            the sensor's poses in the map frame (`add_pose`), or a `TransformBuffer` of the TF
+            tree (`add_transform`).
         drops: Counters to increment (shared with the rest of the pipeline).
-        pose_wait_ns: How long (ns of stamp time, measured against the newest stamp seen on
-            either stream) a reading may wait for a pose newer than itself.
+        pose_wait_ns: How long (ns of stamp time) a reading may wait for its pose: measured
+            against the newest stamp seen on either stream for a pose buffer; against the
+            newest reading for a TF tree, whose transforms may be post-dated (a localizer's
+            map -> odom, by its transform_tolerance).
         expected_frame: Readings from another frame are dropped; "" accepts any.
+        map_frame: (TF) The frame samples are posed in.
+        sensor_frame: (TF) The frame every reading is looked up in; "" = each reading's own
+            ``frame_id``.
         max_pending: Cap on waiting readings; the oldest is dropped (no_pose) beyond it.
         field_range_ut: (low, high): readings whose magnitude |B| (µT) lies outside it are
             dropped as implausible; None accepts any magnitude.
@@ -55,15 +91,21 @@ class Pairer:
 
     def __init__(
         self,
-        poses: PoseBuffer,
+        poses: PoseBuffer | TransformBuffer,
         drops: DropCounts,
         *,
         pose_wait_ns: int,
         expected_frame: str = "",
         max_pending: int = MAX_PENDING_READINGS,
         field_range_ut: tuple[float, float] | None = None,
+        map_frame: str = "map",
+        sensor_frame: str = "",
     ) -> None:
         self._poses = poses
+        self._tf = isinstance(poses, TransformBuffer)
+        self._map_frame = map_frame.lstrip("/")
+        self._sensor_frame = sensor_frame.lstrip("/")
+        self._last_tf_warning: dict[str, float] = {}
         self._drops = drops
         self._pose_wait_ns = int(pose_wait_ns)
         self._expected_frame = expected_frame
@@ -81,12 +123,17 @@ class Pairer:
         return len(self._pending)
 
     @property
-    def poses(self) -> PoseBuffer:
-        """The pose buffer."""
+    def poses(self) -> PoseBuffer | TransformBuffer:
+        """The pose buffer or the TF tree."""
         return self._poses
 
     def add_pose(self, pose: Pose) -> list[Sample]:
         """Add a pose; return the waiting readings it resolves, as samples in stamp order."""
+        if not isinstance(self._poses, PoseBuffer):
+            raise TypeError(
+                "poses of the sensor need pose_source 'topic'; under 'tf' (the default) the "
+                "readings are posed from transforms (add_transform)"
+            )
         result = self._poses.add(pose)
         if result is AddResult.LATE:
             self._drops.late_pose += 1
@@ -95,6 +142,27 @@ class Pairer:
             self._drops.bad_pose += 1
             return []
         self._see(int(pose.stamp_ns))
+        return self._resolve()
+
+    def add_transform(self, transform: Transform, *, static: bool) -> list[Sample]:
+        """Add one TF edge's transform (``/tf_static`` when ``static``); return the waiting
+        readings it resolves, as samples in stamp order. A refused one is counted and warned
+        about (rate-limited) with the reason."""
+        if not isinstance(self._poses, TransformBuffer):
+            raise TypeError(
+                "transforms need pose_source 'tf'; under 'topic' the readings are posed from "
+                "poses of the sensor (add_pose)"
+            )
+        result = self._poses.add(transform, static=static, now_ns=self._last_reading_ns)
+        if result is not TransformAdd.ADDED:
+            reason = _TRANSFORM_DROPS[result]
+            setattr(self._drops, reason, getattr(self._drops, reason) + 1)
+            self._warn_tf(
+                reason,
+                f"dropping a transform {transform.parent!r} -> {transform.child!r}: "
+                f"{_TRANSFORM_WHY[result]}; {getattr(self._drops, reason)} so far",
+            )
+            return []
         return self._resolve()
 
     def add_reading(self, reading: FieldReading) -> list[Sample]:
@@ -133,13 +201,18 @@ class Pairer:
         if len(self._pending) >= self._max_pending:
             self._pending.popleft()
             self._drops.no_pose += 1
-        self._pending.append(_Pending(stamp, field_t * TESLA_TO_MICROTESLA))
+        self._pending.append(_Pending(stamp, field_t * TESLA_TO_MICROTESLA, reading.frame_id))
         self._see(stamp)
         return self._resolve()
 
     def flush(self) -> None:
-        """Give up on every waiting reading (end of the input): each counts as no_pose."""
-        self._drops.no_pose += len(self._pending)
+        """Give up on every waiting reading (end of the input): each counts as no_pose, or as
+        no_transform where the TF tree does not join its frame to the map."""
+        for stamp, _, frame_id in self._pending:
+            if self._lookup(stamp, frame_id).status is LookupStatus.UNCONNECTED:
+                self._drops.no_transform += 1
+            else:
+                self._drops.no_pose += 1
         self._pending.clear()
 
     def clear(self) -> None:
@@ -165,21 +238,48 @@ class Pairer:
                 self._drops.implausible,
             )
 
+    def _warn_tf(self, kind: str, message: str) -> None:
+        now = time.monotonic()
+        if now - self._last_tf_warning.get(kind, -math.inf) >= TF_WARNING_PERIOD_S:
+            self._last_tf_warning[kind] = now
+            logger.warning(message)
+
+    def _warn_unconnected(self, source: str) -> None:
+        assert isinstance(self._poses, TransformBuffer)  # only a TF lookup is unconnected
+        self._warn_tf(
+            "no_transform",
+            f"dropping readings: no transform {self._map_frame!r} -> {source!r} (frames known: "
+            f"{', '.join(sorted(self._poses.frames)) or 'none'}); "
+            f"{self._drops.no_transform} so far",
+        )
+
+    def _lookup(self, stamp: int, frame_id: str) -> PoseLookup:
+        if isinstance(self._poses, PoseBuffer):
+            return self._poses.lookup(stamp)
+        return self._poses.lookup(self._map_frame, self._sensor_frame or frame_id, stamp)
+
     def _see(self, stamp_ns: int) -> None:
         if self._latest_ns is None or stamp_ns > self._latest_ns:
             self._latest_ns = stamp_ns
 
     def _resolve(self) -> list[Sample]:
         samples: list[Sample] = []
+        # The clock a reading waits by: the newest stamp of either stream, or of the readings
+        # alone under TF (see the class's pose_wait_ns).
+        clock = self._last_reading_ns if self._tf else self._latest_ns
         while self._pending:
-            stamp, field_ut = self._pending[0]
-            lookup = self._poses.lookup(stamp)
+            stamp, field_ut, frame_id = self._pending[0]
+            lookup = self._lookup(stamp, frame_id)
             status = lookup.status
-            if status is LookupStatus.WAIT:
-                assert self._latest_ns is not None  # set by the add that queued it
-                if self._latest_ns - stamp <= self._pose_wait_ns:
+            if status in (LookupStatus.WAIT, LookupStatus.UNCONNECTED):
+                assert clock is not None  # set by the add that queued it
+                if clock - stamp <= self._pose_wait_ns:
                     break  # readings behind it are newer: they wait too
-                self._drops.no_pose += 1
+                if status is LookupStatus.WAIT:
+                    self._drops.no_pose += 1
+                else:
+                    self._drops.no_transform += 1
+                    self._warn_unconnected(self._sensor_frame or frame_id)
             elif status is LookupStatus.OK:
                 pose = lookup.pose
                 assert pose is not None

@@ -33,7 +33,7 @@ from gp_mapper.mapping.config import MapperConfig
 from gp_mapper.mapping.errors import ConfigError, MapFileError
 from gp_mapper.mapping.fit_schedule import FitSchedule
 from gp_mapper.mapping.grid import Box, extend_box
-from gp_mapper.mapping.inputs import InputStage
+from gp_mapper.mapping.inputs import InputRecord, InputStage
 from gp_mapper.mapping.map_file import MapData, PathLike, save_map
 from gp_mapper.mapping.map_products import (
     MapProducts,
@@ -48,6 +48,7 @@ from gp_mapper.mapping.records import (
     DropCounts,
     FieldReading,
     Pose,
+    Transform,
     Window,
     update_health,
 )
@@ -164,6 +165,25 @@ class MappingPipeline:
             if self._inputs.closed:
                 return
             jobs = self._inputs.add_field(reading)
+            self._submit(jobs)
+        self._run_inline(jobs)
+
+    def add_transform(self, transform: Transform, *, static: bool) -> None:
+        """Add one TF edge's transform (pose_source tf; ``/tf_static`` when ``static``).
+        Cheap; never waits for the model in background mode."""
+        with self._input_lock:
+            if self._inputs.closed:
+                return
+            jobs = self._inputs.add_transform(transform, static=static)
+            self._submit(jobs)
+        self._run_inline(jobs)
+
+    def add(self, record: InputRecord) -> None:
+        """Any input record (a reading, a pose, a transform), by its type: a bag's records."""
+        with self._input_lock:
+            if self._inputs.closed:
+                return
+            jobs = self._inputs.add(record)
             self._submit(jobs)
         self._run_inline(jobs)
 
@@ -733,9 +753,9 @@ class MappingPipeline:
         last_reason, device, health (OK; WARN after an update rejected or whose fitted
         hyperparameters were refused, ERROR after `UNHEALTHY_FOR_ERROR` in a row),
         health_message (why), unhealthy_in_a_row, seq,
-        pending_windows, worker_busy, open_window_samples, pending_readings, poses_buffered,
-        grid_width, grid_height, grid_resolution_m, drops_total and drop_<reason> for every
-        `DropCounts` field.
+        pending_windows, worker_busy, open_window_samples, pending_readings, poses_buffered
+        (transforms, under TF), pose_source (tf or topic), grid_width, grid_height,
+        grid_resolution_m, drops_total and drop_<reason> for every `DropCounts` field.
         Scheduling: fits (updates that re-fitted θ), last_update_fitted, last_fit_reason
         (first, schedule, stale), bound_per_sample (nats), merged_windows, pending_samples,
         processing_samples (in the update under way).
@@ -767,6 +787,7 @@ class MappingPipeline:
             drops = self._inputs.drops.as_dict()
         out["drops_total"] = sum(drops.values())
         out.update({f"drop_{reason}": count for reason, count in drops.items()})
+        out["pose_source"] = self._config.pose_source
         return out
 
     def close(self) -> None:

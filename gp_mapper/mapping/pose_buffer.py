@@ -89,6 +89,7 @@ class LookupStatus(enum.Enum):
     BEFORE_OLDEST = "before_oldest"  # older than every pose held: it will never be bracketed
     GAP = "gap"  # the bracketing poses are further apart than max_gap
     JUMP = "jump"  # the bracketing poses imply a speed above max_speed
+    UNCONNECTED = "unconnected"  # (a TF lookup) no known edges join the two frames yet
 
 
 class PoseLookup(NamedTuple):
@@ -106,9 +107,18 @@ class PoseBuffer:
         max_gap_ns: Largest stamp difference (ns) between two poses interpolated across.
         max_speed_mps: Largest speed (m/s) implied by two bracketing poses; faster is a jump
             (e.g. a map-frame correction, REP-105) and is not interpolated. 0 disables.
+        horizon_ns: Poses older than the newest by more than this (ns) go too, as tf2's
+            cache_time bounds a time cache; 0 bounds by `capacity` alone.
     """
 
-    def __init__(self, capacity: int, max_gap_ns: int, max_speed_mps: float = 0.0) -> None:
+    def __init__(
+        self,
+        capacity: int,
+        max_gap_ns: int,
+        max_speed_mps: float = 0.0,
+        *,
+        horizon_ns: int = 0,
+    ) -> None:
         if capacity < 2:
             raise ValueError(f"capacity must be at least 2 poses; got {capacity}")
         if max_gap_ns <= 0:
@@ -116,6 +126,7 @@ class PoseBuffer:
         self._capacity = capacity
         self._max_gap_ns = int(max_gap_ns)
         self._max_speed = float(max_speed_mps)
+        self._horizon_ns = int(horizon_ns)
         self._stamps: list[int] = []
         self._positions: list[np.ndarray] = []
         self._quats: list[np.ndarray] = []
@@ -172,6 +183,10 @@ class PoseBuffer:
         self._quats.insert(index, quat)
         if len(self._stamps) > self._capacity:
             del self._stamps[0], self._positions[0], self._quats[0]
+        if self._horizon_ns > 0:
+            # Two poses stay whatever their age: the newest pair still brackets a stamp.
+            while len(self._stamps) > 2 and self._stamps[-1] - self._stamps[0] > self._horizon_ns:
+                del self._stamps[0], self._positions[0], self._quats[0]
         return result
 
     def lookup(self, stamp_ns: int) -> PoseLookup:

@@ -23,6 +23,36 @@ class Pose(NamedTuple):
     orientation_xyzw: np.ndarray
 
 
+class Transform(NamedTuple):
+    """One edge of the TF tree at one stamp, as ``geometry_msgs/TransformStamped`` carries it.
+
+    Attributes:
+        stamp_ns: Header stamp (ns); ignored for a static transform.
+        parent: ``header.frame_id``.
+        child: ``child_frame_id``.
+        translation_m: [3] the child's origin in the parent frame (m).
+        rotation_xyzw: [4] quaternion (x, y, z, w) rotating child-frame vectors into the
+            parent frame.
+    """
+
+    stamp_ns: int
+    parent: str
+    child: str
+    translation_m: np.ndarray
+    rotation_xyzw: np.ndarray
+
+
+class StaticTransform(NamedTuple):
+    """A transform of ``/tf_static``: valid for all time (its stamp is ignored)."""
+
+    transform: Transform
+
+    @property
+    def stamp_ns(self) -> int:
+        """The header stamp it was sent with (ns)."""
+        return self.transform.stamp_ns
+
+
 class FieldReading(NamedTuple):
     """One magnetometer reading, as `sensor_msgs/MagneticField` carries it.
 
@@ -80,8 +110,9 @@ class Window(NamedTuple):
 class DropCounts:
     """Inputs discarded by the pipeline, by reason; published on `/diagnostics`.
 
-    Every field counts field readings (or the samples made from them), except `late_pose` and
-    `bad_pose`, which count pose messages.
+    Every field counts field readings (or the samples made from them), except `late_pose`,
+    `bad_pose` and the `*_transform`, `bad_quaternion` fields, which count pose messages and
+    TF transforms.
 
     Attributes:
         nan: Readings with a NaN or infinite component.
@@ -90,8 +121,12 @@ class DropCounts:
             (a glitch, a motor passing the sensor, a unit mistake).
         out_of_order: Readings whose stamp is not newer than the previous reading's.
         no_pose: Readings never bracketed by two poses (older than the pose buffer, or waited
-            longer than `pose_wait`).
-        pose_gap: Readings whose bracketing poses are more than `max_pose_gap` apart.
+            longer than `pose_wait`; under TF: older than an edge's cache, or waited longer
+            than `transform_timeout` for a transform at or after their stamp).
+        no_transform: (TF) Readings whose frame the TF tree did not join to `map_frame` within
+            `transform_timeout`: a missing edge, or a sensor frame renamed.
+        pose_gap: Readings whose bracketing poses are more than `max_pose_gap` apart (under
+            TF: two transforms of one edge more than `max_transform_gap` apart).
         pose_jump: Readings whose bracketing poses imply a speed above `max_pose_speed`.
         duplicate: Samples at the position of the last kept sample, or closer to it than
             `min_spacing`.
@@ -103,6 +138,13 @@ class DropCounts:
             the map's predictive distribution (`outlier_z`).
         late_pose: Poses older than everything in the pose buffer.
         bad_pose: Poses with non-finite values, a zero quaternion or a repeated stamp.
+        late_transform: Transforms older than their edge's cache, or repeating a stamp.
+        bad_transform: Transforms with a non-finite value, an empty frame name, or a frame
+            its own parent.
+        bad_quaternion: Transforms whose rotation is not a unit quaternion (tf2's tolerance).
+        transform_loop: Transforms that would close a loop in the TF tree.
+        future_transform: Transforms stamped more than 10 s (tf2's cache time) ahead of the
+            newest reading.
     """
 
     nan: int = 0
@@ -119,6 +161,12 @@ class DropCounts:
     outlier: int = 0
     late_pose: int = 0
     bad_pose: int = 0
+    no_transform: int = 0
+    late_transform: int = 0
+    bad_transform: int = 0
+    bad_quaternion: int = 0
+    transform_loop: int = 0
+    future_transform: int = 0
 
     def total(self) -> int:
         """The sum over every reason."""

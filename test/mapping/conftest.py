@@ -18,6 +18,7 @@ FAST_ENGINE = EngineSpec(fit_iterations=5, device="cpu")
 def fast_config() -> MapperConfig:
     """A small, fast configuration: windows of 120 samples, a 0.25 m grid over [0, 4]^2."""
     return MapperConfig(
+        pose_source="topic",
         batch_size=120,
         resolution=0.25,
         margin=0.5,

@@ -91,6 +91,7 @@ def noisy_stream(seed: int = 11) -> tuple[list, np.ndarray]:
 
 def test_a_stale_window_triggers_a_fit_and_a_steady_stream_mostly_does_not() -> None:
     config = MapperConfig(
+        pose_source="topic",
         batch_size=100,
         resolution=0.5,
         bounds=(0.0, 8.0, 0.0, 10.0),
@@ -138,6 +139,7 @@ def test_a_stale_window_triggers_a_fit_and_a_steady_stream_mostly_does_not() -> 
 def test_a_map_at_its_cap_is_not_refitted_for_a_falling_bound() -> None:
     """At the cap the bound falls wherever the data leave the inducing points, whatever θ is."""
     config = MapperConfig(
+        pose_source="topic",
         batch_size=100,
         resolution=0.5,
         bounds=(0.0, 8.0, 0.0, 10.0),

@@ -24,7 +24,11 @@ NUM_MAPS = 12
 @pytest.fixture(scope="module")
 def config() -> MapperConfig:
     return MapperConfig(
-        batch_size=60, resolution=0.5, bounds=(0.0, 4.0, 0.0, 4.0), engine=FAST_ENGINE
+        pose_source="topic",
+        batch_size=60,
+        resolution=0.5,
+        bounds=(0.0, 4.0, 0.0, 4.0),
+        engine=FAST_ENGINE,
     )
 
 

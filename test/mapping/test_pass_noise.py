@@ -127,7 +127,9 @@ SHORT_PASSES: dict = {"count": 12, "offset_sd": 1.0, "length_m": 3.0}
 
 
 def small_map(**settings: object) -> MapperConfig:
-    return MapperConfig.from_dict({"batch_size": 200, "min_spacing": 0.0, **settings})
+    return MapperConfig.from_dict(
+        {"pose_source": "topic", "batch_size": 200, "min_spacing": 0.0, **settings}
+    )
 
 
 def stream(config: MapperConfig, xy: np.ndarray, y: np.ndarray, t: np.ndarray) -> dict:

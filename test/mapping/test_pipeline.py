@@ -36,7 +36,11 @@ def grid_rmse(snapshot: MapSnapshot, scale: float = 1.0) -> float:
 @pytest.fixture(scope="module")
 def config() -> MapperConfig:
     return MapperConfig(
-        batch_size=100, resolution=0.25, bounds=(0.0, 4.0, 0.0, 4.0), engine=FAST_ENGINE
+        pose_source="topic",
+        batch_size=100,
+        resolution=0.25,
+        bounds=(0.0, 4.0, 0.0, 4.0),
+        engine=FAST_ENGINE,
     )
 
 
@@ -51,7 +55,9 @@ def mapped(config: MapperConfig) -> tuple[MappingPipeline, list[MapSnapshot]]:
 
 
 def small_pipeline(**overrides) -> MappingPipeline:
-    config = MapperConfig(batch_size=60, resolution=0.5, engine=FAST_ENGINE).replace(**overrides)
+    config = MapperConfig(
+        pose_source="topic", batch_size=60, resolution=0.5, engine=FAST_ENGINE
+    ).replace(**overrides)
     return MappingPipeline(config, background=False)
 
 
@@ -248,7 +254,7 @@ def test_reset_empties_the_map() -> None:
 def window_sizes(engine: EngineSpec = FAST_ENGINE, **overrides) -> list[int]:
     """Samples per committed window when EVENTS are fed through an inline pipeline."""
     snapshots: list[MapSnapshot] = []
-    config = MapperConfig(resolution=0.5, engine=engine).replace(**overrides)
+    config = MapperConfig(pose_source="topic", resolution=0.5, engine=engine).replace(**overrides)
     pipeline = MappingPipeline(config, background=False, on_snapshot=snapshots.append)
     feed(pipeline, EVENTS[:400])
     counts = [s.num_samples for s in snapshots]
@@ -266,7 +272,7 @@ def test_windows_wait_for_first_batch_min_until_theta_is_fitted() -> None:
 
 
 def test_a_failed_update_keeps_the_previous_map(caplog: pytest.LogCaptureFixture) -> None:
-    config = MapperConfig(batch_size=60, resolution=0.5, engine=FAST_ENGINE)
+    config = MapperConfig(pose_source="topic", batch_size=60, resolution=0.5, engine=FAST_ENGINE)
     engine = build_model(config.engine, input_dim=2)
     real_update = engine.update
     calls = {"n": 0}
@@ -356,7 +362,12 @@ def test_per_axis_target_is_the_map_frame_component() -> None:
     # The stream's map-frame field points 30 degrees left of +x while the sensor turns with the
     # path, so the sensor-frame readings change direction from lane to lane.
     config = MapperConfig(
-        target="y", batch_size=500, resolution=0.5, bounds=(0.0, 4.0, 0.0, 4.0), engine=FAST_ENGINE
+        pose_source="topic",
+        target="y",
+        batch_size=500,
+        resolution=0.5,
+        bounds=(0.0, 4.0, 0.0, 4.0),
+        engine=FAST_ENGINE,
     )
     pipeline = MappingPipeline(config, background=False)
     feed(pipeline, EVENTS)
@@ -402,7 +413,7 @@ def test_a_failing_consumer_does_not_stop_mapping(caplog: pytest.LogCaptureFixtu
     def consumer(snapshot: MapSnapshot) -> None:
         raise ValueError("publisher gone")
 
-    config = MapperConfig(batch_size=60, resolution=0.5, engine=FAST_ENGINE)
+    config = MapperConfig(pose_source="topic", batch_size=60, resolution=0.5, engine=FAST_ENGINE)
     pipeline = MappingPipeline(config, background=False, on_snapshot=consumer)
     with caplog.at_level(logging.ERROR, logger="gp_mapper.mapping.pipeline"):
         feed(pipeline, EVENTS[:250])
@@ -421,7 +432,7 @@ def test_input_after_close_is_ignored() -> None:
 
 def test_a_rejected_window_withdraws_its_provisional_map() -> None:
     """Shown under the old θ, then rejected: the committed map comes back, as it was."""
-    config = MapperConfig(batch_size=60, resolution=0.5, engine=FAST_ENGINE)
+    config = MapperConfig(pose_source="topic", batch_size=60, resolution=0.5, engine=FAST_ENGINE)
     engine = build_model(config.engine, input_dim=2)
     real_update = engine.update
     calls = {"n": 0}

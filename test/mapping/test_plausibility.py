@@ -30,7 +30,11 @@ NUM_GLITCHES = 10
 # The room of test_pipeline: 4 m x 4 m in five lanes, ~400 readings, windows of 100.
 EVENTS = stream(lawnmower(4.0, 4.0, 1.0, 0.06))
 CONFIG = MapperConfig(
-    batch_size=100, resolution=0.25, bounds=(0.0, 4.0, 0.0, 4.0), engine=FAST_ENGINE
+    pose_source="topic",
+    batch_size=100,
+    resolution=0.25,
+    bounds=(0.0, 4.0, 0.0, 4.0),
+    engine=FAST_ENGINE,
 )
 
 
@@ -181,6 +185,6 @@ def test_the_warning_is_rate_limited_and_the_count_exact(caplog) -> None:
 def test_the_range_is_checked() -> None:
     assert (CONFIG.field_min, CONFIG.field_max) == (10.0, 200.0)
     with pytest.raises(ConfigError, match="field_min must be below field_max"):
-        MapperConfig(field_min=100.0, field_max=50.0)
+        MapperConfig(pose_source="topic", field_min=100.0, field_max=50.0)
     with pytest.raises(ConfigError, match="field_min"):
-        MapperConfig(field_min=-1.0)
+        MapperConfig(pose_source="topic", field_min=-1.0)

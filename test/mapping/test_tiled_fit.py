@@ -21,9 +21,9 @@ from .synthetic import lawnmower, stream, true_field
 needs_ray = pytest.mark.skipif(
     importlib.util.find_spec("ray") is None, reason="ray is not installed (pip install ray)"
 )
-CONFIG = MapperConfig(batch_size=100, resolution=0.25, engine=FAST_ENGINE).replace(
-    tile_size=4.0, tile_overlap=1.0
-)
+CONFIG = MapperConfig(
+    pose_source="topic", batch_size=100, resolution=0.25, engine=FAST_ENGINE
+).replace(tile_size=4.0, tile_overlap=1.0)
 PROBES = torch.as_tensor(np.random.default_rng(0).uniform([0.5, 0.5], [7.5, 3.5], (50, 2)))
 
 

@@ -22,7 +22,9 @@ EVENTS = stream(lawnmower(8.0, 4.0, 1.0, 0.1))
 
 
 def mapped(**overrides) -> tuple[MappingPipeline, MapSnapshot]:
-    config = MapperConfig(batch_size=100, resolution=0.25, engine=FAST_ENGINE).replace(**overrides)
+    config = MapperConfig(
+        pose_source="topic", batch_size=100, resolution=0.25, engine=FAST_ENGINE
+    ).replace(**overrides)
     pipeline = MappingPipeline(config, background=False)
     feed(pipeline, EVENTS)
     pipeline.flush()
@@ -54,9 +56,9 @@ def test_the_config_builds_a_tiled_map_that_maps_the_whole_area(tmp_path: Path) 
 
 def test_tiles_drawn_once_at_the_end_are_the_tiles_redrawn_window_by_window() -> None:
     _, every = mapped(tile_size=4.0, tile_overlap=1.0)
-    config = MapperConfig(batch_size=100, resolution=0.25, engine=FAST_ENGINE).replace(
-        tile_size=4.0, tile_overlap=1.0
-    )
+    config = MapperConfig(
+        pose_source="topic", batch_size=100, resolution=0.25, engine=FAST_ENGINE
+    ).replace(tile_size=4.0, tile_overlap=1.0)
     with MappingPipeline(config, background=False, draw_each_window=False) as pipeline:
         feed(pipeline, EVENTS)
         pipeline.flush()
@@ -74,7 +76,9 @@ def test_a_room_under_half_a_tile_across_is_one_tile_the_map_of_one_model() -> N
         events = stream(lawnmower(5.0, 4.0, 1.0, 0.1) + shift)
         maps, models = [], []
         for tile_size in (MapperConfig().tile_size, 0.0):
-            config = MapperConfig(batch_size=100, resolution=0.25, engine=FAST_ENGINE)
+            config = MapperConfig(
+                pose_source="topic", batch_size=100, resolution=0.25, engine=FAST_ENGINE
+            )
             pipeline = MappingPipeline(config.replace(tile_size=tile_size), background=False)
             feed(pipeline, events)
             pipeline.flush()
@@ -125,7 +129,7 @@ def test_a_map_saved_before_tiles_continues_as_one_tile(tmp_path: Path) -> None:
 def test_an_update_redraws_the_tiles_it_touched_and_the_map_equals_a_whole_redraw() -> None:
     # A 24 m corridor walked out and back, 5 m a window, across six 4 m tiles.
     events = stream(lawnmower(24.0, 1.0, 1.0, 0.1))
-    config = MapperConfig(batch_size=50, resolution=0.25, engine=FAST_ENGINE)
+    config = MapperConfig(pose_source="topic", batch_size=50, resolution=0.25, engine=FAST_ENGINE)
     pipeline = MappingPipeline(config.replace(tile_size=4.0, tile_overlap=1.0), background=False)
     kept = []
     for start in range(0, len(events), 100):
@@ -153,7 +157,9 @@ def test_the_full_resolution_map_keeps_the_resolution_the_grid_coarsens(tmp_path
     from gp_mapper.io import write_grids_npz
 
     events = stream(lawnmower(24.0, 1.0, 1.0, 0.1))
-    config = MapperConfig(batch_size=50, resolution=0.1, engine=FAST_ENGINE, max_cells=400)
+    config = MapperConfig(
+        pose_source="topic", batch_size=50, resolution=0.1, engine=FAST_ENGINE, max_cells=400
+    )
     config = config.replace(tile_size=4.0, tile_overlap=1.0, full_resolution_cells=100_000)
     pipeline = MappingPipeline(config, background=False)
     feed(pipeline, events)

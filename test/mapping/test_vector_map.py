@@ -44,7 +44,7 @@ VECTOR_ENGINE = EngineSpec(model="potential", fit_iterations=5, device="cpu")
 
 @pytest.fixture(scope="module")
 def config() -> MapperConfig:
-    return MapperConfig(
+    return MapperConfig(pose_source="topic",
         target="vector", batch_size=120, resolution=0.25, bounds=(0.0, 3.0, 0.0, 3.0),
         engine=VECTOR_ENGINE,
     )  # fmt: skip
@@ -116,7 +116,8 @@ def test_a_scalar_map_and_a_vector_map_refuse_each_other(mapped, config, tmp_pat
     vector_file = tmp_path / "vector.npz"
     source.save(vector_file)
     scalar = MappingPipeline(
-        MapperConfig(batch_size=120, resolution=0.25, engine=FAST_ENGINE), background=False
+        MapperConfig(pose_source="topic", batch_size=120, resolution=0.25, engine=FAST_ENGINE),
+        background=False,
     )
     feed(scalar, EVENTS[:250])
     scalar.flush()
@@ -140,7 +141,7 @@ def test_a_scalar_map_and_a_vector_map_refuse_each_other(mapped, config, tmp_pat
 def test_a_sensor_offset_is_estimated_reported_and_left_out_of_the_map() -> None:
     # The magnetometer adds its own offset in its frame; the sensor turns with the path.
     offset = np.array([8.0, -5.0, 0.0])
-    config = MapperConfig(
+    config = MapperConfig(pose_source="topic",
         target="vector", batch_size=120, resolution=0.25, bounds=(0.0, 3.0, 0.0, 3.0),
         engine=VECTOR_ENGINE.replace(hard_iron_variance=100.0),
     )  # fmt: skip
