@@ -25,6 +25,7 @@ from rosbags.interfaces import Connection
 from rosbags.rosbag2 import Reader, ReaderError
 from rosgraph_msgs.msg import Clock
 
+from gp_mapper.io.pose_types import TF_STATIC_TOPIC
 from gp_mapper.ros.errors import BagError, MessageTypeError
 from gp_mapper.ros.msg_types import message_class
 from gp_mapper.ros.qos import playback_qos
@@ -111,7 +112,8 @@ def _make_publishers(
             logger.warning("skipping %s: %s", conn.topic, err)
             continue
         offered = getattr(conn.ext, "offered_qos_profiles", None) or []
-        publisher = node.create_publisher(cls, topic, playback_qos(offered, PLAY_QUEUE_DEPTH))
+        qos = playback_qos(offered, PLAY_QUEUE_DEPTH, latched=conn.topic == TF_STATIC_TOPIC)
+        publisher = node.create_publisher(cls, topic, qos)
         by_topic[topic] = (conn.msgtype, publisher)
         out[conn.id] = (topic, publisher)
     return out

@@ -55,6 +55,27 @@ DIAGNOSTICS_QOS = QoSProfile(
 """``/diagnostics``."""
 
 
+# tf2_ros's queue for /tf and /tf_static (its DynamicListenerQoS and StaticListenerQoS).
+TF_QUEUE_DEPTH = 100
+
+TF_QOS = QoSProfile(
+    history=HistoryPolicy.KEEP_LAST,
+    depth=TF_QUEUE_DEPTH,
+    reliability=ReliabilityPolicy.RELIABLE,
+    durability=DurabilityPolicy.VOLATILE,
+)
+"""``/tf``, subscribed and broadcast as tf2_ros does (TransformListener, TransformBroadcaster)."""
+
+TF_STATIC_QOS = QoSProfile(
+    history=HistoryPolicy.KEEP_LAST,
+    depth=TF_QUEUE_DEPTH,
+    reliability=ReliabilityPolicy.RELIABLE,
+    durability=DurabilityPolicy.TRANSIENT_LOCAL,
+)
+"""``/tf_static``: transient local, so a node started after the static broadcaster (which
+sends once) still gets the mounting."""
+
+
 def sensor_qos(depth: int = SENSOR_QUEUE_DEPTH) -> QoSProfile:
     """``qos_profile_sensor_data`` (best effort, volatile) with a deeper queue.
 
@@ -100,23 +121,27 @@ def qos_to_bag(profile: QoSProfile) -> Qos:
     )
 
 
-def playback_qos(offered: Sequence[Qos], depth: int) -> QoSProfile:
+def playback_qos(offered: Sequence[Qos], depth: int, *, latched: bool = False) -> QoSProfile:
     """The profile to republish a bag topic with.
 
     Reliable always (a reliable publisher matches reliable and best-effort subscribers);
     transient local if every recorded publisher offered it (map topics, so a late RViz
-    still gets them), volatile otherwise.
+    still gets them) or ``latched`` says so, volatile otherwise.
 
     Args:
         offered: the QoS profiles recorded for the topic (may be empty).
         depth: history depth for volatile topics; transient-local topics keep their
             recorded depth (at least 1).
+        latched: transient local whatever was recorded (``/tf_static``: its listeners ask
+            for transient local, which a volatile publisher cannot serve).
     """
-    latched = bool(offered) and all(q.durability == QosDurability.TRANSIENT_LOCAL for q in offered)
+    latched = latched or (
+        bool(offered) and all(q.durability == QosDurability.TRANSIENT_LOCAL for q in offered)
+    )
     if latched:
         return QoSProfile(
             history=HistoryPolicy.KEEP_LAST,
-            depth=max(1, max(int(q.depth) for q in offered)),
+            depth=max([1, *(int(q.depth) for q in offered)]),
             reliability=ReliabilityPolicy.RELIABLE,
             durability=DurabilityPolicy.TRANSIENT_LOCAL,
         )
