@@ -38,3 +38,22 @@ def parse_bool(name: str, text: str) -> bool:
     raise LaunchArgumentError(
         f"{name}:={text!r} is not a boolean; use true or false (True, 1, 0, yes, no also work)"
     )
+
+
+def normalize_namespace(text: str) -> str:
+    """A ``namespace`` launch argument -> ``''`` (none) or ``/a/b``, however it was typed
+    (``robot1``, ``/robot1/``, ``''``, ``/``)."""
+    parts = [p for p in text.strip().split("/") if p]
+    return "/" + "/".join(parts) if parts else ""
+
+
+def namespaced_rviz_config(text: str, namespace: str, node_name: str) -> str:
+    """An RViz config whose ``/<node_name>/...`` topics point at that node under ``namespace``.
+
+    The shipped config names the node's topics absolutely (``/gp_mapper/mean``); under a
+    namespace the node publishes ``/<namespace>/gp_mapper/mean`` instead.
+    """
+    namespace = normalize_namespace(namespace)
+    if not namespace:
+        return text
+    return text.replace(f" /{node_name}/", f" {namespace}/{node_name}/")
