@@ -7,9 +7,10 @@ from collections.abc import Callable
 
 import rclpy
 from rclpy.exceptions import InvalidParameterTypeException, InvalidParameterValueException
-from rclpy.executors import ExternalShutdownException
+from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.node import Node
 
+from gp_mapper.ros.errors import TransitionError
 from gp_mapper.ros.service_host import one_line
 
 # rclpy's own refusals of a parameter override (out of range, wrong type).
@@ -17,6 +18,20 @@ PARAMETER_ERRORS: tuple[type[Exception], ...] = (
     InvalidParameterValueException,
     InvalidParameterTypeException,
 )
+# Threads of spin_multithreaded: one per callback group that may be busy at once (inputs, a
+# service that takes seconds, and the default group's timers, services and transitions).
+SPIN_THREADS = 3
+
+
+def spin_multithreaded(node: Node, threads: int = SPIN_THREADS) -> None:
+    """Spin ``node`` on a MultiThreadedExecutor until shutdown: callbacks of different
+    callback groups run at once, so a slow service in a group of its own does not stop the
+    inputs (each group is mutually exclusive within itself)."""
+    executor = MultiThreadedExecutor(num_threads=threads, context=node.context)
+    try:
+        rclpy.spin(node, executor)
+    finally:
+        executor.shutdown()
 
 
 def run_node(
@@ -29,7 +44,8 @@ def run_node(
     """Start a node, spin it until shutdown (SIGINT), and tear it down.
 
     Exits with status 1, after one logged line with the reason and no traceback, when the
-    parameters are invalid (``invalid``, or rclpy's ``PARAMETER_ERRORS``) or anything else
+    parameters are invalid (``invalid``, or rclpy's ``PARAMETER_ERRORS``), a lifecycle node's
+    autostart fails (``TransitionError``: the node has logged the reason) or anything else
     stops the node from starting or running.
     """
     logging.basicConfig(level=logging.INFO, format="[%(levelname)s] [%(name)s]: %(message)s")
@@ -41,6 +57,8 @@ def run_node(
         spin(node)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
+    except TransitionError:
+        failed = True  # the node logged why, once
     except (*invalid, *PARAMETER_ERRORS) as err:
         logging.getLogger(name).error("invalid parameters: %s", one_line(err, with_type=False))
         failed = True

@@ -17,3 +17,8 @@ class MessageTypeError(RosLayerError, LookupError):
 
 class BagError(RosLayerError):
     """A bag cannot be played or recorded; the message names the path and the fault."""
+
+
+class TransitionError(RosLayerError):
+    """A lifecycle transition that ``autostart`` asked for did not succeed; the message is the
+    reason, which the node has already logged."""
