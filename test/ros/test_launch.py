@@ -68,7 +68,7 @@ def _params_file() -> str:
     shipped = yaml.safe_load(
         Path(get_package_share_directory("gp_mapper"), "config", "gp_mapper.yaml").read_text()
     )
-    shipped["gp_mapper"]["ros__parameters"].update(batch_size=BATCH, fit_iterations=0)
+    shipped["/**"]["ros__parameters"].update(batch_size=BATCH, fit_iterations=0)
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as handle:
         yaml.safe_dump(shipped, handle)
     return handle.name

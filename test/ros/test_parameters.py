@@ -28,6 +28,8 @@ pytestmark = pytest.mark.ros
 
 REPO = Path(__file__).resolve().parents[2]
 YAML_PATH = REPO / "config" / "gp_mapper.yaml"
+# The shipped YAML's top-level key: every node name, every namespace.
+ANY_NODE = "/**"
 
 
 def test_descriptors_carry_type_range_choices_and_read_only() -> None:
@@ -135,7 +137,8 @@ def test_out_of_range_override_is_refused_at_declaration(ros_context: Context) -
 
 def test_yaml_lists_every_parameter_at_its_default() -> None:
     doc = yaml.safe_load(YAML_PATH.read_text())
-    params = doc["gp_mapper"]["ros__parameters"]
+    assert list(doc) == [ANY_NODE]
+    params = doc[ANY_NODE]["ros__parameters"]
     text = YAML_PATH.read_text()
     for info in PARAMETERS:
         if info.default is None:
@@ -159,3 +162,48 @@ def test_node_starts_from_the_yaml(ros_context: Context) -> None:
         assert node.get_parameter("map_path").value == "~/.ros/gp_mapper/map.npz"
     finally:
         node.destroy_node()
+
+
+def _shipped_yaml_with(tmp_path: Path, key: str, **changes: object) -> Path:
+    """The shipped YAML, its parameters under ``key`` with some changed."""
+    doc = yaml.safe_load(YAML_PATH.read_text())
+    params = {**doc[ANY_NODE]["ros__parameters"], **changes}
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump({key: {"ros__parameters": params}}))
+    return path
+
+
+@pytest.mark.parametrize("namespace", ["/robot1", "/fleet/robot2"])
+def test_a_namespaced_node_takes_the_yamls_parameters(
+    ros_context: Context, tmp_path: Path, namespace: str
+) -> None:
+    """What a launch with namespace:=robot1 starts: /robot1/gp_mapper, matched by /**."""
+    path = _shipped_yaml_with(tmp_path, ANY_NODE, batch_size=123, pose_source="topic")
+    node = Node(
+        "gp_mapper",
+        namespace=namespace,
+        context=ros_context,
+        cli_args=["--ros-args", "--params-file", str(path)],
+    )
+    try:
+        assert node.get_fully_qualified_name() == f"{namespace}/gp_mapper"
+        declare_parameters(node)
+        assert read_config(node) == MapperConfig(batch_size=123, pose_source="topic")
+    finally:
+        node.destroy_node()
+
+
+def test_a_node_name_key_misses_the_namespaced_node(ros_context: Context, tmp_path: Path) -> None:
+    """Why the shipped file uses /**: rcl matches ``gp_mapper:`` to /gp_mapper only."""
+    path = _shipped_yaml_with(tmp_path, "gp_mapper", batch_size=123)
+    args = ["--ros-args", "--params-file", str(path)]
+    plain = Node("gp_mapper", context=ros_context, cli_args=args)
+    spaced = Node("gp_mapper", namespace="/robot1", context=ros_context, cli_args=args)
+    try:
+        declare_parameters(plain)
+        declare_parameters(spaced)
+        assert read_config(plain).batch_size == 123
+        assert read_config(spaced).batch_size == MapperConfig().batch_size
+    finally:
+        plain.destroy_node()
+        spaced.destroy_node()
