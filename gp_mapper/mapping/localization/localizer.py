@@ -124,6 +124,7 @@ class Step(NamedTuple):
     estimate: PoseEstimate
     converged: bool
     predicted_sd_ut: float  # the map's mean predictive sd at the particles (weighted)
+    last_stamp_ns: int  # the batch's last reading: what AMCL post-dates map -> odom from
 
 
 class Localizer:
@@ -359,9 +360,11 @@ class Localizer:
             self.particles.resample(size, self._rng)
             self._inject_random_particles()
         converged = estimate.position_sd_m < c.converged_sd_m
+        last_stamp = batch[-1][0]
         self.steps.append(
-            Step(stamp, middle.copy(), observed, len(batch), estimate, converged, predicted_sd)
-        )
+            Step(stamp, middle.copy(), observed, len(batch), estimate, converged, predicted_sd,
+                 last_stamp)
+        )  # fmt: skip
         self.updates += 1
         if self._history is not None and len(self.steps) > self._history:
             del self.steps[: len(self.steps) - self._history]
