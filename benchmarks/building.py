@@ -97,7 +97,9 @@ def run_row(row: str, args: argparse.Namespace) -> dict[str, Any]:
     bag = building_bag(args)
     info = bag_info(bag)
     duration_s = (info.end_ns - info.start_ns) / NS_PER_S
-    config = MapperConfig.from_dict(row_overrides(row, args)).offline()  # as replay does
+    config = MapperConfig.from_dict(
+        {"pose_source": "topic", **row_overrides(row, args)}  # the bag holds the pose topic
+    ).offline()  # as replay does
     updates: list[tuple[float, float]] = []  # (window end [s of data], update seconds)
     memory: list[tuple[float, float, int]] = []  # (window end [s], RSS now [MB], tiles)
 

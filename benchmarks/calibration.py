@@ -130,7 +130,7 @@ def stream(split: Split, streamed: np.ndarray, overrides: dict[str, Any]) -> dic
     Returns:
         The engine, the wall time, M, the pipeline's diagnostics and θ.
     """
-    config = MapperConfig.from_dict({**overrides, "device": "cpu"})
+    config = MapperConfig.from_dict({"pose_source": "topic", **overrides, "device": "cpu"})
     engine = build_model(config.engine, input_dim=config.input_dims)
     index = np.flatnonzero(streamed)
     position = np.column_stack([split.xy_m, np.zeros(len(split.stamps_ns))])

@@ -201,7 +201,7 @@ def aalto_samples(scratch: Path) -> Any:
     bag = scratch / f"aalto_{''.join(map(str, TRAIN_RUNS))}.mcap"
     if not bag.exists():
         convert_aalto(aalto_dir(), bag, sequences=TRAIN_RUNS)
-    config = MapperConfig()
+    config = MapperConfig(pose_source="topic")
     samples = collect_samples(read_bag(bag, pose_type="auto"), config)
     spec = EngineSpec(model="gam")
     return samples.with_auxiliary_inputs(("run", "time"), spec.gam_run_gap)

@@ -101,7 +101,7 @@ def build_map(runs: tuple[int, ...], scratch: Path, overrides: dict[str, Any]) -
     path = scratch / f"map_runs{''.join(map(str, runs))}{overrides_tag(overrides)}.npz"
     if path.exists():
         return path
-    config = MapperConfig.from_dict({"device": "cpu", **overrides})
+    config = MapperConfig.from_dict({"pose_source": "topic", "device": "cpu", **overrides})
     start = time.perf_counter()
     offset_ns = 0
     with MappingPipeline(config, background=False, draw_each_window=False) as pipeline:
@@ -135,7 +135,9 @@ def build_floor_map(run: Any, seed: int, scratch: Path, overrides: dict[str, Any
     path = scratch / f"floor_seed{seed}_first{FLOOR_MAP_S:g}s{overrides_tag(overrides)}.npz"
     if path.exists():
         return path
-    config = MapperConfig.from_dict({"device": "cpu", **overrides}).offline()
+    config = MapperConfig.from_dict(
+        {"pose_source": "topic", "device": "cpu", **overrides}
+    ).offline()
     keep = run.time_s < FLOOR_MAP_S
     stamps = np.rint(run.time_s[keep] * NS_PER_S).astype(np.int64)
     position = np.column_stack([run.position_m[keep], np.zeros(int(keep.sum()))])

@@ -274,7 +274,7 @@ def soak(args: argparse.Namespace, work: Path) -> dict:
 
     m_series: list[list[float]] = []
     rss_series: list[list[float]] = []
-    with SoakNode(work / "map.npz", work / "node.log", {}) as live:
+    with SoakNode(work / "map.npz", work / "node.log", {"pose_source": "topic"}) as live:
         watch = DiagnosticsWatch()
         pub_node = rclpy.create_node("soak_publisher")
         try:

@@ -61,6 +61,7 @@ def lawnmower(n: int, speed_mps: float, rate: float) -> np.ndarray:
 def run_rate(rate: float, seconds: float, args: argparse.Namespace, work: Path) -> dict:
     n = int(rate * seconds)
     params = {
+        "pose_source": "topic",  # a pose of the sensor on /pose
         "batch_size": int(rate),  # one window per second of data
         "batch_period": 2.0,
         "diagnostics_period": 0.2,  # catches every window's latencies

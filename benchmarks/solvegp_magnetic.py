@@ -194,7 +194,7 @@ def fit_in_process(
 ) -> dict[str, Any]:
     """The fit ``gp-mapper fit`` runs (same samples, settings and builder), without its files."""
     node_values, settings = split_overrides(overrides)
-    config = config_from_params_file(None, **node_values)
+    config = config_from_params_file(None, **{"pose_source": "topic", **node_values})
     start = time.perf_counter()
     samples = collect_samples(read_bag(bag, pose_type="auto"), config)
     gp = build_model(model_spec(config, model, settings), config.input_dims)

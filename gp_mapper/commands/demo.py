@@ -1,8 +1,12 @@
 """``gp-mapper demo``: the whole job on an embedded default, through the real node process.
 
-1. Make a bag: a synthetic indoor world (Earth field plus anomalies, a robot path, magnetometer
-   noise), or with ``--data DIR`` the real Aalto recordings.
-2. Start the ``gp_mapper`` node as its own process (use_sim_time) on an isolated ROS domain.
+1. Make a bag: a robot's recording of a synthetic indoor world (Earth field plus anomalies):
+   TF (``odom -> base_link`` from drifting odometry, ``map -> odom`` corrections, the
+   magnetometer's mounting on ``/tf_static``) and the magnetometer in its own frame with a
+   hard-iron offset; or with ``--data DIR`` the real Aalto recordings (a pose topic).
+2. Start the ``gp_mapper`` node as its own process (use_sim_time) on an isolated ROS domain:
+   it poses each reading from TF (the Aalto bag: from its pose topic), with the robot's
+   magnetometer calibration (``mag_bias``) as a robot's parameter file would carry it.
 3. Play the bag into it with /clock, like ``ros2 bag play``.
 4. Ask the node to map the last window (``~/flush``) and save its map (``~/save_map``).
 5. Render the saved map: PNG, Nav2 map, grids; for the synthetic world, the error against the
@@ -31,8 +35,9 @@ from gp_mapper.io import (
     write_grids_npz,
     write_nav2_map,
     write_png,
-    write_synthetic_bag,
+    write_synthetic_robot_bag,
 )
+from gp_mapper.io.robot_bag import DEFAULT_HARD_IRON_UT
 from gp_mapper.mapping import MapperConfig, MappingPipeline, MapSnapshot
 
 DEFAULT_OUT = Path("out/demo")
@@ -235,16 +240,23 @@ def map_live(bag: Path, out: Path, *, rate: float, params: dict[str, object] | N
     return map_path
 
 
-def make_bag(args: argparse.Namespace, out: Path) -> Path:
-    """The input bag: synthetic by default, the Aalto recordings with --data."""
+def make_bag(args: argparse.Namespace, out: Path) -> tuple[Path, dict[str, object]]:
+    """The input bag and the node parameters it needs: a synthetic robot's recording (TF,
+    the magnetometer's calibration) by default, the Aalto recordings (a pose topic) with
+    --data."""
     if args.data is not None:
         bag = out / "aalto.mcap"
         sequences = tuple(int(s) for s in str(args.sequences).split(",") if s.strip())
         write_as_named(convert_aalto, bag, True, data_dir=args.data, sequences=sequences)
-    else:
-        bag = out / "synthetic.mcap"
-        write_as_named(write_synthetic_bag, bag, True, seed=args.seed, duration_s=args.duration)
-    return bag
+        return bag, {"pose_source": "topic"}
+    bag = out / "robot.mcap"
+    write_as_named(write_synthetic_robot_bag, bag, True, seed=args.seed, duration_s=args.duration)
+    # The robot's magnetometer calibration, as its parameter file would give it.
+    return bag, {"mag_bias": [float(b) for b in DEFAULT_HARD_IRON_UT]}
+
+
+def _parameter_line(params: Mapping[str, object]) -> str:
+    return ", ".join(f"{name}: {value}" for name, value in params.items())
 
 
 def synthetic_rmse(snapshot: MapSnapshot, seed: int) -> float:
@@ -263,9 +275,9 @@ def run_demo_steps(args: argparse.Namespace) -> DemoResult:
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
     print(f"[1/5] writing the input bag into {out} ...", flush=True)
-    bag = make_bag(args, out)
-    print("[2/5] starting the gp_mapper node ...", flush=True)
-    map_path = map_live(bag, out, rate=args.rate)
+    bag, params = make_bag(args, out)
+    print(f"[2/5] starting the gp_mapper node ({_parameter_line(params)}) ...", flush=True)
+    map_path = map_live(bag, out, rate=args.rate, params=params)
     print("[5/5] rendering the saved map ...", flush=True)
     config = MapperConfig()
     with MappingPipeline(config, background=False) as pipeline:

@@ -11,6 +11,7 @@ fields of `gp_mapper.engine.EngineSpec` of the same names.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -141,6 +142,11 @@ PARAMETERS: tuple[Setting, ...] = (
                   "(pose_source tf) largest time between two transforms of one TF edge that a "
                   "reading is interpolated across (a localizer's map -> odom at 1-10 Hz) [s]",
                   min=0.001, max=10.0),
+    _parameter("mag_bias", None, "float_array",
+                  "the magnetometer's hard-iron offset [x, y, z] in its own frame, subtracted "
+                  "from each reading (a calibration, as imu_filter_madgwick's mag_bias); "
+                  "empty = none [µT]",
+                  rule="empty, or [x, y, z] of finite values"),
     _parameter("expected_frame", "", "str",
                   "drop readings whose frame_id differs; empty = accept any frame"),
     # The Earth's field is 25-65 µT at the surface; steel indoors bends it to ~10-150 µT. A
@@ -352,6 +358,7 @@ class MapperConfig:
     pose_buffer_size: int = _default("pose_buffer_size")
     transform_timeout: float = _default("transform_timeout")
     max_transform_gap: float = _default("max_transform_gap")
+    mag_bias: tuple[float, float, float] | None = _default("mag_bias")
     expected_frame: str = _default("expected_frame")
     field_min: float = _default("field_min")
     field_max: float = _default("field_max")
@@ -393,6 +400,10 @@ class MapperConfig:
                 f"tile_overlap must be at most half of tile_size; got {self.tile_overlap} and "
                 f"{self.tile_size}"
             )
+        if self.mag_bias is not None and (
+            len(self.mag_bias) != 3 or not all(map(math.isfinite, self.mag_bias))
+        ):
+            raise ConfigError(f"mag_bias must be empty or [x, y, z] µT; got {list(self.mag_bias)}")
         if self.bounds is not None:
             if len(self.bounds) != BOUNDS_LENGTH:
                 raise ConfigError(

@@ -71,6 +71,7 @@ class InputStage:
             pose_wait_ns=seconds_to_ns(wait_s),
             expected_frame=config.expected_frame,
             field_range_ut=(config.field_min, config.field_max),
+            mag_bias_ut=None if config.mag_bias is None else np.asarray(config.mag_bias),
             map_frame=config.map_frame,
             sensor_frame=config.sensor_frame,
         )

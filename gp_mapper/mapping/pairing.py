@@ -81,6 +81,8 @@ class Pairer:
             newest reading for a TF tree, whose transforms may be post-dated (a localizer's
             map -> odom, by its transform_tolerance).
         expected_frame: Readings from another frame are dropped; "" accepts any.
+        mag_bias_ut: [3] the magnetometer's hard-iron offset in its own frame (µT), taken off
+            each reading before anything else; None = none.
         map_frame: (TF) The frame samples are posed in.
         sensor_frame: (TF) The frame every reading is looked up in; "" = each reading's own
             ``frame_id``.
@@ -98,11 +100,15 @@ class Pairer:
         expected_frame: str = "",
         max_pending: int = MAX_PENDING_READINGS,
         field_range_ut: tuple[float, float] | None = None,
+        mag_bias_ut: np.ndarray | None = None,
         map_frame: str = "map",
         sensor_frame: str = "",
     ) -> None:
         self._poses = poses
         self._tf = isinstance(poses, TransformBuffer)
+        self._bias_t = (
+            None if mag_bias_ut is None else np.asarray(mag_bias_ut, float) / TESLA_TO_MICROTESLA
+        )
         self._map_frame = map_frame.lstrip("/")
         self._sensor_frame = sensor_frame.lstrip("/")
         self._last_tf_warning: dict[str, float] = {}
@@ -188,6 +194,9 @@ class Pairer:
         if not any(values):
             self._drops.zero_field += 1
             return []
+        if self._bias_t is not None:  # after the zero check: a silent sensor stays silent
+            field_t = field_t - self._bias_t
+            values = field_t.tolist()
         if self._field_range_ut is not None:
             norm_ut = math.hypot(*values) * TESLA_TO_MICROTESLA
             low, high = self._field_range_ut

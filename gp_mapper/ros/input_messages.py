@@ -16,7 +16,7 @@ from geometry_msgs.msg import PoseStamped, PoseWithCovarianceStamped
 from nav_msgs.msg import Odometry
 from sensor_msgs.msg import MagneticField
 
-from gp_mapper.mapping.records import FieldReading, Pose
+from gp_mapper.mapping.records import FieldReading, Pose, Transform
 from gp_mapper.ros.stamps import stamp_to_ns
 
 
@@ -35,6 +35,27 @@ def field_reading_from_msg(msg: MagneticField) -> FieldReading:
     v = msg.magnetic_field
     field_t = np.array([v.x, v.y, v.z], dtype=np.float64)
     return FieldReading(stamp_to_ns(msg.header.stamp), field_t, msg.header.frame_id)
+
+
+def transforms_from_msg(msg: Any) -> list[Transform]:
+    """``tf2_msgs/TFMessage`` -> one Transform per ``geometry_msgs/TransformStamped``.
+
+    Values pass through unchecked (a NaN, a non-unit quaternion); the pipeline counts and
+    drops what tf2 would refuse.
+    """
+    out = []
+    for stamped in msg.transforms:
+        t, q = stamped.transform.translation, stamped.transform.rotation
+        out.append(
+            Transform(
+                stamp_to_ns(stamped.header.stamp),
+                stamped.header.frame_id,
+                stamped.child_frame_id,
+                np.array([t.x, t.y, t.z], dtype=np.float64),
+                np.array([q.x, q.y, q.z, q.w], dtype=np.float64),
+            )
+        )
+    return out
 
 
 def _pose_record(stamp: Time, pose: PoseMsg) -> Pose:

@@ -5,8 +5,13 @@ message and hand it on (O(1); the engine runs in the pipeline's worker thread), 
 product is built from the pipeline's immutable snapshots.
 
 Topics:
-    in   ``mag``  sensor_msgs/MagneticField [T], sensor-data QoS (``mag_topic``)
-    in   ``pose`` PoseStamped | PoseWithCovarianceStamped | Odometry (``pose_type``)
+    in   ``mag``  sensor_msgs/MagneticField [T] in the sensor's frame, sensor-data QoS
+         (``mag_topic``)
+    in   ``/tf``, ``/tf_static``  tf2_msgs/TFMessage (``pose_source: tf``, the default): each
+         reading is posed by the transform ``map_frame`` -> its frame at its stamp (the
+         robot's map -> odom -> base_link -> sensor), QoS as tf2_ros's listener
+    in   ``pose`` PoseStamped | PoseWithCovarianceStamped | Odometry of the sensor in
+         ``map_frame`` (``pose_source: topic``; ``pose_type``)
     out  ``~/mean``, ``~/variance``  nav_msgs/OccupancyGrid, occupancy-style 1..98, -1 unknown
     out  ``~/field``  sensor_msgs/PointCloud2 x, y, z, mean, variance (float32); with target:
          vector also bx, by, bz, var_bx, var_by, var_bz (the map-frame components; mean and
@@ -71,7 +76,7 @@ from gp_mapper.mapping.config import PARAMETER_BY_NAME, MapperConfig
 from gp_mapper.mapping.errors import ConfigError
 from gp_mapper.mapping.map_file import clean_stale_temporaries
 from gp_mapper.mapping.pipeline import MappingPipeline
-from gp_mapper.mapping.records import HEALTH_ERROR, HEALTH_WARN
+from gp_mapper.mapping.records import HEALTH_ERROR, HEALTH_WARN, Transform
 from gp_mapper.mapping.windowing import VECTOR_TARGET
 from gp_mapper.ros.diagnostic_messages import (
     DIAGNOSTIC_ERROR,
@@ -81,11 +86,15 @@ from gp_mapper.ros.diagnostic_messages import (
     mapping_status_name,
 )
 from gp_mapper.ros.entry import run_node
-from gp_mapper.ros.input_messages import POSE_INPUTS, field_reading_from_msg
+from gp_mapper.ros.input_messages import (
+    POSE_INPUTS,
+    field_reading_from_msg,
+    transforms_from_msg,
+)
 from gp_mapper.ros.input_watch import InputWatch
 from gp_mapper.ros.map_messages import MapMessages, empty_messages, snapshot_messages
 from gp_mapper.ros.parameters import ParameterGuard, declare_parameters, read_config
-from gp_mapper.ros.qos import DIAGNOSTICS_QOS, MAP_QOS, sensor_qos
+from gp_mapper.ros.qos import DIAGNOSTICS_QOS, MAP_QOS, TF_QOS, TF_STATIC_QOS, sensor_qos
 from gp_mapper.ros.service_host import ServiceHost, one_line
 
 NODE_NAME = "gp_mapper"
@@ -123,7 +132,23 @@ INPUT_SILENCE_S = 5.0
 INPUT_CHECK_PERIOD_S = 1.0
 # Labels of the inputs in the silence warning and in /diagnostics.
 MAG_INPUT = "magnetometer"
-POSE_INPUT = "pose"
+POSE_INPUT = "pose"  # the pose topic, or /tf under pose_source tf
+TF_TOPIC = "/tf"
+TF_STATIC_TOPIC = "/tf_static"
+TF_POSE_SOURCE = "tf"
+
+
+def _tf_message_type() -> type:
+    """tf2_msgs/TFMessage, or a ConfigError that says how to get it."""
+    try:
+        from tf2_msgs.msg import TFMessage
+    except ImportError as err:
+        raise ConfigError(
+            "pose_source tf needs the tf2_msgs package (a ROS install has it; `make venv` "
+            "builds it into .venv); set pose_source:=topic to map from a pose topic of the "
+            f"sensor instead ({err})"
+        ) from err
+    return TFMessage
 
 
 class GpMapperNode(Node):
@@ -159,6 +184,7 @@ class GpMapperNode(Node):
         self._epoch = 0  # bumped when the pipeline is rebuilt (its seq restarts)
         self._scale: dict[str, float] = {}
         self._pipeline_lock = threading.Lock()  # guards the pipeline reference only
+        self._static_transforms: dict[str, Transform] = {}  # child frame -> its /tf_static
         self._pipeline = self._make_pipeline(config)
 
         inputs = MutuallyExclusiveCallbackGroup()
@@ -177,14 +203,31 @@ class GpMapperNode(Node):
             callback_group=inputs,
             event_callbacks=self._loss_counter(MAG_INPUT),
         )
-        pose_sub = self.create_subscription(
-            self._pose_input.msg_type,
-            config.pose_topic,
-            self._on_pose,
-            qos,
-            callback_group=inputs,
-            event_callbacks=self._loss_counter(POSE_INPUT),
-        )
+        if config.pose_source == TF_POSE_SOURCE:
+            tf_message = _tf_message_type()
+            pose_sub = self.create_subscription(
+                tf_message,
+                TF_TOPIC,
+                self._on_tf,
+                TF_QOS,
+                callback_group=inputs,
+                event_callbacks=self._loss_counter(POSE_INPUT),
+            )
+            self.create_subscription(
+                tf_message, TF_STATIC_TOPIC, self._on_tf_static, TF_STATIC_QOS,
+                callback_group=inputs,
+            )  # fmt: skip
+            posed_by = f"TF ({self._map_frame} -> {config.sensor_frame or 'each reading frame'})"
+        else:
+            pose_sub = self.create_subscription(
+                self._pose_input.msg_type,
+                config.pose_topic,
+                self._on_pose,
+                qos,
+                callback_group=inputs,
+                event_callbacks=self._loss_counter(POSE_INPUT),
+            )
+            posed_by = f"poses on {pose_sub.topic_name} ({config.pose_type})"
         # The names after remapping and namespacing: what the node really listens to.
         self._inputs = InputWatch(
             {MAG_INPUT: mag_sub.topic_name, POSE_INPUT: pose_sub.topic_name},
@@ -227,8 +270,8 @@ class GpMapperNode(Node):
             },
         )
         self.get_logger().info(
-            f"mapping {config.target} of {mag_sub.topic_name} at {pose_sub.topic_name} "
-            f"({config.pose_type}) into frame {self._map_frame}; engine on "
+            f"mapping {config.target} of {mag_sub.topic_name} posed by {posed_by} into "
+            f"frame {self._map_frame}; engine on "
             f"{self._pipeline.diagnostics()['device']} (warmed up in {warm_s:.1f} s)"
         )
 
@@ -240,7 +283,12 @@ class GpMapperNode(Node):
     # ------------------------------------------------------------------ pipeline
 
     def _make_pipeline(self, config: MapperConfig) -> MappingPipeline:
-        return MappingPipeline(config, background=True)
+        pipeline = MappingPipeline(config, background=True)
+        # /tf_static arrives once: a pipeline rebuilt later (~/reset with new parameters)
+        # still needs the mounting.
+        for transform in self._static_transforms.values():
+            pipeline.add_transform(transform, static=True)
+        return pipeline
 
     @property
     def pipeline(self) -> MappingPipeline:
@@ -261,6 +309,18 @@ class GpMapperNode(Node):
     def _on_field(self, msg: MagneticField) -> None:
         self._inputs.heard(MAG_INPUT, time.monotonic())
         self.pipeline.add_field(field_reading_from_msg(msg))
+
+    def _on_tf(self, msg: Any) -> None:
+        self._inputs.heard(POSE_INPUT, time.monotonic())
+        pipeline = self.pipeline
+        for transform in transforms_from_msg(msg):
+            pipeline.add_transform(transform, static=False)
+
+    def _on_tf_static(self, msg: Any) -> None:
+        pipeline = self.pipeline
+        for transform in transforms_from_msg(msg):
+            self._static_transforms[transform.child] = transform
+            pipeline.add_transform(transform, static=True)
 
     def _on_pose(self, msg: Any) -> None:
         self._inputs.heard(POSE_INPUT, time.monotonic())

@@ -22,6 +22,8 @@ from gp_mapper.mapping.map_file import read_model
 pytestmark = pytest.mark.ros
 
 FAST = {"fit_iterations": 10, "batch_size": 200, "delta": 0.095}
+# write_synthetic_bag carries a pose of the sensor, not TF.
+POSE_TOPIC = {"pose_source": "topic"}
 MAX_TRANSPORT_LOSS = 3  # readings, of 1501
 MAX_MAP_DIFFERENCE_UT = 0.5  # RMS along the path when a reading or two were lost
 DEMO_BUDGET_S = 180.0
@@ -33,7 +35,7 @@ def test_live_node_and_offline_replay_make_the_same_map(tmp_path: Path) -> None:
     live_dir, offline_dir = tmp_path / "live", tmp_path / "offline"
     live_dir.mkdir()
     # Slow enough that the engine never falls behind, so no window is merged or dropped.
-    live_state = map_live(bag, live_dir, rate=1.5, params=FAST)
+    live_state = map_live(bag, live_dir, rate=1.5, params={**FAST, **POSE_TOPIC})
     offline = replay_bag(bag, offline_dir, overrides=FAST, progress=False)
     with np.load(live_state) as live, np.load(offline.outputs.state) as off:
         assert '"window_overflow": 0' in str(live["drops_json"])

@@ -48,6 +48,7 @@ EXTENT = 1.8
 # 40 x 20 grid reaching far past the explored area (x up to 7.5 m) so some cells stay
 # unknown.
 BASE_PARAMETERS: dict[str, Any] = {
+    "pose_source": "topic",  # the probe publishes a pose of the sensor (TF: test_node_tf.py)
     "batch_size": 100,
     "batch_period": 100.0,
     "fit_iterations": 0,

@@ -125,7 +125,9 @@ def test_node_process_names_its_resolved_inputs_and_warns_when_they_stay_silent(
     log = tmp_path / "node.log"
     with log.open("w") as sink:
         proc = subprocess.Popen(
-            _command("-r", f"__ns:={namespace}", "-r", "mag:=/nowhere/mag"),
+            _command(
+                "-p", "pose_source:=topic", "-r", f"__ns:={namespace}", "-r", "mag:=/nowhere/mag"
+            ),
             stdout=sink,
             stderr=subprocess.STDOUT,
             text=True,
@@ -138,7 +140,7 @@ def test_node_process_names_its_resolved_inputs_and_warns_when_they_stay_silent(
                 what="the start-up line",
             )
             start = next(line for line in log.read_text().splitlines() if "mapping " in line)
-            assert f"of /nowhere/mag at {namespace}/pose " in start, start
+            assert f"of /nowhere/mag posed by poses on {namespace}/pose " in start, start
             # nothing is published on them: after INPUT_SILENCE_S a warning names both
             wait_for(
                 lambda: "no magnetometer message" in log.read_text(),
