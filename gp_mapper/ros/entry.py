@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 import rclpy
 from rclpy.exceptions import InvalidParameterTypeException, InvalidParameterValueException
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.executors import Executor, ExternalShutdownException, MultiThreadedExecutor
 from rclpy.node import Node
 
 from gp_mapper.ros.errors import TransitionError
@@ -31,7 +32,20 @@ def spin_multithreaded(node: Node, threads: int = SPIN_THREADS) -> None:
     try:
         rclpy.spin(node, executor)
     finally:
-        executor.shutdown()
+        shutdown_executor(executor)
+
+
+def shutdown_executor(executor: Executor) -> None:
+    """Shut an executor down and wait for the callbacks still running on its threads.
+
+    rclpy 7.1.6's ``Executor.shutdown`` returns without waiting (it tests its shutdown flag
+    after setting it), and a MultiThreadedExecutor's pool may still run a callback then: the
+    pool is joined here, so a node is never destroyed under one of its callbacks.
+    """
+    executor.shutdown()
+    pool = getattr(executor, "_executor", None)  # MultiThreadedExecutor's ThreadPoolExecutor
+    if isinstance(pool, ThreadPoolExecutor):
+        pool.shutdown(wait=True)
 
 
 def run_node(

@@ -43,8 +43,8 @@ MAP_QOS = QoSProfile(
 """Map topics (``~/mean``, ``~/variance``, ``~/field``, ``~/inducing_points``)."""
 
 POSE_QOS = MAP_QOS
-"""The localizer's ``~/pose``, as AMCL publishes ``amcl_pose``: a late subscriber gets the
-last pose."""
+"""The localizer's ``amcl_pose``, as AMCL publishes it: a late subscriber gets the last
+pose."""
 
 DIAGNOSTICS_QOS = QoSProfile(
     history=HistoryPolicy.KEEP_LAST,

@@ -1,11 +1,9 @@
-"""The gp_localizer node: a real node in-process, a probe publishing odometry and the
-magnetometer over DDS, a map file of a known synthetic field."""
+"""The gp_localizer node: a real node in-process, a probe publishing odometry (on /tf, or on a
+topic) and the magnetometer over DDS, a map file of a known synthetic field."""
 
 from __future__ import annotations
 
 import math
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,32 +12,36 @@ import numpy as np
 import pytest
 
 pytest.importorskip("rclpy", reason="rclpy (ros-jazzy-rclpy wheels) is not importable")
+pytest.importorskip("tf2_msgs.msg", reason="tf2_msgs is not importable (make venv builds it)")
 
-from diagnostic_msgs.msg import DiagnosticArray
-from geometry_msgs.msg import PoseArray, PoseWithCovarianceStamped, TransformStamped
-from nav_msgs.msg import OccupancyGrid, Odometry
 from rclpy.context import Context
-from rclpy.executors import SingleThreadedExecutor
 from rclpy.parameter import Parameter
-from rclpy.qos import QoSProfile, ReliabilityPolicy
-from sensor_msgs.msg import MagneticField
 from std_srvs.srv import Empty, Trigger
 
 from gp_mapper.io.odometry import OdometryErrors, simulate_odometry
 from gp_mapper.io.synthetic import simulate_run
-from gp_mapper.ros import diagnostic_messages
+from gp_mapper.mapping.localization.tf_odometry import base_pose
+from gp_mapper.ros.errors import TransitionError
 from gp_mapper.ros.localizer_node import PARTICLES_SHOWN, GpLocalizerNode, map_to_odom, yaw_of
-from gp_mapper.ros.qos import MAP_QOS
-from gp_mapper.ros.stamps import ns_to_stamp
+from gp_mapper.ros.stamps import ns_to_stamp, stamp_to_ns
 
 from ..mapping.localization_scene import WORLD, write_world_map
-from .helpers import Collector, Spinner, wait_for
+from .helpers import Spinner, wait_for
+from .localizer_harness import (
+    MAP,
+    MAP_TO_ODOM,
+    PARTICLES,
+    POSE,
+    LocalizerHarness,
+    Mounting,
+    truth_at,
+)
 
 pytestmark = pytest.mark.ros
 
-T0_NS = 50 * 1_000_000_000
-PROBE_QOS = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE)
-POSE = "/gp_localizer/pose"
+# A magnetometer 0.4 m ahead of and 0.2 m right of the base, its x axis to the base's left:
+# the node must turn the readings and carry the lever arm to publish the base's pose.
+MOUNTING = Mounting(0.4, -0.2, math.pi / 2)
 
 
 @pytest.fixture(scope="module")
@@ -54,149 +56,100 @@ def walk() -> tuple[Any, np.ndarray]:
     return walk, odom.pose
 
 
-class Localizer:
-    """The node on its own executor thread, and a probe around it."""
-
-    def __init__(self, context: Context, spinner: Spinner, parameters: dict[str, Any]) -> None:
-        overrides = [Parameter(k, value=v) for k, v in parameters.items()]
-        self.node = GpLocalizerNode(context=context, parameter_overrides=overrides)
-        self._executor = SingleThreadedExecutor(context=context)
-        self._executor.add_node(self.node)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._spin, daemon=True)
-        self._thread.start()
-        self.probe = spinner.node("localizer_probe")
-        self.collector = Collector(self.probe)
-        self.collector.listen(PoseWithCovarianceStamped, POSE, PROBE_QOS)
-        self.collector.listen(PoseArray, "/gp_localizer/particles", PROBE_QOS)
-        self.collector.listen(TransformStamped, "/gp_localizer/map_to_odom", PROBE_QOS)
-        self.collector.listen(OccupancyGrid, "/gp_localizer/map", MAP_QOS)
-        self.collector.listen(DiagnosticArray, "/diagnostics", 10)
-        self.mag = self.probe.create_publisher(MagneticField, "mag", PROBE_QOS)
-        self.odom = self.probe.create_publisher(Odometry, "odom", PROBE_QOS)
-        self.initial = self.probe.create_publisher(PoseWithCovarianceStamped, "initialpose", 10)
-
-    def _spin(self) -> None:
-        while not self._stop.is_set():
-            self._executor.spin_once(timeout_sec=0.05)
-
-    def feed(self, walk: Any, odom: np.ndarray, start: int = 0, stop: int | None = None,
-             shift_y: float = 0.0) -> None:  # fmt: skip
-        wait_for(lambda: self.mag.get_subscription_count() and self.odom.get_subscription_count(),
-                 what="the node's subscriptions")  # fmt: skip
-        for i in range(start, stop or walk.time_s.size):
-            stamp = ns_to_stamp(T0_NS + round(walk.time_s[i] * 1e9))
-            o = Odometry()
-            o.header.stamp, o.header.frame_id = stamp, "odom"
-            o.pose.pose.position.x = float(odom[i, 0])
-            o.pose.pose.position.y = float(odom[i, 1] + shift_y)
-            o.pose.pose.orientation.z = math.sin(0.5 * odom[i, 2])
-            o.pose.pose.orientation.w = math.cos(0.5 * odom[i, 2])
-            self.odom.publish(o)
-            m = MagneticField()
-            m.header.stamp, m.header.frame_id = stamp, "imu_link"
-            bx, by, bz = (float(v) * 1e-6 for v in walk.mag_ut[i])
-            m.magnetic_field.x, m.magnetic_field.y, m.magnetic_field.z = bx, by, bz
-            self.mag.publish(m)
-            time.sleep(0.002)
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5.0)
-        self._executor.shutdown()
-        self.node.destroy_node()
+def start_parameters(walk: Any, mounting: Mounting, **more: Any) -> dict[str, Any]:
+    """A known start: the true base pose at the walk's first reading."""
+    first = np.array([*walk.position_m[0], walk.heading_rad[0]])
+    x, y, yaw = mounting.base_of(first)
+    return {"set_initial_pose": True, "initial_pose.x": float(x), "initial_pose.y": float(y),
+            "initial_pose.yaw": float(yaw), "diagnostics_period": 0.2, "seed": 1,
+            **more}  # fmt: skip
 
 
 @pytest.fixture
 def harness(ros_context: Context, spinner: Spinner, map_file: Path,
-            walk: tuple[Any, np.ndarray]) -> Iterator[Localizer]:  # fmt: skip
+            walk: tuple[Any, np.ndarray]) -> Iterator[LocalizerHarness]:  # fmt: skip
     w, _ = walk
-    h = Localizer(ros_context, spinner, {
-        "map_path": str(map_file), "set_initial_pose": True,
-        "initial_pose_x": float(w.position_m[0, 0]), "initial_pose_y": float(w.position_m[0, 1]),
-        "initial_pose_a": float(w.heading_rad[0]), "diagnostics_period": 0.2, "seed": 1,
-    })  # fmt: skip
+    h = LocalizerHarness(ros_context, spinner,
+                         start_parameters(w, MOUNTING, map_path=str(map_file)))  # fmt: skip
     try:
-        wait_for(lambda: h.node.localizer is not None, what="the map, read at start")
+        wait_for(lambda: h.node.localizer is not None, what="the map, read at configure")
         yield h
     finally:
         h.close()
 
 
-def filter_status(collector: Collector) -> dict[str, str] | None:
-    """The localizer's /diagnostics values, once a message has come."""
-    msg = collector.latest("/diagnostics")
-    return (
-        None if msg is None else diagnostic_messages.diagnostic_values(msg, "gp_localizer: filter")
-    )
-
-
-def reached(harness: Localizer, walk: Any, index: int) -> bool:
-    """Whether a pose has been published for the walk's reading ``index`` or later."""
-    last = harness.collector.latest(POSE)
-    if last is None:
-        return False
-    stamp_ns = last.header.stamp.sec * 1_000_000_000 + last.header.stamp.nanosec
-    return stamp_ns >= T0_NS + round(walk.time_s[index] * 1e9)
-
-
-def truth_at(walk: Any, stamp: Any) -> np.ndarray:
-    t = (stamp.sec * 1_000_000_000 + stamp.nanosec - T0_NS) / 1e9
-    i = int(np.argmin(np.abs(walk.time_s - t)))
-    return np.array([walk.position_m[i, 0], walk.position_m[i, 1], walk.heading_rad[i]])
-
-
-def test_the_node_tracks_the_robot_and_publishes_as_amcl(harness: Localizer, walk) -> None:
-    w, odom = walk
-    grid = wait_for(lambda: harness.collector.latest("/gp_localizer/map"), what="~/map")
-    assert grid.header.frame_id == "map" and max(grid.data) > 0 and min(grid.data) == -1
-    harness.feed(w, odom)
-    n = w.time_s.size
-    wait_for(lambda: reached(harness, w, w.time_s.size - 20), what="poses to the walk's end")
-    last = harness.collector.latest(POSE)
-    mean = np.array([last.pose.pose.position.x, last.pose.pose.position.y])
-    truth = truth_at(w, last.header.stamp)
-    assert np.linalg.norm(mean - truth[:2]) < 0.5
-    cov = np.array(last.pose.covariance).reshape(6, 6)
-    assert cov[0, 0] > 0 and cov[1, 1] > 0 and cov[5, 5] > 0
-    particles = harness.collector.latest("/gp_localizer/particles")
-    assert 1 <= len(particles.poses) <= PARTICLES_SHOWN
-    # map -> odom composed with the odometry at the same update is the published pose.
-    transform = harness.collector.messages("/gp_localizer/map_to_odom")[-1]
-    assert transform.child_frame_id == "odom" and transform.header.stamp == last.header.stamp
-    step = harness.node.localizer.steps[-1]
-    t = transform.transform
-    x, y, yaw = map_to_odom(step.estimate.mean, step.odometry)
-    assert (t.translation.x, t.translation.y) == pytest.approx((x, y))
-    assert yaw_of(t.rotation) == pytest.approx(yaw)
-    values = wait_for(lambda: filter_status(harness.collector), what="diagnostics")
-    assert values["map_loaded"] == "True" and int(values["updates"]) > 50
-    assert "map_sd_at_particles_ut" in values
-    assert n > 0
-
-
-def test_global_localization_spreads_the_particles_and_a_kidnap_is_recovered(
-    harness: Localizer, walk
+def test_the_node_tracks_the_robot_from_tf_and_publishes_as_amcl(
+    harness: LocalizerHarness, walk
 ) -> None:
     w, odom = walk
-    half = w.time_s.size // 2
-    harness.feed(w, odom, stop=half)
-    wait_for(lambda: reached(harness, w, half - 20), what="poses to half the walk")
-    client = harness.probe.create_client(Empty, "/gp_localizer/global_localization")
-    assert client.wait_for_service(timeout_sec=10.0)
-    future = client.call_async(Empty.Request())
-    wait_for(future.done, what="global_localization")
-    spread = harness.node.localizer.particles.poses[:, :2].std(axis=0)
-    assert spread.min() > 1.0  # over the room, not around the pose
-    harness.feed(w, odom, start=half, shift_y=3.0)  # odometry jumped 3 m: a kidnapped robot
-    wait_for(lambda: harness.node.localizer.steps[-1].stamp_ns
-             >= T0_NS + round(w.time_s[-40] * 1e9), what="the last updates")  # fmt: skip
-    last = harness.node.localizer.steps[-1]
-    stamp = ns_to_stamp(last.stamp_ns)
-    assert np.linalg.norm(last.estimate.mean[:2] - truth_at(w, stamp)[:2]) < 0.5
+    grid = wait_for(lambda: harness.collector.latest(MAP), what="~/map")
+    assert grid.header.frame_id == "map" and max(grid.data) > 0 and min(grid.data) == -1
+    harness.feed(w, odom, mounting=MOUNTING)
+    wait_for(lambda: harness.reached(w, w.time_s.size - 20), what="poses to the walk's end")
+    last = harness.collector.latest(POSE)
+    pose = np.array([last.pose.pose.position.x, last.pose.pose.position.y,
+                     yaw_of(last.pose.pose.orientation)])  # fmt: skip
+    true_base = MOUNTING.base_of(truth_at(w, harness.t0_ns, last.header.stamp))
+    assert np.linalg.norm(pose[:2] - true_base[:2]) < 0.5
+    cov = np.array(last.pose.covariance).reshape(6, 6)
+    assert cov[0, 0] > 0 and cov[1, 1] > 0 and cov[5, 5] > 0
+    particles = harness.collector.latest(PARTICLES)
+    assert 1 <= len(particles.poses) <= PARTICLES_SHOWN
+    # map -> odom of an update composed with the base's odometry the probe sent at that
+    # stamp is the base pose published: the lever arm is undone on both sides.
+    transform = next(t for t in reversed(harness.collector.messages(MAP_TO_ODOM))
+                     if t.header.stamp == last.header.stamp)  # fmt: skip
+    assert transform.child_frame_id == "odom" and transform.header.frame_id == "map"
+    i = harness.reading_stamps.index(stamp_to_ns(last.header.stamp))
+    base_odom = MOUNTING.base_of(odom[i])
+    t = transform.transform
+    yaw = yaw_of(t.rotation)
+    c, s = math.cos(yaw), math.sin(yaw)
+    composed = (t.translation.x + c * base_odom[0] - s * base_odom[1],
+                t.translation.y + s * base_odom[0] + c * base_odom[1])  # fmt: skip
+    assert composed == pytest.approx(tuple(pose[:2]), abs=1e-9)
+    assert math.remainder(yaw + base_odom[2] - pose[2], 2 * math.pi) == pytest.approx(0, abs=1e-9)
+    # The filter tracks the sensor's point; the pose published is the base's.
+    step = harness.node.localizer.steps[-1]
+    mean, _ = base_pose(step.estimate.mean, step.estimate.covariance, MOUNTING.lever)
+    assert pose[:2] == pytest.approx(mean[:2])
+    x, y, _ = map_to_odom(step.estimate.mean, step.odometry)
+    assert (t.translation.x, t.translation.y) == pytest.approx((x, y))
+    values = wait_for(lambda: harness.filter_status(), what="diagnostics")
+    assert values["map_loaded"] == "True" and int(values["updates"]) > 50
+    assert "map_sd_at_particles_ut" in values
 
 
-def test_a_bad_map_is_refused_and_the_current_one_stays(harness: Localizer, tmp_path: Path):
+def test_odometry_from_a_topic_global_localization_and_a_kidnap(
+    ros_context: Context, spinner: Spinner, map_file: Path, walk
+) -> None:
+    w, odom = walk
+    h = LocalizerHarness(ros_context, spinner, start_parameters(
+        w, Mounting(), map_path=str(map_file), odom_source="topic"))  # fmt: skip
+    try:
+        wait_for(lambda: h.node.localizer is not None, what="the map")
+        half = w.time_s.size // 2
+        h.feed(w, odom, stop=half, via="topic")
+        wait_for(lambda: h.reached(w, half - 20), what="poses to half the walk")
+        client = h.probe.create_client(Empty, "/reinitialize_global_localization")
+        assert client.wait_for_service(timeout_sec=10.0)
+        future = client.call_async(Empty.Request())
+        wait_for(future.done, what="reinitialize_global_localization")
+        spread = h.node.localizer.particles.poses[:, :2].std(axis=0)
+        assert spread.min() > 1.0  # over the room, not around the pose
+        h.feed(w, odom, start=half, via="topic", shift_y=3.0)  # odometry jumped 3 m: kidnapped
+        wait_for(lambda: h.node.localizer.steps[-1].stamp_ns >= h.stamp_ns(w, w.time_s.size - 40),
+                 what="the last updates")  # fmt: skip
+        last = h.node.localizer.steps[-1]
+        truth = truth_at(w, h.t0_ns, ns_to_stamp(last.stamp_ns))
+        assert np.linalg.norm(last.estimate.mean[:2] - truth[:2]) < 0.5
+    finally:
+        h.close()
+
+
+def test_a_bad_map_is_refused_and_the_current_one_stays(
+    harness: LocalizerHarness, tmp_path: Path
+) -> None:
     before = harness.node.localizer
     harness.node.set_parameters([Parameter("map_path", value=str(tmp_path / "none.npz"))])
     client = harness.probe.create_client(Trigger, "/gp_localizer/load_map")
@@ -207,33 +160,46 @@ def test_a_bad_map_is_refused_and_the_current_one_stays(harness: Localizer, tmp_
     assert harness.node.localizer is before
 
 
-def test_bad_input_is_counted(harness: Localizer, walk) -> None:
+def test_bad_input_is_counted(harness: LocalizerHarness, walk) -> None:
     w, odom = walk
     bad = w._replace(mag_ut=w.mag_ut.copy())
     bad.mag_ut[5:8] = np.nan
-    harness.feed(bad, odom, stop=60)
+    harness.feed(bad, odom, stop=60, mounting=MOUNTING)
     wait_for(lambda: harness.node.localizer.drops.get("field_non_finite", 0) == 3,
              what="three readings counted")  # fmt: skip
-    values = harness.node.diagnostics()
-    assert values["drop_field_non_finite"] == 3
+    assert harness.node.diagnostics()["drop_field_non_finite"] == 3
+
+
+def test_an_initial_pose_in_another_frame_is_refused(harness: LocalizerHarness, walk) -> None:
+    w, odom = walk
+    harness.feed(w, odom, stop=3, mounting=MOUNTING)  # the start is made; no update yet
+    wait_for(lambda: harness.node.localizer.particles is not None, what="the start")
+    before = harness.node.localizer.particles.poses.copy()
+    msg = harness.initial.msg_type()
+    msg.header.frame_id = "odom"
+    msg.pose.pose.orientation.w = 1.0
+    wait_for(harness.initial.get_subscription_count, what="the initialpose subscription")
+    harness.initial.publish(msg)
+    wait_for(lambda: harness.node.drops["initial_pose_wrong_frame"] == 1, what="the refusal")
+    np.testing.assert_array_equal(harness.node.localizer.particles.poses, before)
 
 
 def test_without_a_map_readings_are_counted_and_the_node_says_so(
     ros_context: Context, spinner: Spinner, walk
 ) -> None:
     w, odom = walk
-    h = Localizer(ros_context, spinner, {"diagnostics_period": 0.2})
+    h = LocalizerHarness(ros_context, spinner, {"diagnostics_period": 0.2})
     try:
         h.feed(w, odom, stop=20)
         wait_for(lambda: h.node.drops["no_map"] > 0, what="readings without a map")
-        values = wait_for(lambda: filter_status(h.collector), what="diagnostics")
+        values = wait_for(h.filter_status, what="diagnostics")
         assert values["map_loaded"] == "False"
     finally:
         h.close()
 
 
-def test_invalid_parameters_stop_the_node(ros_context: Context) -> None:
-    with pytest.raises(ValueError, match="min_particles"):
+def test_invalid_parameters_stop_the_node_with_the_reason(ros_context: Context) -> None:
+    with pytest.raises(TransitionError, match="min_particles"):
         GpLocalizerNode(context=ros_context, parameter_overrides=[
             Parameter("min_particles", value=900), Parameter("max_particles", value=100)
         ])  # fmt: skip

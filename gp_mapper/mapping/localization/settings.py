@@ -3,7 +3,10 @@ node's wiring, with defaults, ranges and units. The node declares its ROS parame
 table (``gp_mapper.ros.localizer_node``) and ``config/gp_localizer.yaml`` lists it.
 
 Names follow Nav2's ``amcl`` where AMCL has the setting (``min_particles``, ``alpha1``,
-``global_frame_id``, ``set_initial_pose``, ``initial_pose.x`` as ``initial_pose_x``).
+``global_frame_id``, ``base_frame_id``, ``transform_tolerance``, ``set_initial_pose``,
+``initial_pose.x``). Every row but the read-only ones may change while the node runs; the
+filter's apply from its next update (``seed`` and ``initial_sd_*`` from its next start).
+``DEPRECATED_NAMES`` are the names of an earlier release, still read for one release.
 """
 
 from __future__ import annotations
@@ -28,8 +31,19 @@ LOCALIZER_PARAMETERS: tuple[Setting, ...] = (
         "",
         "str",
         "map file of ‖B‖ or of the field vector written by gp_mapper (map_state.npz; ~ is "
-        "expanded), read at start "
-        "and by ~/load_map; empty: no map until ~/load_map with map_path set",
+        "expanded), read at configure and by ~/load_map; empty: no map until ~/load_map with "
+        "map_path set",
+        group=NODE,
+    ),
+    _row(
+        "odom_source",
+        "tf",
+        "str",
+        "where odometry comes from: tf = odom_frame_id -> base_frame_id on /tf at each "
+        "reading's stamp and the magnetometer's mounting from TF (as AMCL); topic = "
+        "nav_msgs/Odometry on odom_topic, the reading taken in the base's axes",
+        choices=("tf", "topic"),
+        read_only=True,
         group=NODE,
     ),
     _row(
@@ -44,7 +58,7 @@ LOCALIZER_PARAMETERS: tuple[Setting, ...] = (
         "odom_topic",
         "odom",
         "str",
-        "odometry topic (nav_msgs/Odometry of the robot's base in odom_frame_id)",
+        "(odom_source topic) odometry topic (nav_msgs/Odometry of the base in odom_frame_id)",
         read_only=True,
         group=NODE,
     ),
@@ -65,25 +79,73 @@ LOCALIZER_PARAMETERS: tuple[Setting, ...] = (
         group=NODE,
     ),
     _row(
+        "base_frame_id",
+        "base_link",
+        "str",
+        "the robot's base (Nav2's name; base_link, not Nav2's base_footprint: the frame this "
+        "package's robot bags and the mapper use); the pose published is this frame's",
+        read_only=True,
+        group=NODE,
+    ),
+    _row(
+        "transform_timeout",
+        1.0,
+        "float",
+        "(odom_source tf) how long a reading may wait for the transforms at its stamp, in the "
+        "magnetometer's stamp time; then it is dropped and counted [s]",
+        min=0.0,
+        max=60.0,
+        group=NODE,
+    ),
+    _row(
+        "max_transform_gap",
+        1.0,
+        "float",
+        "(odom_source tf) largest time between two transforms of one TF edge that a reading "
+        "is interpolated across [s]",
+        min=0.001,
+        max=10.0,
+        read_only=True,
+        group=NODE,
+    ),
+    _row(
         "tf_broadcast",
         True,
         "bool",
-        "broadcast map -> odom on /tf (needs tf2_ros); it is also published as a "
-        "geometry_msgs/TransformStamped on ~/map_to_odom",
-        read_only=True,
+        "broadcast global_frame_id -> odom_frame_id on /tf (tf2_msgs/TFMessage); false: no /tf",
+        group=NODE,
+    ),
+    _row(
+        "transform_tolerance",
+        1.0,
+        "float",
+        "how far map -> odom is post-dated (AMCL's): stamped the update's last reading + "
+        "this, so a listener may use it until then without extrapolating [s]",
+        min=0.0,
+        max=60.0,
+        group=NODE,
+    ),
+    _row(
+        "transform_publish_period",
+        0.1,
+        "float",
+        "while no update comes (the robot stands), map -> odom is re-sent this often, stamped "
+        "now + transform_tolerance (slam_toolbox's name); 0 = only at updates [s]",
+        min=0.0,
+        max=10.0,
         group=NODE,
     ),
     _row(
         "set_initial_pose",
         False,
         "bool",
-        "start around initial_pose_x/y/a (as AMCL); false: a global start over the map's "
+        "start around initial_pose.x/y/yaw (as AMCL); false: a global start over the map's "
         "known area once the map is loaded",
         read_only=True,
         group=NODE,
     ),
     _row(
-        "initial_pose_x",
+        "initial_pose.x",
         0.0,
         "float",
         "initial pose x [m] in global_frame_id",
@@ -93,7 +155,7 @@ LOCALIZER_PARAMETERS: tuple[Setting, ...] = (
         group=NODE,
     ),
     _row(
-        "initial_pose_y",
+        "initial_pose.y",
         0.0,
         "float",
         "initial pose y [m] in global_frame_id",
@@ -103,12 +165,21 @@ LOCALIZER_PARAMETERS: tuple[Setting, ...] = (
         group=NODE,
     ),
     _row(
-        "initial_pose_a",
+        "initial_pose.yaw",
         0.0,
         "float",
         "initial pose yaw [rad] in global_frame_id",
         min=-2 * math.pi,
         max=2 * math.pi,
+        read_only=True,
+        group=NODE,
+    ),
+    _row(
+        "autostart",
+        True,
+        "bool",
+        "configure and activate the lifecycle node at start (false: wait for a lifecycle "
+        "manager or `ros2 lifecycle set`)",
         read_only=True,
         group=NODE,
     ),
@@ -256,13 +327,22 @@ LOCALIZER_PARAMETERS: tuple[Setting, ...] = (
         "seed",
         0,
         "int",
-        "the filter's random stream (same inputs and seed, same poses)",
+        "the filter's random stream (same inputs and seed, same poses); a change applies from "
+        "the next map load",
         min=0,
         max=2**31 - 1,
     ),
 )
 
 PARAMETER_BY_NAME: dict[str, Setting] = {p.name: p for p in LOCALIZER_PARAMETERS}
+
+# Old name -> the name that replaces it. An old name that is set is read (with a warning in
+# the log) for one release, then removed.
+DEPRECATED_NAMES: dict[str, str] = {
+    "initial_pose_x": "initial_pose.x",
+    "initial_pose_y": "initial_pose.y",
+    "initial_pose_a": "initial_pose.yaw",
+}
 
 
 def default(name: str) -> Any:
@@ -272,9 +352,16 @@ def default(name: str) -> Any:
 
 def parameters_markdown() -> str:
     """The table as Markdown (docs/localization.md's parameter table is this)."""
-    lines = ["| name | default | range | description |", "|---|---|---|---|"]
+    lines = [
+        "| name | default | range | read-only | description |",
+        "|---|---|---|---|---|",
+    ]
     for p in LOCALIZER_PARAMETERS:
         shown = f"{p.default:.4g}" if isinstance(p.default, float) else repr(p.default)
-        span = "" if p.min is None else f"{p.min:g} … {p.max:g}"
-        lines.append(f"| `{p.name}` | `{shown}` | {span} | {p.description} |")
+        if p.choices:
+            span = ", ".join(f"`{c}`" for c in p.choices)
+        else:
+            span = "" if p.min is None else f"{p.min:g} … {p.max:g}"
+        read_only = "yes" if p.read_only else ""
+        lines.append(f"| `{p.name}` | `{shown}` | {span} | {read_only} | {p.description} |")
     return "\n".join(lines)
