@@ -233,6 +233,16 @@ def test_bad_input_is_counted_and_the_filter_goes_on(walk):
     assert err[-20:].max() < 0.4
 
 
+def test_a_nomotion_update_right_after_a_start_weighs_the_readings_gathered(walk):
+    run, truth, odom = walk
+    localizer = Localizer(world_lookup(), LocalizerConfig(seed=3))
+    localizer.initialize_pose(truth[0])
+    drive(localizer, run, odom, stop=4)  # 6 cm: no update of its own
+    localizer.initialize_global()  # a start since the batch began
+    assert localizer.update_now() and localizer.updates == 1
+    assert localizer.steps[-1].readings == 4 and not localizer.update_now()
+
+
 def test_readings_without_a_start_are_counted_not_weighed(walk):
     run, _, odom = walk
     localizer = Localizer(world_lookup())

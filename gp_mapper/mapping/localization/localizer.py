@@ -213,6 +213,8 @@ class Localizer:
         ``nomotion_update``); False when there are none or no start was given."""
         if not self._batch or self.particles is None:
             return False
+        if self._anchor is None:  # a start since the batch began: its particles stand there
+            self._anchor = self._batch[0][2]
         self._update(self._batch)
         self._batch = []
         return True
