@@ -86,11 +86,18 @@ PARAMETERS: tuple[Setting, ...] = (
                   "from spinning against the node's own threads (8x faster updates measured "
                   "under load); 0 = torch's default (one per core) [threads]",
                   min=0, max=256, read_only=True, group="node"),
+    _parameter("autostart", True, "bool",
+                  "configure and activate the node at start (a lifecycle node); false: it "
+                  "waits unconfigured for a lifecycle manager or `ros2 lifecycle set`",
+                  read_only=True, group="node"),
     _parameter("executor", "events", "str",
                   "rclpy executor of gp_mapper_node: events = the C++ EventsExecutor (sustains "
-                  "4000+ messages/s here), single_threaded = the Python SingleThreadedExecutor "
-                  "(about 1000/s)",
-                  choices=("events", "single_threaded"), read_only=True, group="node"),
+                  "4000+ messages/s here; a service's work, a load or a flush, holds the inputs "
+                  "while it runs), single_threaded = the Python SingleThreadedExecutor (about "
+                  "1000/s), multi_threaded = Python's MultiThreadedExecutor (services in a "
+                  "group of their own: the inputs flow during a load or a flush)",
+                  choices=("events", "single_threaded", "multi_threaded"), read_only=True,
+                  group="node"),
     # --- the pipeline ---
     _parameter("target", "norm", "str",
                   "mapped quantity: norm = |B| [µT] (rotation invariant); x, y, z = that "
@@ -345,6 +352,7 @@ class MapperConfig:
     map_path: str = _default("map_path")
     diagnostics_period: float = _default("diagnostics_period")
     torch_threads: int = _default("torch_threads")
+    autostart: bool = _default("autostart")
     executor: str = _default("executor")
     target: str = _default("target")
     input_dims: int = _default("input_dims")

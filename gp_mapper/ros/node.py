@@ -38,11 +38,17 @@ publish of the newest, and a reset cannot be overtaken by a stale snapshot (the 
 always reads the pipeline's current state). The callback groups keep this correct under a
 MultiThreadedExecutor too (inputs and outputs each mutually exclusive).
 
-The four services run on a thread of their own (``ServiceHost``: a hidden helper node,
-``_gp_mapper_services``, serving the names ``<node>/reset``...), because a load takes
-seconds and a flush up to ``FLUSH_TIMEOUT_S``: on the executor thread they would stop the
-sensor callbacks, and the EventsExecutor cannot run a coroutine callback that would let
-them wait without blocking. Each still answers when its work is done.
+The node is a lifecycle node (REP-2007, as Nav2's): ``on_configure`` reads the parameters,
+builds the pipeline and creates the inputs, the (lifecycle) publishers, the timers and the
+services; an inactive node maps no input and publishes nothing, and keeps its map for the next
+activation; ``on_cleanup`` drops the map. ``autostart`` (default true) configures and
+activates it at start, so ``ros2 run`` and the launch file need no lifecycle manager.
+
+The four services are the node's own (``ros2 node info`` lists them; remaps reach them). On
+the events executor (the default) every callback shares one thread: while a load or a flush
+runs, readings wait in the subscription's queue (``qos_depth``) and are mapped after it; with
+``executor: multi_threaded`` the services have a callback group of their own and the inputs
+flow meanwhile (at a Python executor's rate).
 
 An input silent for ``INPUT_SILENCE_S`` (a wrong remapping is the usual cause) is reported
 in the log every ``WARN_THROTTLE_S``, naming the resolved topic; the start-up line names
@@ -65,8 +71,12 @@ from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.clock import Clock, ClockType
 from rclpy.event_handler import QoSMessageLostInfo, SubscriptionEventCallbacks
 from rclpy.experimental import EventsExecutor
+from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.node import Node
 from rclpy.parameter import Parameter
+from rclpy.service import Service
+from rclpy.subscription import Subscription
+from rclpy.timer import Timer
 from sensor_msgs.msg import MagneticField, PointCloud2
 from std_srvs.srv import Trigger
 from visualization_msgs.msg import Marker, MarkerArray
@@ -85,17 +95,18 @@ from gp_mapper.ros.diagnostic_messages import (
     diagnostic_array,
     mapping_status_name,
 )
-from gp_mapper.ros.entry import run_node
+from gp_mapper.ros.entry import run_node, spin_multithreaded
 from gp_mapper.ros.input_messages import (
     POSE_INPUTS,
     field_reading_from_msg,
     transforms_from_msg,
 )
 from gp_mapper.ros.input_watch import InputWatch
+from gp_mapper.ros.lifecycle import Transitions, autostart, finalize
 from gp_mapper.ros.map_messages import MapMessages, empty_messages, snapshot_messages
 from gp_mapper.ros.parameters import ParameterGuard, declare_parameters, read_config
 from gp_mapper.ros.qos import DIAGNOSTICS_QOS, MAP_QOS, TF_QOS, TF_STATIC_QOS, sensor_qos
-from gp_mapper.ros.service_host import ServiceHost, one_line
+from gp_mapper.ros.service_host import one_line
 
 NODE_NAME = "gp_mapper"
 DIAGNOSTICS_TOPIC = "/diagnostics"
@@ -151,7 +162,7 @@ def _tf_message_type() -> type:
     return TFMessage
 
 
-class GpMapperNode(Node):
+class GpMapperNode(LifecycleNode):
     """The ``gp_mapper`` node (see the module docstring).
 
     Args:
@@ -166,13 +177,48 @@ class GpMapperNode(Node):
         super().__init__(NODE_NAME, **kwargs)
         declare_parameters(self)
         self._guard = ParameterGuard(self)
+        self.add_on_set_parameters_callback(self._guard)
+        self.add_post_set_parameters_callback(self._on_parameters_set)
+        self._pipeline_lock = threading.Lock()  # guards the pipeline reference only
+        self._pipeline: MappingPipeline | None = None  # from configure to cleanup
+        # /tf_static arrives once (transient local): kept across a reset and a cleanup, so a
+        # pipeline built later still has the mounting.
+        self._static_transforms: dict[str, Transform] = {}
+        self._active = False  # inputs are mapped and outputs published only when active
+        self._entities: list[Any] = []  # what configure created, destroyed by cleanup
+        self._transitions = Transitions(self.get_logger(), failures=(ConfigError,))
+        autostart(self, self._transitions)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
+        """Read the parameters, build the pipeline, create inputs, outputs and services."""
+        return self._transitions.run("configure", self._configure)
+
+    def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        """Map the inputs and publish (the lifecycle publishers are enabled here)."""
+        self._active = True
+        self._published = (self._epoch, None)  # republish the current map at once
+        return super().on_activate(state)
+
+    def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        """Stop mapping inputs and publishing; the map is kept for the next activation."""
+        self._active = False
+        return super().on_deactivate(state)
+
+    def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
+        """Drop the map, the pipeline and everything configure created."""
+        return self._transitions.run("cleanup", self._teardown)
+
+    def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._active = False
+        return self._transitions.run("shutdown", self._teardown)
+
+    def _configure(self) -> None:
         config = read_config(self)
         set_cpu_threads(config.torch_threads)
         # Before subscribing: torch's one-off loading would otherwise stall the first window.
         warm_s = warm_up(config.engine, config.input_dims)
-        self.add_on_set_parameters_callback(self._guard)
-        self.add_post_set_parameters_callback(self._on_parameters_set)
-
         self._clean_stale_temporaries()
         self._map_frame = _frame(config.map_frame)
         self._pose_input = POSE_INPUTS[config.pose_type]
@@ -183,18 +229,28 @@ class GpMapperNode(Node):
         self._published: tuple[int, int | None] = (0, None)
         self._epoch = 0  # bumped when the pipeline is rebuilt (its seq restarts)
         self._scale: dict[str, float] = {}
-        self._pipeline_lock = threading.Lock()  # guards the pipeline reference only
-        self._static_transforms: dict[str, Transform] = {}  # child frame -> its /tf_static
-        self._pipeline = self._make_pipeline(config)
+        pipeline = self._make_pipeline(config)
+        with self._pipeline_lock:
+            self._pipeline = pipeline
+        try:
+            self._create_entities(config, warm_s)
+        except Exception:
+            self._teardown()
+            raise
 
+    def _create_entities(self, config: MapperConfig, warm_s: float) -> None:
         inputs = MutuallyExclusiveCallbackGroup()
         self._outputs = MutuallyExclusiveCallbackGroup()
+        # Its own group: under executor multi_threaded a load or a flush does not hold the
+        # inputs (under the events executor every callback shares one thread).
+        services = MutuallyExclusiveCallbackGroup()
         qos = sensor_qos(config.qos_depth)
         # Messages the middleware saw go missing between a publisher and this node (gaps in
         # the writers' sequence numbers), by input. Jazzy's EventsExecutor cannot call a
         # callback that takes the message info (where publication_sequence_number is), so
         # the count comes from the DDS message-lost event, which every executor delivers.
         self._lost_in_transport = {MAG_INPUT: 0, POSE_INPUT: 0}
+        add = self._entities.append
         mag_sub = self.create_subscription(
             MagneticField,
             config.mag_topic,
@@ -203,6 +259,7 @@ class GpMapperNode(Node):
             callback_group=inputs,
             event_callbacks=self._loss_counter(MAG_INPUT),
         )
+        add(mag_sub)
         if config.pose_source == TF_POSE_SOURCE:
             tf_message = _tf_message_type()
             pose_sub = self.create_subscription(
@@ -213,11 +270,14 @@ class GpMapperNode(Node):
                 callback_group=inputs,
                 event_callbacks=self._loss_counter(POSE_INPUT),
             )
-            self.create_subscription(
+            add(self.create_subscription(
                 tf_message, TF_STATIC_TOPIC, self._on_tf_static, TF_STATIC_QOS,
                 callback_group=inputs,
-            )  # fmt: skip
-            posed_by = f"TF ({self._map_frame} -> {config.sensor_frame or 'each reading frame'})"
+            ))  # fmt: skip
+            posed_by = (
+                f"TF on {pose_sub.topic_name} ({self._map_frame} -> "
+                f"{config.sensor_frame or 'each reading frame'})"
+            )
         else:
             pose_sub = self.create_subscription(
                 self._pose_input.msg_type,
@@ -228,6 +288,7 @@ class GpMapperNode(Node):
                 event_callbacks=self._loss_counter(POSE_INPUT),
             )
             posed_by = f"poses on {pose_sub.topic_name} ({config.pose_type})"
+        add(pose_sub)
         # The names after remapping and namespacing: what the node really listens to.
         self._inputs = InputWatch(
             {MAG_INPUT: mag_sub.topic_name, POSE_INPUT: pose_sub.topic_name},
@@ -235,45 +296,71 @@ class GpMapperNode(Node):
             repeat_s=WARN_THROTTLE_S,
             start_s=time.monotonic(),
         )
-        self._mean_pub = self.create_publisher(OccupancyGrid, "~/mean", MAP_QOS)
-        self._variance_pub = self.create_publisher(OccupancyGrid, "~/variance", MAP_QOS)
-        self._field_pub = self.create_publisher(PointCloud2, "~/field", MAP_QOS)
-        self._marker_pub = self.create_publisher(MarkerArray, "~/inducing_points", MAP_QOS)
-        self._cells_pub = self.create_publisher(Marker, "~/field_cells", MAP_QOS)
+
+        def publisher(msg_type: type, topic: str, qos: Any) -> Any:
+            pub = self.create_lifecycle_publisher(msg_type, topic, qos)
+            add(pub)
+            return pub
+
+        self._mean_pub = publisher(OccupancyGrid, "~/mean", MAP_QOS)
+        self._variance_pub = publisher(OccupancyGrid, "~/variance", MAP_QOS)
+        self._field_pub = publisher(PointCloud2, "~/field", MAP_QOS)
+        self._marker_pub = publisher(MarkerArray, "~/inducing_points", MAP_QOS)
+        self._cells_pub = publisher(Marker, "~/field_cells", MAP_QOS)
         # target is read-only, so a node maps a vector or a scalar for its whole life.
         self._arrows_pub = (
-            self.create_publisher(MarkerArray, "~/field_arrows", MAP_QOS)
+            publisher(MarkerArray, "~/field_arrows", MAP_QOS)
             if config.target == VECTOR_TARGET
             else None
         )
-        self._diag_pub = self.create_publisher(DiagnosticArray, DIAGNOSTICS_TOPIC, DIAGNOSTICS_QOS)
+        self._diag_pub = publisher(DiagnosticArray, DIAGNOSTICS_TOPIC, DIAGNOSTICS_QOS)
         # Steady clock: the map and diagnostics keep flowing under use_sim_time while no /clock
         # arrives.
         self._steady = Clock(clock_type=ClockType.STEADY_TIME)
-        self.create_timer(
+        add(self.create_timer(
             MAP_CHECK_PERIOD_S, self._publish_map, callback_group=self._outputs, clock=self._steady
-        )
-        self.create_timer(
-            INPUT_CHECK_PERIOD_S,
-            self._check_inputs,
-            callback_group=self._outputs,
+        ))  # fmt: skip
+        add(self.create_timer(
+            INPUT_CHECK_PERIOD_S, self._check_inputs, callback_group=self._outputs,
             clock=self._steady,
-        )
+        ))  # fmt: skip
         self._diag_timer = self._make_diagnostics_timer(config.diagnostics_period)
-        self._service_host = ServiceHost(
-            self,
-            {
-                "reset": self._on_reset,
-                "save_map": self._on_save,
-                "flush": self._on_flush,
-                "load_map": self._on_load,
-            },
-        )
+        handlers = {
+            "reset": self._on_reset,
+            "save_map": self._on_save,
+            "flush": self._on_flush,
+            "load_map": self._on_load,
+        }
+        for name, handler in handlers.items():
+            add(self.create_service(Trigger, f"~/{name}", handler, callback_group=services))
         self.get_logger().info(
             f"mapping {config.target} of {mag_sub.topic_name} posed by {posed_by} into "
             f"frame {self._map_frame}; engine on "
-            f"{self._pipeline.diagnostics()['device']} (warmed up in {warm_s:.1f} s)"
+            f"{self.pipeline.diagnostics()['device']} (warmed up in {warm_s:.1f} s)"
         )
+
+    def _teardown(self) -> None:
+        """Destroy what configure created and close the pipeline (its worker stops first, so
+        no update runs on into a destroyed node)."""
+        with self._pipeline_lock:
+            pipeline, self._pipeline = self._pipeline, None
+        if pipeline is not None:
+            pipeline.close()
+        for entity in reversed(self._entities):
+            if isinstance(entity, Subscription):
+                self.destroy_subscription(entity)
+            elif isinstance(entity, Service):
+                self.destroy_service(entity)
+            elif isinstance(entity, Timer):
+                self.destroy_timer(entity)
+            else:
+                self.destroy_lifecycle_publisher(entity)
+        self._entities.clear()
+
+    @property
+    def active(self) -> bool:
+        """Whether the node is active: mapping its inputs and publishing."""
+        return self._active
 
     @property
     def status_name(self) -> str:
@@ -292,9 +379,16 @@ class GpMapperNode(Node):
 
     @property
     def pipeline(self) -> MappingPipeline:
-        """The pipeline the node currently feeds."""
+        """The pipeline the node currently feeds (configured or active).
+
+        Raises:
+            RuntimeError: the node is not configured.
+        """
         with self._pipeline_lock:
-            return self._pipeline
+            pipeline = self._pipeline
+        if pipeline is None:
+            raise RuntimeError("the node is not configured: no pipeline")
+        return pipeline
 
     # ------------------------------------------------------------------ inputs
 
@@ -307,22 +401,29 @@ class GpMapperNode(Node):
         return SubscriptionEventCallbacks(message_lost=lost)
 
     def _on_field(self, msg: MagneticField) -> None:
+        if not self._active:
+            return
         self._inputs.heard(MAG_INPUT, time.monotonic())
         self.pipeline.add_field(field_reading_from_msg(msg))
 
     def _on_tf(self, msg: Any) -> None:
+        if not self._active:
+            return
         self._inputs.heard(POSE_INPUT, time.monotonic())
         pipeline = self.pipeline
         for transform in transforms_from_msg(msg):
             pipeline.add_transform(transform, static=False)
 
     def _on_tf_static(self, msg: Any) -> None:
+        # Kept while inactive too: it is not sent again.
         pipeline = self.pipeline
         for transform in transforms_from_msg(msg):
             self._static_transforms[transform.child] = transform
             pipeline.add_transform(transform, static=True)
 
     def _on_pose(self, msg: Any) -> None:
+        if not self._active:
+            return
         self._inputs.heard(POSE_INPUT, time.monotonic())
         frame = _frame(msg.header.frame_id)
         if frame != self._map_frame:
@@ -341,6 +442,8 @@ class GpMapperNode(Node):
         """Publish the pipeline's current map if it changed (outputs group only)."""
         with self._pipeline_lock:
             pipeline, epoch = self._pipeline, self._epoch
+        if not self._active or pipeline is None:
+            return
         snapshot = pipeline.latest()
         key = (epoch, snapshot.seq if snapshot is not None else None)
         if key == self._published or (snapshot is None and self._published[1] is None):
@@ -371,16 +474,22 @@ class GpMapperNode(Node):
 
     def _check_inputs(self) -> None:
         """Warn (rate-limited) about inputs without a message for INPUT_SILENCE_S."""
+        if not self._active:
+            return
         warning = self._inputs.warning(time.monotonic(), self.count_publishers)
         if warning is not None:
             self.get_logger().warning(warning)
 
     def _make_diagnostics_timer(self, period_s: float) -> Any:
-        return self.create_timer(
+        timer = self.create_timer(
             period_s, self._publish_diagnostics, callback_group=self._outputs, clock=self._steady
         )
+        self._entities.append(timer)
+        return timer
 
     def _publish_diagnostics(self) -> None:
+        if not self._active:
+            return
         values = self.pipeline.diagnostics()
         values["drop_pose_frame"] = self._pose_frame_drops
         values["drops_total"] = int(values["drops_total"]) + self._pose_frame_drops
@@ -434,7 +543,8 @@ class GpMapperNode(Node):
 
     def _on_parameters_set(self, params: Sequence[Parameter]) -> None:
         names = {p.name for p in params}
-        if "diagnostics_period" in names:
+        if "diagnostics_period" in names and self._pipeline is not None:
+            self._entities.remove(self._diag_timer)
             self.destroy_timer(self._diag_timer)
             period = self.get_parameter("diagnostics_period").value
             self._diag_timer = self._make_diagnostics_timer(period)
@@ -553,10 +663,9 @@ class GpMapperNode(Node):
     # ------------------------------------------------------------------ teardown
 
     def destroy_node(self) -> None:
-        """Stop the pipeline's worker first (no update runs on into a destroyed node), then
-        the service thread."""
-        self.pipeline.close()
-        self._service_host.close()
+        """The shutdown transition first: the pipeline's worker stops before the node goes."""
+        finalize(self)
+        self._teardown()  # already done unless the shutdown transition could not run
         super().destroy_node()
 
 
@@ -564,6 +673,9 @@ def _spin(node: Node, executor: str) -> None:
     """Spin until shutdown (SIGINT) on the executor named by the ``executor`` parameter."""
     if executor == "single_threaded":
         rclpy.spin(node)
+        return
+    if executor == "multi_threaded":
+        spin_multithreaded(node)
         return
     ex = EventsExecutor()
     ex.add_node(node)

@@ -22,7 +22,7 @@ from nav_msgs.msg import OccupancyGrid
 from rcl_interfaces.msg import SetParametersResult
 from rcl_interfaces.srv import SetParameters
 from rclpy.context import Context
-from rclpy.executors import SingleThreadedExecutor
+from rclpy.executors import MultiThreadedExecutor, SingleThreadedExecutor
 from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import MagneticField, PointCloud2
@@ -30,6 +30,7 @@ from std_srvs.srv import Trigger
 from visualization_msgs.msg import Marker, MarkerArray
 
 from gp_mapper.ros import cloud_messages, diagnostic_messages, stamps
+from gp_mapper.ros.entry import SPIN_THREADS, shutdown_executor
 from gp_mapper.ros.node import NODE_NAME, GpMapperNode
 from gp_mapper.ros.qos import MAP_QOS
 
@@ -116,6 +117,7 @@ class MapperHarness:
         spinner: Spinner,
         parameters: dict[str, Any] | None = None,
         pose_msg_type: type = PoseStamped,
+        executor: str = "single_threaded",
     ) -> None:
         # A namespace of its own: endpoints of a node from an earlier test, not yet gone
         # from the graph, can never stand in for this node's.
@@ -124,7 +126,11 @@ class MapperHarness:
         self.node = GpMapperNode(
             context=context, namespace=namespace, parameter_overrides=overrides(parameters)
         )
-        self._executor = SingleThreadedExecutor(context=context)
+        self._executor = (
+            MultiThreadedExecutor(num_threads=SPIN_THREADS, context=context)
+            if executor == "multi_threaded"
+            else SingleThreadedExecutor(context=context)
+        )
         self._executor.add_node(self.node)
         self._thread = threading.Thread(target=self._executor.spin, daemon=True)
         self._thread.start()
@@ -278,7 +284,7 @@ class MapperHarness:
         return list(future.result().results)
 
     def close(self) -> None:
-        self._executor.shutdown()
+        shutdown_executor(self._executor)
         self._thread.join(timeout=10.0)
         self.node.destroy_node()
 
@@ -289,9 +295,11 @@ def harness(
     spinner: Spinner,
     parameters: dict[str, Any] | None = None,
     pose_msg_type: type = PoseStamped,
+    executor: str = "single_threaded",
 ) -> Iterator[MapperHarness]:
-    """A MapperHarness for the duration of a ``with`` block."""
-    h = MapperHarness(context, spinner, parameters, pose_msg_type)
+    """A MapperHarness for the duration of a ``with`` block (the node on ``executor``:
+    single_threaded, or multi_threaded as ``executor:=multi_threaded`` spins it)."""
+    h = MapperHarness(context, spinner, parameters, pose_msg_type, executor)
     try:
         yield h
     finally:

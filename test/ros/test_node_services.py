@@ -1,8 +1,10 @@
-"""The node's services under failure and load: never fatal, never blocking the inputs.
+"""The node's services under failure and load: never fatal, no input lost.
 
-A load, save or flush runs off the executor thread, so readings keep reaching the map while
-one is in progress; any failure of reset or load (whatever its type) is answered with the
-reason and leaves the current map.
+The services are the node's own. With ``executor: multi_threaded`` they run in a callback
+group of their own, so readings keep reaching the map while a load, save or flush is in
+progress; on one thread (events, single_threaded) the readings published meanwhile wait in
+the subscription's queue and are all mapped after it. Any failure of reset or load (whatever
+its type) is answered with the reason and leaves the current map.
 """
 
 from __future__ import annotations
@@ -41,6 +43,15 @@ def mapper(ros_context: Context, spinner: Spinner, tmp_path: Path) -> Iterator[M
         yield h
 
 
+@pytest.fixture
+def threaded_mapper(
+    ros_context: Context, spinner: Spinner, tmp_path: Path
+) -> Iterator[MapperHarness]:
+    params = {"map_path": str(tmp_path / "map.npz"), "executor": "multi_threaded"}
+    with harness(ros_context, spinner, params, executor="multi_threaded") as h:
+        yield h
+
+
 def _received(pipeline: MappingPipeline) -> int:
     """Readings the pipeline has taken in, wherever they are now."""
     d = pipeline.diagnostics()
@@ -49,8 +60,9 @@ def _received(pipeline: MappingPipeline) -> int:
 
 @pytest.mark.parametrize("service", ["load_map", "save_map", "flush"])
 def test_sensor_callbacks_flow_while_a_slow_service_runs(
-    mapper: MapperHarness, service: str
+    threaded_mapper: MapperHarness, service: str
 ) -> None:
+    mapper = threaded_mapper
     mapper.feed(WINDOW)
     mapper.wait_samples(WINDOW)
     pipeline = mapper.node.pipeline
@@ -80,6 +92,35 @@ def test_sensor_callbacks_flow_while_a_slow_service_runs(
     assert seen["during"] >= READINGS_DURING, (
         f"only {seen['during']} of {READINGS_DURING} readings arrived during {service}"
     )
+
+
+def test_on_one_thread_readings_sent_during_a_slow_service_are_all_mapped_after_it(
+    mapper: MapperHarness,
+) -> None:
+    mapper.feed(WINDOW)
+    mapper.wait_samples(WINDOW)
+    pipeline = mapper.node.pipeline
+    started = threading.Event()
+    real_save = pipeline.save
+
+    def slow_save(*args: Any, **kwargs: Any) -> None:
+        started.set()
+        time.sleep(SLOW_SERVICE_S)
+        real_save(*args, **kwargs)
+
+    pipeline.save = slow_save  # type: ignore[method-assign]
+    reply: dict[str, Any] = {}
+    caller = threading.Thread(target=lambda: reply.update(r=mapper.call("save_map")))
+    caller.start()
+    assert started.wait(30.0), "save_map never started"
+    before = _received(pipeline)
+    mapper.feed(READINGS_DURING)
+    caller.join(timeout=60.0)
+    assert reply["r"].success, reply["r"].message
+    deadline = time.monotonic() + 10.0
+    while time.monotonic() < deadline and _received(pipeline) < before + READINGS_DURING:
+        time.sleep(POLL_S)
+    assert _received(pipeline) - before == READINGS_DURING
 
 
 @pytest.mark.parametrize(
