@@ -49,7 +49,6 @@ read ``map_path``; answers with the reason when it fails, and the current map st
 
 from __future__ import annotations
 
-import math
 import threading
 from collections import Counter
 from collections.abc import Callable
@@ -58,7 +57,7 @@ from typing import Any
 
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray
-from geometry_msgs.msg import Pose, PoseArray, PoseWithCovarianceStamped, TransformStamped
+from geometry_msgs.msg import PoseArray, PoseWithCovarianceStamped, TransformStamped
 from nav_msgs.msg import OccupancyGrid, Odometry
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
@@ -70,9 +69,9 @@ from rclpy.timer import Timer
 from sensor_msgs.msg import MagneticField
 from std_srvs.srv import Empty, Trigger
 
-from gp_mapper.engine.auxiliary import yaw_from_quaternion
 from gp_mapper.mapping.errors import MapFileError
 from gp_mapper.mapping.localization import FieldLookup, Localizer, LocalizerConfig, Step
+from gp_mapper.mapping.localization.correction import CorrectionSchedule, map_to_odom
 from gp_mapper.mapping.localization.motion import planar_pose
 from gp_mapper.mapping.localization.settings import FILTER, PARAMETER_BY_NAME
 from gp_mapper.mapping.localization.tf_odometry import (
@@ -81,6 +80,7 @@ from gp_mapper.mapping.localization.tf_odometry import (
     base_pose,
     base_poses,
     seconds_to_ns,
+    tracked_odometry,
 )
 from gp_mapper.mapping.occupancy import scale_to_occupancy
 from gp_mapper.ros.diagnostic_messages import DIAGNOSTIC_OK, DIAGNOSTIC_WARN, diagnostic_array
@@ -88,6 +88,11 @@ from gp_mapper.ros.entry import run_node, spin_multithreaded
 from gp_mapper.ros.grid_messages import occupancy_grid
 from gp_mapper.ros.input_messages import pose_from_odometry, pose_from_pose_with_covariance
 from gp_mapper.ros.lifecycle import Transitions, autostart, finalize
+from gp_mapper.ros.localizer_messages import (
+    particle_cloud,
+    planar_covariance,
+    pose_with_covariance,
+)
 from gp_mapper.ros.localizer_parameters import (
     LocalizerParameterGuard,
     declare_localizer_parameters,
@@ -103,7 +108,7 @@ from gp_mapper.ros.qos import (
     sensor_qos,
 )
 from gp_mapper.ros.service_host import one_line
-from gp_mapper.ros.stamps import message_header, stamp_to_ns
+from gp_mapper.ros.stamps import stamp_to_ns
 from gp_mapper.ros.tf_messages import planar_transform, transforms_from_msg
 
 NODE_NAME = "gp_localizer"
@@ -131,26 +136,6 @@ INITIAL_POSE_DEPTH = 10
 MAP_TO_ODOM_DEPTH = 10
 # The filter's settings: a change reaches the running filter.
 FILTER_NAMES = frozenset(n for n, p in PARAMETER_BY_NAME.items() if p.group == FILTER)
-
-
-def yaw_of(q: Any) -> float:
-    """The yaw [rad] of a ``geometry_msgs/Quaternion``."""
-    return float(yaw_from_quaternion(np.array([q.x, q.y, q.z, q.w])))
-
-
-def _set_yaw(pose: Pose, x: float, y: float, yaw: float) -> Pose:
-    pose.position.x, pose.position.y = float(x), float(y)
-    pose.orientation.z, pose.orientation.w = math.sin(0.5 * yaw), math.cos(0.5 * yaw)
-    return pose
-
-
-def map_to_odom(estimate: np.ndarray, odometry: np.ndarray) -> tuple[float, float, float]:
-    """``T_map_odom = T_map_base · T_odom_base⁻¹`` for planar poses (x, y, yaw)."""
-    yaw = estimate[2] - odometry[2]
-    c, s = math.cos(yaw), math.sin(yaw)
-    x = estimate[0] - (c * odometry[0] - s * odometry[1])
-    y = estimate[1] - (s * odometry[0] + c * odometry[1])
-    return x, y, math.atan2(math.sin(yaw), math.cos(yaw))
 
 
 def tf_message_type() -> type | None:
@@ -200,7 +185,6 @@ class GpLocalizerNode(LifecycleNode):
         self._wiring: _Wiring | None = None
         self._active = False
         self._generation = 0  # bumped by cleanup: a load that began before it is discarded
-        self._loader: threading.Thread | None = None
         self._inputs = MutuallyExclusiveCallbackGroup()
         self._slow = MutuallyExclusiveCallbackGroup()  # ~/load_map: seconds
         self._tf_message: type | None = None
@@ -220,9 +204,7 @@ class GpLocalizerNode(LifecycleNode):
         self._pending_covariance: np.ndarray | None = None
         self._start_point = np.zeros(3)  # the last start, as the tracked point's pose
         self._start_correction_due = False  # map -> odom from the start awaits odometry
-        self._correction: tuple[float, float, float] | None = None  # map -> odom
-        self._last_tf_stamp_ns: int | None = None
-        self._sent_since_tick = False
+        self._correction = CorrectionSchedule()  # map -> odom, and when it is sent
 
     # ------------------------------------------------------------------ lifecycle
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
@@ -264,10 +246,9 @@ class GpLocalizerNode(LifecycleNode):
         if path:
             # A building's map takes seconds to predict on the lookup grid: read it beside the
             # executor; readings before it are counted (no_map).
-            self._loader = threading.Thread(
+            threading.Thread(
                 target=self._load_at_configure, args=(path, generation), daemon=True
-            )
-            self._loader.start()
+            ).start()
         else:
             self.get_logger().warn("no map_path: no map until ~/load_map with map_path set")
 
@@ -275,7 +256,6 @@ class GpLocalizerNode(LifecycleNode):
         with self._lock:
             result = super().on_activate(state)
             self._active = True
-            self._sent_since_tick = False
             if self.lookup is not None:
                 self._publish_map(self.lookup)
         return result
@@ -361,18 +341,19 @@ class GpLocalizerNode(LifecycleNode):
         wiring.subscriptions.append(sub(PoseWithCovarianceStamped, "initialpose",
                                         self._on_initial_pose, INITIAL_POSE_DEPTH,
                                         callback_group=inputs))  # fmt: skip
-        srv = self.create_service
-        wiring.services += [
-            srv(Empty, GLOBAL_LOCALIZATION_SERVICE, self._on_global_localization),
-            srv(Empty, NOMOTION_UPDATE_SERVICE, self._on_nomotion_update),
-            srv(Empty, DEPRECATED_GLOBAL_LOCALIZATION,
-                self._deprecated(DEPRECATED_GLOBAL_LOCALIZATION, GLOBAL_LOCALIZATION_SERVICE,
-                                 self._on_global_localization)),
-            srv(Empty, DEPRECATED_NOMOTION_UPDATE,
-                self._deprecated(DEPRECATED_NOMOTION_UPDATE, NOMOTION_UPDATE_SERVICE,
-                                 self._on_nomotion_update)),
-            srv(Trigger, "~/load_map", self._on_load_map, callback_group=self._slow),
-        ]  # fmt: skip
+        for srv_type, name, handler, group in (
+            (Empty, GLOBAL_LOCALIZATION_SERVICE, self._on_global_localization, None),
+            (Empty, NOMOTION_UPDATE_SERVICE, self._on_nomotion_update, None),
+            (Empty, DEPRECATED_GLOBAL_LOCALIZATION,
+             self._deprecated(DEPRECATED_GLOBAL_LOCALIZATION, GLOBAL_LOCALIZATION_SERVICE,
+                              self._on_global_localization), None),
+            (Empty, DEPRECATED_NOMOTION_UPDATE,
+             self._deprecated(DEPRECATED_NOMOTION_UPDATE, NOMOTION_UPDATE_SERVICE,
+                              self._on_nomotion_update), None),
+            (Trigger, "~/load_map", self._on_load_map, self._slow),
+        ):  # fmt: skip
+            wiring.services.append(self.create_service(
+                srv_type, name, self._guarded(name, handler), callback_group=group))  # fmt: skip
         self._make_timers(wiring, ("diagnostics", "tf"))
         return wiring
 
@@ -396,6 +377,22 @@ class GpLocalizerNode(LifecycleNode):
             self._warn_once(old, f"service {old} is deprecated (removed in the next release): "
                                  f"call {new}")  # fmt: skip
             return handler(request, response)
+
+        return call
+
+    def _guarded(self, name: str, handler: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+        """A service handler that answers whatever happens: a failure is logged (and a
+        Trigger answers it), never left to stop the executor and the node."""
+
+        def call(request: Any, response: Any) -> Any:
+            try:
+                return handler(request, response)
+            except Exception as err:  # the last guard of a service
+                message = f"{name} failed: {one_line(err)}"
+                self.get_logger().error(message)
+                if isinstance(response, Trigger.Response):
+                    response.success, response.message = False, message
+                return response
 
         return call
 
@@ -501,9 +498,7 @@ class GpLocalizerNode(LifecycleNode):
         """The pending start, its pose turned into the tracked point's; False if refused."""
         assert self.localizer is not None and self._pending_start is not None
         base, covariance = self._pending_start, self._pending_covariance
-        c, s = math.cos(base[2]), math.sin(base[2])
-        point = np.array([base[0] + c * lever[0] - s * lever[1],
-                          base[1] + s * lever[0] + c * lever[1], base[2]])  # fmt: skip
+        point = tracked_odometry(base[:2], float(base[2]), lever)
         try:
             self.localizer.initialize_pose(point, covariance)
         except ValueError as err:
@@ -523,8 +518,9 @@ class GpLocalizerNode(LifecycleNode):
         """map -> odom from a start pose and the odometry there, before any update (AMCL
         publishes at its first scan after a start; a standing robot would else have none)."""
         self._start_correction_due = False
-        self._correction = map_to_odom(self._start_point, odometry)
-        self._send_transform(stamp_ns + self._tolerance_ns())
+        correction = map_to_odom(self._start_point, odometry)
+        stamp = self._correction.update(correction, stamp_ns + self._tolerance_ns())
+        self._send_transform(correction, stamp)
 
     # ------------------------------------------------------------------ inputs
     def _on_field(self, msg: MagneticField) -> None:
@@ -592,8 +588,7 @@ class GpLocalizerNode(LifecycleNode):
     def _on_initial_pose(self, msg: PoseWithCovarianceStamped) -> None:
         frame = msg.header.frame_id.lstrip("/")
         mean = planar_pose(pose_from_pose_with_covariance(msg))
-        c = np.asarray(msg.pose.covariance, dtype=np.float64).reshape(6, 6)
-        covariance = c[np.ix_([0, 1, 5], [0, 1, 5])]
+        covariance = planar_covariance(msg)
         if not np.all(np.linalg.eigvalsh(0.5 * (covariance + covariance.T)) > 0.0):
             covariance = None  # RViz's "2D Pose Estimate" sends AMCL's defaults; zeros: ours
         with self._lock:
@@ -659,60 +654,46 @@ class GpLocalizerNode(LifecycleNode):
         if now_ns - self._particles_published_ns >= PARTICLES_PERIOD_S * 1e9:
             self._particles_published_ns = now_ns
             self._publish_particles(step, localizer.particles.poses)  # type: ignore[union-attr]
-        self._correction = map_to_odom(step.estimate.mean, step.odometry)
+        correction = map_to_odom(step.estimate.mean, step.odometry)
         transform = planar_transform(self._frame("global_frame_id"), self._frame("odom_frame_id"),
-                                     step.stamp_ns, *self._correction)  # fmt: skip
+                                     step.stamp_ns, *correction)  # fmt: skip
         self._publish("map_to_odom", transform)
-        self._send_transform(step.last_stamp_ns + self._tolerance_ns())
+        stamp = self._correction.update(correction, step.last_stamp_ns + self._tolerance_ns())
+        self._send_transform(correction, stamp)
 
     def _publish_pose(self, step: Step) -> None:
         mean, cov = base_pose(step.estimate.mean, step.estimate.covariance, self._lever)
-        msg = PoseWithCovarianceStamped(
-            header=message_header(self._frame("global_frame_id"), step.stamp_ns)
-        )
-        _set_yaw(msg.pose.pose, *mean)
-        full = np.zeros((6, 6))
-        full[np.ix_([0, 1, 5], [0, 1, 5])] = cov
-        msg.pose.covariance = full.ravel().tolist()
+        msg = pose_with_covariance(self._frame("global_frame_id"), step.stamp_ns, mean, cov)
         self._publish(POSE_TOPIC, msg)
         self._publish(DEPRECATED_POSE_TOPIC, msg)
 
     def _publish_particles(self, step: Step, particles: np.ndarray) -> None:
-        stride = max(1, math.ceil(particles.shape[0] / PARTICLES_SHOWN))
-        shown = base_poses(particles[::stride], self._lever)
-        cloud = PoseArray(header=message_header(self._frame("global_frame_id"), step.stamp_ns))
-        cloud.poses = [_set_yaw(Pose(), *p) for p in shown]
+        cloud = particle_cloud(self._frame("global_frame_id"), step.stamp_ns,
+                               base_poses(particles, self._lever), PARTICLES_SHOWN)  # fmt: skip
         self._publish(PARTICLES_TOPIC, cloud)
         self._publish(DEPRECATED_PARTICLES_TOPIC, cloud)
 
-    def _send_transform(self, stamp_ns: int) -> None:
-        """map -> odom (the last correction) on /tf at ``stamp_ns``. Under lock."""
-        assert self._wiring is not None and self._correction is not None
+    def _send_transform(self, correction: tuple[float, float, float], stamp_ns: int) -> None:
+        """map -> odom on /tf at ``stamp_ns``, unless tf_broadcast is off. Under lock."""
+        assert self._wiring is not None
         tf_message = self._tf_message
         if tf_message is None or not self._values["tf_broadcast"]:
             return
         transform = planar_transform(self._frame("global_frame_id"), self._frame("odom_frame_id"),
-                                     stamp_ns, *self._correction)  # fmt: skip
+                                     stamp_ns, *correction)  # fmt: skip
         self._wiring.publishers["tf"].publish(tf_message(transforms=[transform]))
-        self._last_tf_stamp_ns = stamp_ns
-        self._sent_since_tick = True
 
     def _on_tf_timer(self) -> None:
-        """Re-send the last correction, stamped now + tolerance, when no update sent one since
-        the last tick (a standing robot), so a listener never has to extrapolate. A re-send
-        never goes back in time: while the last one sent is post-dated past now + tolerance,
-        nothing is sent."""
+        """Re-send the last correction stamped now + tolerance when no update sent one since
+        the last tick (a standing robot), so a listener never has to extrapolate."""
         with self._lock:
-            if not self._active or self._correction is None:
+            if not self._active:
                 return
-            if self._sent_since_tick:
-                self._sent_since_tick = False
-                return
-            stamp = self.get_clock().now().nanoseconds + self._tolerance_ns()
-            if self._last_tf_stamp_ns is not None and stamp <= self._last_tf_stamp_ns:
-                return
-            self._send_transform(stamp)
-            self._sent_since_tick = False
+            stamp = self._correction.tick(self.get_clock().now().nanoseconds
+                                          + self._tolerance_ns())  # fmt: skip
+            if stamp is not None:
+                assert self._correction.correction is not None
+                self._send_transform(self._correction.correction, stamp)
 
     def diagnostics(self) -> dict[str, Any]:
         with self._lock:

@@ -8,6 +8,7 @@ each test module skips itself (with the reason) when rclpy cannot be imported.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -37,3 +38,19 @@ def spinner(ros_context: Any) -> Iterator[Any]:
         yield spin
     finally:
         spin.close()
+
+
+@pytest.fixture(scope="session")
+def localizer_map(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The localizer tests' map file of the synthetic room, written once per session."""
+    from ..mapping.localization_scene import write_world_map
+
+    return write_world_map(tmp_path_factory.mktemp("localizer") / "map.npz")
+
+
+@pytest.fixture(scope="session")
+def localizer_walk() -> tuple[Any, Any]:
+    """The localizer tests' walk through the room and its drifting odometry."""
+    from .localizer_harness import make_walk
+
+    return make_walk()

@@ -26,6 +26,8 @@ from rclpy.qos import QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import MagneticField
 from tf2_msgs.msg import TFMessage
 
+from gp_mapper.io.odometry import OdometryErrors, simulate_odometry
+from gp_mapper.io.synthetic import SyntheticRun, simulate_run
 from gp_mapper.ros import diagnostic_messages
 from gp_mapper.ros.entry import SPIN_THREADS, shutdown_executor
 from gp_mapper.ros.localizer_node import GpLocalizerNode
@@ -33,6 +35,7 @@ from gp_mapper.ros.qos import MAP_QOS, POSE_QOS, TF_QOS, TF_STATIC_QOS
 from gp_mapper.ros.stamps import ns_to_stamp, stamp_to_ns
 from gp_mapper.ros.tf_messages import planar_transform
 
+from ..mapping.localization_scene import WORLD
 from .helpers import Collector, Spinner, wait_for
 
 PROBE_QOS = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE)
@@ -46,6 +49,13 @@ SENSOR_FRAME = "imu_link"
 # The walk's stamps start this long before the test does: every reading is in the past, as a
 # live robot's are, so the node's re-sends (stamped now + tolerance) come after them.
 WALK_LEAD_S = 120.0
+
+
+def make_walk() -> tuple[SyntheticRun, np.ndarray]:
+    """40 s through the synthetic room at 20 Hz, and its odometry [N, 3] that drifts."""
+    walk = simulate_run(WORLD, 40.0, rate_hz=20.0, seed=2, speed_mps=0.4)
+    odom = simulate_odometry(walk.time_s, walk.position_m, walk.heading_rad, OdometryErrors(), 4)
+    return walk, odom.pose
 
 
 class Mounting:
@@ -66,6 +76,20 @@ class Mounting:
         c, s = math.cos(self.yaw), math.sin(self.yaw)
         x, y, z = field_base
         return np.array([c * x + s * y, -s * x + c * y, z])
+
+
+# A magnetometer 0.4 m ahead of and 0.2 m right of the base, its x axis to the base's left:
+# the node must turn the readings and carry the lever arm to publish the base's pose.
+MOUNTING = Mounting(0.4, -0.2, math.pi / 2)
+
+
+def start_parameters(walk: Any, mounting: Mounting, **more: Any) -> dict[str, Any]:
+    """A known start: the true base pose at the walk's first reading."""
+    first = np.array([*walk.position_m[0], walk.heading_rad[0]])
+    x, y, yaw = mounting.base_of(first)
+    return {"set_initial_pose": True, "initial_pose.x": float(x), "initial_pose.y": float(y),
+            "initial_pose.yaw": float(yaw), "diagnostics_period": 0.2, "seed": 1,
+            **more}  # fmt: skip
 
 
 class LocalizerHarness:
@@ -102,7 +126,8 @@ class LocalizerHarness:
             (DiagnosticArray, "/diagnostics", 10),
         ):
             self.collector.listen(msg_type, prefix + topic, qos)
-        self.collector.listen(TFMessage, "/tf", TF_QOS)
+        # Deeper than tf2_ros's 100: the probe's own odometry shares /tf with the node's output.
+        self.collector.listen(TFMessage, "/tf", PROBE_QOS)
         self.mag = self.probe.create_publisher(MagneticField, f"{prefix}/mag", PROBE_QOS)
         self.odom = self.probe.create_publisher(Odometry, f"{prefix}/odom", PROBE_QOS)
         self.tf = self.probe.create_publisher(TFMessage, "/tf", TF_QOS)

@@ -18,59 +18,35 @@ from rclpy.context import Context
 from rclpy.parameter import Parameter
 from std_srvs.srv import Empty, Trigger
 
-from gp_mapper.io.odometry import OdometryErrors, simulate_odometry
-from gp_mapper.io.synthetic import simulate_run
+from gp_mapper.mapping.localization.correction import map_to_odom
 from gp_mapper.mapping.localization.tf_odometry import base_pose
 from gp_mapper.ros.errors import TransitionError
-from gp_mapper.ros.localizer_node import PARTICLES_SHOWN, GpLocalizerNode, map_to_odom, yaw_of
+from gp_mapper.ros.localizer_messages import yaw_of
+from gp_mapper.ros.localizer_node import PARTICLES_SHOWN, GpLocalizerNode
 from gp_mapper.ros.stamps import ns_to_stamp, stamp_to_ns
 
-from ..mapping.localization_scene import WORLD, write_world_map
 from .helpers import Spinner, wait_for
 from .localizer_harness import (
     MAP,
     MAP_TO_ODOM,
+    MOUNTING,
     PARTICLES,
     POSE,
     LocalizerHarness,
     Mounting,
+    start_parameters,
     truth_at,
 )
 
 pytestmark = pytest.mark.ros
 
-# A magnetometer 0.4 m ahead of and 0.2 m right of the base, its x axis to the base's left:
-# the node must turn the readings and carry the lever arm to publish the base's pose.
-MOUNTING = Mounting(0.4, -0.2, math.pi / 2)
-
-
-@pytest.fixture(scope="module")
-def map_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_world_map(tmp_path_factory.mktemp("localizer") / "map.npz")
-
-
-@pytest.fixture(scope="module")
-def walk() -> tuple[Any, np.ndarray]:
-    walk = simulate_run(WORLD, 40.0, rate_hz=20.0, seed=2, speed_mps=0.4)
-    odom = simulate_odometry(walk.time_s, walk.position_m, walk.heading_rad, OdometryErrors(), 4)
-    return walk, odom.pose
-
-
-def start_parameters(walk: Any, mounting: Mounting, **more: Any) -> dict[str, Any]:
-    """A known start: the true base pose at the walk's first reading."""
-    first = np.array([*walk.position_m[0], walk.heading_rad[0]])
-    x, y, yaw = mounting.base_of(first)
-    return {"set_initial_pose": True, "initial_pose.x": float(x), "initial_pose.y": float(y),
-            "initial_pose.yaw": float(yaw), "diagnostics_period": 0.2, "seed": 1,
-            **more}  # fmt: skip
-
 
 @pytest.fixture
-def harness(ros_context: Context, spinner: Spinner, map_file: Path,
-            walk: tuple[Any, np.ndarray]) -> Iterator[LocalizerHarness]:  # fmt: skip
-    w, _ = walk
+def harness(ros_context: Context, spinner: Spinner, localizer_map: Path,
+            localizer_walk: tuple[Any, np.ndarray]) -> Iterator[LocalizerHarness]:  # fmt: skip
+    w, _ = localizer_walk
     h = LocalizerHarness(ros_context, spinner,
-                         start_parameters(w, MOUNTING, map_path=str(map_file)))  # fmt: skip
+                         start_parameters(w, MOUNTING, map_path=str(localizer_map)))  # fmt: skip
     try:
         wait_for(lambda: h.node.localizer is not None, what="the map, read at configure")
         yield h
@@ -79,9 +55,9 @@ def harness(ros_context: Context, spinner: Spinner, map_file: Path,
 
 
 def test_the_node_tracks_the_robot_from_tf_and_publishes_as_amcl(
-    harness: LocalizerHarness, walk
+    harness: LocalizerHarness, localizer_walk
 ) -> None:
-    w, odom = walk
+    w, odom = localizer_walk
     grid = wait_for(lambda: harness.collector.latest(MAP), what="~/map")
     assert grid.header.frame_id == "map" and max(grid.data) > 0 and min(grid.data) == -1
     harness.feed(w, odom, mounting=MOUNTING)
@@ -121,11 +97,11 @@ def test_the_node_tracks_the_robot_from_tf_and_publishes_as_amcl(
 
 
 def test_odometry_from_a_topic_global_localization_and_a_kidnap(
-    ros_context: Context, spinner: Spinner, map_file: Path, walk
+    ros_context: Context, spinner: Spinner, localizer_map: Path, localizer_walk
 ) -> None:
-    w, odom = walk
+    w, odom = localizer_walk
     h = LocalizerHarness(ros_context, spinner, start_parameters(
-        w, Mounting(), map_path=str(map_file), odom_source="topic"))  # fmt: skip
+        w, Mounting(), map_path=str(localizer_map), odom_source="topic"))  # fmt: skip
     try:
         wait_for(lambda: h.node.localizer is not None, what="the map")
         half = w.time_s.size // 2
@@ -160,8 +136,8 @@ def test_a_bad_map_is_refused_and_the_current_one_stays(
     assert harness.node.localizer is before
 
 
-def test_bad_input_is_counted(harness: LocalizerHarness, walk) -> None:
-    w, odom = walk
+def test_bad_input_is_counted(harness: LocalizerHarness, localizer_walk) -> None:
+    w, odom = localizer_walk
     bad = w._replace(mag_ut=w.mag_ut.copy())
     bad.mag_ut[5:8] = np.nan
     harness.feed(bad, odom, stop=60, mounting=MOUNTING)
@@ -170,8 +146,10 @@ def test_bad_input_is_counted(harness: LocalizerHarness, walk) -> None:
     assert harness.node.diagnostics()["drop_field_non_finite"] == 3
 
 
-def test_an_initial_pose_in_another_frame_is_refused(harness: LocalizerHarness, walk) -> None:
-    w, odom = walk
+def test_an_initial_pose_in_another_frame_is_refused(
+    harness: LocalizerHarness, localizer_walk
+) -> None:
+    w, odom = localizer_walk
     harness.feed(w, odom, stop=3, mounting=MOUNTING)  # the start is made; no update yet
     wait_for(lambda: harness.node.localizer.particles is not None, what="the start")
     before = harness.node.localizer.particles.poses.copy()
@@ -185,9 +163,9 @@ def test_an_initial_pose_in_another_frame_is_refused(harness: LocalizerHarness, 
 
 
 def test_without_a_map_readings_are_counted_and_the_node_says_so(
-    ros_context: Context, spinner: Spinner, walk
+    ros_context: Context, spinner: Spinner, localizer_walk
 ) -> None:
-    w, odom = walk
+    w, odom = localizer_walk
     h = LocalizerHarness(ros_context, spinner, {"diagnostics_period": 0.2})
     try:
         h.feed(w, odom, stop=20)
