@@ -547,14 +547,15 @@ class GpLocalizerNode(LifecycleNode):
         self._on_transforms(msg, static=True)
 
     def _on_transforms(self, msg: Any, *, static: bool) -> None:
-        # Kept while inactive too: /tf_static comes once, and the odometry stays continuous.
+        # Kept while inactive too (/tf_static comes once, and the odometry stays continuous);
+        # a reading that was waiting for them then goes no further.
         with self._lock:
             if self.tf_odometry is None:
                 return
             posed = []
             for transform in transforms_from_msg(msg):
                 posed += self.tf_odometry.add_transform(transform, static=static)
-            if not posed or self.localizer is None:
+            if not posed or self.localizer is None or not self._active:
                 return
             for reading in posed:
                 self._feed(reading)
