@@ -86,7 +86,11 @@ from gp_mapper.mapping.occupancy import scale_to_occupancy
 from gp_mapper.ros.diagnostic_messages import DIAGNOSTIC_OK, DIAGNOSTIC_WARN, diagnostic_array
 from gp_mapper.ros.entry import run_node, spin_multithreaded
 from gp_mapper.ros.grid_messages import occupancy_grid
-from gp_mapper.ros.input_messages import pose_from_odometry, pose_from_pose_with_covariance
+from gp_mapper.ros.input_messages import (
+    pose_from_odometry,
+    pose_from_pose_with_covariance,
+    transforms_from_msg,
+)
 from gp_mapper.ros.lifecycle import Transitions, autostart, finalize
 from gp_mapper.ros.localizer_messages import (
     particle_cloud,
@@ -109,7 +113,7 @@ from gp_mapper.ros.qos import (
 )
 from gp_mapper.ros.service_host import one_line
 from gp_mapper.ros.stamps import stamp_to_ns
-from gp_mapper.ros.tf_messages import planar_transform, transforms_from_msg
+from gp_mapper.ros.tf_messages import planar_transform
 
 NODE_NAME = "gp_localizer"
 TESLA_TO_MICROTESLA = 1e6

@@ -4,12 +4,14 @@ a planar transform and TF messages read back as records."""
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 pytest.importorskip("rclpy", reason="rclpy (ros-jazzy-rclpy wheels) is not importable")
 
+from gp_mapper.ros.input_messages import transforms_from_msg
 from gp_mapper.ros.localizer_messages import (
     particle_cloud,
     planar_covariance,
@@ -17,7 +19,7 @@ from gp_mapper.ros.localizer_messages import (
     yaw_of,
 )
 from gp_mapper.ros.stamps import stamp_to_ns
-from gp_mapper.ros.tf_messages import planar_transform, transform_from_msg
+from gp_mapper.ros.tf_messages import planar_transform
 
 
 def test_the_pose_carries_x_y_yaw_and_their_covariance_in_amcls_layout() -> None:
@@ -42,7 +44,7 @@ def test_the_cloud_is_an_even_subsample_of_at_most_shown() -> None:
 
 def test_a_planar_transform_reads_back_as_the_same_record() -> None:
     msg = planar_transform("/map", "odom", 42, 1.0, -2.0, math.pi / 3)
-    record = transform_from_msg(msg)
+    (record,) = transforms_from_msg(SimpleNamespace(transforms=[msg]))  # a TFMessage's field
     assert (record.parent, record.child, record.stamp_ns) == ("/map", "odom", 42)
     np.testing.assert_allclose(record.translation_m, [1.0, -2.0, 0.0])
     np.testing.assert_allclose(
