@@ -27,7 +27,7 @@ from gp_mapper.mapping.pose_buffer import (
     rotate,
 )
 from gp_mapper.mapping.records import DropCounts, FieldReading, Pose, Sample, Transform
-from gp_mapper.mapping.transforms import TransformAdd, TransformBuffer
+from gp_mapper.mapping.transforms import REFUSALS, TransformAdd, TransformBuffer
 
 logger = logging.getLogger(__name__)
 
@@ -44,22 +44,6 @@ FRAME_WARNING_PERIOD_S = 10.0
 IMPLAUSIBLE_WARNING_PERIOD_S = 10.0
 # At most one warning per this many seconds of wall time for each kind of TF trouble.
 TF_WARNING_PERIOD_S = 10.0
-
-# What a refused transform counts as, by `TransformBuffer.add`'s answer.
-_TRANSFORM_DROPS = {
-    TransformAdd.LATE: "late_transform",
-    TransformAdd.INVALID: "bad_transform",
-    TransformAdd.BAD_QUATERNION: "bad_quaternion",
-    TransformAdd.LOOP: "transform_loop",
-    TransformAdd.FUTURE: "future_transform",
-}
-_TRANSFORM_WHY = {
-    TransformAdd.LATE: "older than its edge's cache or a repeated stamp",
-    TransformAdd.INVALID: "a non-finite value, an empty frame or a frame its own parent",
-    TransformAdd.BAD_QUATERNION: "a rotation quaternion not of unit length",
-    TransformAdd.LOOP: "it would close a loop in the tree",
-    TransformAdd.FUTURE: "stamped far ahead of the magnetometer",
-}
 
 
 class _Pending(NamedTuple):
@@ -161,12 +145,12 @@ class Pairer:
             )
         result = self._poses.add(transform, static=static, now_ns=self._last_reading_ns)
         if result is not TransformAdd.ADDED:
-            reason = _TRANSFORM_DROPS[result]
+            reason, why = REFUSALS[result]
             setattr(self._drops, reason, getattr(self._drops, reason) + 1)
             self._warn_tf(
                 reason,
                 f"dropping a transform {transform.parent!r} -> {transform.child!r}: "
-                f"{_TRANSFORM_WHY[result]}; {getattr(self._drops, reason)} so far",
+                f"{why}; {getattr(self._drops, reason)} so far",
             )
             return []
         return self._resolve()

@@ -56,6 +56,19 @@ class TransformAdd(enum.Enum):
     FUTURE = "future"  # stamped more than future_limit ahead of the data
 
 
+# Each refusal's name in the drop counts (`DropCounts`, /diagnostics) and why, for the log.
+REFUSALS: dict[TransformAdd, tuple[str, str]] = {
+    TransformAdd.LATE: ("late_transform", "older than its edge's cache or a repeated stamp"),
+    TransformAdd.INVALID: (
+        "bad_transform",
+        "a non-finite value, an empty frame or a frame its own parent",
+    ),
+    TransformAdd.BAD_QUATERNION: ("bad_quaternion", "a rotation quaternion not of unit length"),
+    TransformAdd.LOOP: ("transform_loop", "it would close a loop in the tree"),
+    TransformAdd.FUTURE: ("future_transform", "stamped far ahead of the data"),
+}
+
+
 def quaternion_multiply(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """The Hamilton product ``a b`` of quaternions (x, y, z, w): rotate by b, then by a."""
     ax, ay, az, aw = (float(c) for c in a)

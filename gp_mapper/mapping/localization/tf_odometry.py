@@ -31,20 +31,11 @@ import numpy as np
 from gp_mapper.engine.auxiliary import yaw_from_quaternion
 from gp_mapper.mapping.pose_buffer import NS_PER_S, LookupStatus, rotate
 from gp_mapper.mapping.records import Transform
-from gp_mapper.mapping.transforms import TransformAdd, TransformBuffer
+from gp_mapper.mapping.transforms import REFUSALS, TransformAdd, TransformBuffer
 
 # Readings waiting for their transforms, at most: 100 s of a 100 Hz magnetometer, far past any
 # transform_timeout; past it the oldest is dropped (``waiting_overflow``).
 MAX_WAITING = 10_000
-
-# A refused transform's count, by `TransformBuffer.add`'s answer (the mapper's names).
-_REFUSED = {
-    TransformAdd.LATE: "late_transform",
-    TransformAdd.INVALID: "bad_transform",
-    TransformAdd.BAD_QUATERNION: "bad_quaternion",
-    TransformAdd.LOOP: "transform_loop",
-    TransformAdd.FUTURE: "future_transform",
-}
 
 
 class PosedReading(NamedTuple):
@@ -161,7 +152,7 @@ class TfOdometry:
             return []
         result = self.buffer.add(transform, static=static, now_ns=self._newest_ns)
         if result is not TransformAdd.ADDED:
-            self.drops[_REFUSED[result]] += 1
+            self.drops[REFUSALS[result][0]] += 1
             return []
         return self._resolve()
 
