@@ -11,8 +11,7 @@ from rclpy.exceptions import InvalidParameterTypeException, InvalidParameterValu
 from rclpy.executors import Executor, ExternalShutdownException, MultiThreadedExecutor
 from rclpy.node import Node
 
-from gp_mapper.ros.errors import TransitionError
-from gp_mapper.ros.service_host import one_line
+from gp_mapper.ros.errors import TransitionError, one_line
 
 # rclpy's own refusals of a parameter override (out of range, wrong type).
 PARAMETER_ERRORS: tuple[type[Exception], ...] = (

@@ -22,3 +22,11 @@ class BagError(RosLayerError):
 class TransitionError(RosLayerError):
     """A lifecycle transition that ``autostart`` asked for did not succeed; the message is the
     reason, which the node has already logged."""
+
+
+def one_line(err: BaseException, *, with_type: bool = True) -> str:
+    """``err`` on one line, after its type name (``MemoryError`` has no message at all)."""
+    text = " ".join(str(err).split())
+    if not with_type:
+        return text or type(err).__name__
+    return f"{type(err).__name__}: {text}" if text else type(err).__name__

@@ -48,8 +48,7 @@ from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.impl.rcutils_logger import RcutilsLogger
 from rclpy.lifecycle import LifecycleNode, TransitionCallbackReturn
 
-from gp_mapper.ros.errors import TransitionError
-from gp_mapper.ros.service_host import one_line
+from gp_mapper.ros.errors import TransitionError, one_line
 
 AUTOSTART = "autostart"
 AUTOSTART_DESCRIPTION = (

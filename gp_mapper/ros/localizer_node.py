@@ -85,6 +85,7 @@ from gp_mapper.mapping.localization.tf_odometry import (
 from gp_mapper.mapping.occupancy import scale_to_occupancy
 from gp_mapper.ros.diagnostic_messages import DIAGNOSTIC_OK, DIAGNOSTIC_WARN, diagnostic_array
 from gp_mapper.ros.entry import run_node, spin_multithreaded
+from gp_mapper.ros.errors import one_line
 from gp_mapper.ros.grid_messages import occupancy_grid
 from gp_mapper.ros.input_messages import (
     pose_from_odometry,
@@ -111,7 +112,6 @@ from gp_mapper.ros.qos import (
     TF_STATIC_QOS,
     sensor_qos,
 )
-from gp_mapper.ros.service_host import one_line
 from gp_mapper.ros.stamps import stamp_to_ns
 from gp_mapper.ros.tf_messages import planar_transform
 

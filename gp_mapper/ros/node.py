@@ -96,6 +96,7 @@ from gp_mapper.ros.diagnostic_messages import (
     mapping_status_name,
 )
 from gp_mapper.ros.entry import run_node, spin_multithreaded
+from gp_mapper.ros.errors import one_line
 from gp_mapper.ros.input_messages import (
     POSE_INPUTS,
     field_reading_from_msg,
@@ -106,7 +107,6 @@ from gp_mapper.ros.lifecycle import Transitions, autostart, finalize
 from gp_mapper.ros.map_messages import MapMessages, empty_messages, snapshot_messages
 from gp_mapper.ros.parameters import ParameterGuard, declare_parameters, read_config
 from gp_mapper.ros.qos import DIAGNOSTICS_QOS, MAP_QOS, TF_QOS, TF_STATIC_QOS, sensor_qos
-from gp_mapper.ros.service_host import one_line
 
 NODE_NAME = "gp_mapper"
 DIAGNOSTICS_TOPIC = "/diagnostics"
@@ -570,8 +570,8 @@ class GpMapperNode(LifecycleNode):
         if removed:
             self.get_logger().info(f"removed {removed} temporary file(s) of an interrupted save")
 
-    # Each handler runs on the ServiceHost thread and catches every failure: the answer
-    # carries the reason and the node (and its current map) carries on.
+    # Each handler catches every failure: the answer carries the reason and the node (and its
+    # current map) carries on.
 
     def _on_reset(self, _request: Trigger.Request, response: Trigger.Response) -> Any:
         try:
