@@ -110,7 +110,7 @@ class LiveNode:
         base = [str(script)] if script.exists() else [sys.executable, "-m", "gp_mapper.ros.node"]
         args = ["-p", "use_sim_time:=true", "-p", f"map_path:={self.map_path.resolve()}"]
         for name, value in self.params.items():
-            args += ["-p", f"{name}:={value}"]
+            args += ["-p", f"{name}:={_ros_arg_value(value)}"]
         return [*base, "--ros-args", *args, "-r", "mag:=/imu/mag", "-r", "pose:=/pose"]
 
     def __enter__(self) -> LiveNode:
@@ -210,6 +210,17 @@ class LiveNode:
             return response.message
         finally:
             node.destroy_node()
+
+
+# Words ROS's parameter parser reads as booleans (YAML 1.1's, ``y`` and ``n`` included).
+_YAML_BOOLEANS = frozenset({"y", "n", "yes", "no", "true", "false", "on", "off"})
+
+
+def _ros_arg_value(value: object) -> str:
+    """``value`` as a ``-p name:=value`` argument: ROS reads it as YAML, where a string such as
+    ``y`` (a target) would be a boolean, so such a string is quoted."""
+    text = str(value)
+    return f'"{text}"' if isinstance(value, str) and text.lower() in _YAML_BOOLEANS else text
 
 
 def isolated_env() -> dict[str, str]:

@@ -16,26 +16,29 @@ pytest.importorskip("rclpy", reason="rclpy (ros-jazzy-rclpy wheels) is not insta
 
 from gp_mapper.commands.demo import map_live
 from gp_mapper.commands.replay import replay_bag
-from gp_mapper.io import write_synthetic_bag
+from gp_mapper.io import write_synthetic_bag, write_synthetic_robot_bag
 from gp_mapper.mapping.map_file import read_model
 
 pytestmark = pytest.mark.ros
 
 FAST = {"fit_iterations": 10, "batch_size": 200, "delta": 0.095}
-# write_synthetic_bag carries a pose of the sensor, not TF.
-POSE_TOPIC = {"pose_source": "topic"}
 MAX_TRANSPORT_LOSS = 3  # readings, of 1501
 MAX_MAP_DIFFERENCE_UT = 0.5  # RMS along the path when a reading or two were lost
 DEMO_BUDGET_S = 180.0
 
 
-def test_live_node_and_offline_replay_make_the_same_map(tmp_path: Path) -> None:
+@pytest.mark.parametrize("source", ["topic", "tf"])
+def test_live_node_and_offline_replay_make_the_same_map(tmp_path: Path, source: str) -> None:
     bag = tmp_path / "world.mcap"
-    write_synthetic_bag(bag, seed=5, duration_s=30.0)
+    if source == "tf":  # a robot's recording: /tf, /tf_static, the magnetometer in imu_link
+        write_synthetic_robot_bag(bag, seed=5, duration_s=30.0, rate_hz=50.0)
+    else:
+        write_synthetic_bag(bag, seed=5, duration_s=30.0)
     live_dir, offline_dir = tmp_path / "live", tmp_path / "offline"
     live_dir.mkdir()
     # Slow enough that the engine never falls behind, so no window is merged or dropped.
-    live_state = map_live(bag, live_dir, rate=1.5, params={**FAST, **POSE_TOPIC})
+    params = {**FAST, "pose_source": source}
+    live_state = map_live(bag, live_dir, rate=1.5, params=params)
     offline = replay_bag(bag, offline_dir, overrides=FAST, progress=False)
     with np.load(live_state) as live, np.load(offline.outputs.state) as off:
         assert '"window_overflow": 0' in str(live["drops_json"])
