@@ -89,7 +89,8 @@ def theta_yaml(hyperparameters: dict[str, Any]) -> str:
         "# Hyperparameters fitted by gp-mapper fit; the node takes this file as",
         "#   gp_mapper_node --ros-args --params-file theta.yaml",
         "#   ros2 launch gp_mapper gp_mapper.launch.py params_file:=theta.yaml",
-        f"{NODE_NAME}:",
+        # Any node name and namespace, as config/gp_mapper.yaml: a namespaced node finds it.
+        "/**:",
         "  ros__parameters:",
     ]
     for name in THETA_PARAMETERS:

@@ -89,7 +89,8 @@ def test_theta_yaml_is_accepted_by_the_node(acgp_fit) -> None:
 
     from gp_mapper.ros.parameters import declare_parameters, read_config
 
-    messages = parameter_dict_from_yaml_file(str(acgp_fit.outputs.theta))
+    # As the node reads --params-file: the `/**` section applies to it.
+    messages = parameter_dict_from_yaml_file(str(acgp_fit.outputs.theta), use_wildcard=True)
     overrides = [Parameter.from_parameter_msg(m) for m in messages.values()]
     context = Context()
     rclpy.init(context=context, args=[])

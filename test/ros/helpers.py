@@ -32,6 +32,21 @@ def wait_for(
         time.sleep(POLL_S)
 
 
+def call(client: Any, request: Any, attempts: int = 3, timeout: float = 20.0) -> Any:
+    """A service's answer, the request sent again when none comes within ``timeout``: a server
+    that has not yet discovered the client's reply reader drops the reply (a DDS race that a
+    loaded machine makes likely)."""
+    for _ in range(attempts):
+        future = client.call_async(request)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if future.done() and future.result() is not None:
+                return future.result()
+            time.sleep(POLL_S)
+        client.remove_pending_request(future)
+    pytest.fail(f"no answer from {client.srv_name} after {attempts} tries of {timeout:.0f} s")
+
+
 class Spinner:
     """Spins nodes of one context in a background thread (the test thread only polls)."""
 

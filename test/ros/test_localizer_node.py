@@ -91,8 +91,12 @@ def test_the_node_tracks_the_robot_from_tf_and_publishes_as_amcl(
     assert pose[:2] == pytest.approx(mean[:2])
     x, y, _ = map_to_odom(step.estimate.mean, step.odometry)
     assert (t.translation.x, t.translation.y) == pytest.approx((x, y))
-    values = wait_for(lambda: harness.filter_status(), what="diagnostics")
-    assert values["map_loaded"] == "True" and int(values["updates"]) > 50
+    # Diagnostics come once a period: wait for one published after the walk's updates.
+    values = wait_for(
+        lambda: (v := harness.filter_status()) is not None and int(v["updates"]) > 50 and v,
+        what="diagnostics after the walk",
+    )
+    assert values["map_loaded"] == "True"
     assert "map_sd_at_particles_ut" in values
 
 

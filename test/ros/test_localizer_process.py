@@ -13,7 +13,7 @@ pytest.importorskip("rclpy", reason="rclpy (ros-jazzy-rclpy wheels) is not impor
 
 from std_srvs.srv import Trigger
 
-from .helpers import Spinner, wait_for
+from .helpers import Spinner, call
 
 pytestmark = pytest.mark.ros
 
@@ -47,8 +47,7 @@ def test_a_missing_map_is_reported_and_the_process_serves_until_sigint(
         probe = spinner.node("localizer_process_probe")
         client = probe.create_client(Trigger, "/gp_localizer/load_map")
         assert client.wait_for_service(timeout_sec=STARTUP_TIMEOUT_S)
-        future = client.call_async(Trigger.Request())
-        response = wait_for(lambda: future.done() and future.result(), what="load_map")
+        response = call(client, Trigger.Request())
         assert not response.success and "none.npz" in response.message
         proc.send_signal(signal.SIGINT)
         out, _ = proc.communicate(timeout=EXIT_TIMEOUT_S)

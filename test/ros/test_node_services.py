@@ -31,8 +31,11 @@ from .mapper_harness import MapperHarness, harness
 pytestmark = pytest.mark.ros
 
 WINDOW = 100  # = batch_size of the harness
-# How long the stand-in for a slow load (a 54 MB map takes ~3 s) holds the service [s].
-SLOW_SERVICE_S = 3.0
+# How long the stand-in for a slow load (a 54 MB map takes ~3 s) holds the service at most [s]:
+# it lets go once the readings sent meanwhile have arrived, so only a loaded machine waits long.
+SLOW_SERVICE_S = 10.0
+# How long the one-thread test's save holds the executor [s].
+HOLD_S = 2.0
 # Readings published while the slow service runs; all must reach the pipeline meanwhile.
 READINGS_DURING = 20
 
@@ -105,7 +108,7 @@ def test_on_one_thread_readings_sent_during_a_slow_service_are_all_mapped_after_
 
     def slow_save(*args: Any, **kwargs: Any) -> None:
         started.set()
-        time.sleep(SLOW_SERVICE_S)
+        time.sleep(HOLD_S)
         real_save(*args, **kwargs)
 
     pipeline.save = slow_save  # type: ignore[method-assign]
