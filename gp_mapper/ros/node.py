@@ -82,8 +82,10 @@ from std_srvs.srv import Trigger
 from visualization_msgs.msg import Marker, MarkerArray
 
 from gp_mapper.engine import set_cpu_threads, warm_up
+from gp_mapper.io.pose_types import TF_STATIC_TOPIC, TF_TOPIC
 from gp_mapper.mapping.config import PARAMETER_BY_NAME, MapperConfig
 from gp_mapper.mapping.errors import ConfigError
+from gp_mapper.mapping.inputs import TF_POSE_SOURCE
 from gp_mapper.mapping.map_file import clean_stale_temporaries
 from gp_mapper.mapping.pipeline import MappingPipeline
 from gp_mapper.mapping.records import HEALTH_ERROR, HEALTH_WARN, Transform
@@ -144,9 +146,6 @@ INPUT_CHECK_PERIOD_S = 1.0
 # Labels of the inputs in the silence warning and in /diagnostics.
 MAG_INPUT = "magnetometer"
 POSE_INPUT = "pose"  # the pose topic, or /tf under pose_source tf
-TF_TOPIC = "/tf"
-TF_STATIC_TOPIC = "/tf_static"
-TF_POSE_SOURCE = "tf"
 
 
 def _tf_message_type() -> type:
