@@ -73,8 +73,12 @@ def test_the_node_tracks_the_robot_from_tf_and_publishes_as_amcl(
     assert 1 <= len(particles.poses) <= PARTICLES_SHOWN
     # map -> odom of an update composed with the base's odometry the probe sent at that
     # stamp is the base pose published: the lever arm is undone on both sides.
-    transform = next(t for t in reversed(harness.collector.messages(MAP_TO_ODOM))
-                     if t.header.stamp == last.header.stamp)  # fmt: skip
+    # (Published after the pose: waited for, it may still be in flight on a loaded machine.)
+    transform = wait_for(
+        lambda: next((t for t in reversed(harness.collector.messages(MAP_TO_ODOM))
+                      if t.header.stamp == last.header.stamp), None),
+        what="map -> odom of the last update",
+    )  # fmt: skip
     assert transform.child_frame_id == "odom" and transform.header.frame_id == "map"
     i = harness.reading_stamps.index(stamp_to_ns(last.header.stamp))
     base_odom = MOUNTING.base_of(odom[i])
