@@ -278,18 +278,7 @@ def _check_topics(
     bag: Path, reader: Reader, mag_topic: str, pose_topic: str, pose_type: str
 ) -> str:
     """Check both topics exist with the right types; return the (resolved) pose type."""
-    types = {name: info.msgtype for name, info in reader.topics.items()}
-    listing = ", ".join(f"{name} [{msgtype}]" for name, msgtype in sorted(types.items()))
-    # Every missing topic at once: a bag recorded under other names lacks both, and the
-    # user should rename both in one go.
-    missing = [topic for topic in (mag_topic, pose_topic) if topic not in types]
-    if missing:
-        what = "topic" if len(missing) == 1 else "topics"
-        raise BagError(
-            f"{bag}: no {what} {' and '.join(missing)}; the bag holds {listing or 'no topics'}"
-        )
-    if types[mag_topic] != FIELD_MSGTYPE:
-        raise BagError(f"{bag}: topic {mag_topic} is {types[mag_topic]}, expected {FIELD_MSGTYPE}")
+    types = _require(bag, reader, mag_topic, pose_topic, "")
     found = types[pose_topic]
     if pose_type == "auto":
         by_msgtype = {msgtype: name for name, msgtype in POSE_MSGTYPES.items()}
@@ -306,19 +295,30 @@ def _check_topics(
     return pose_type
 
 
-def _check_tf_topics(bag: Path, reader: Reader, mag_topic: str) -> None:
-    """Check the magnetometer topic and /tf exist with the right types (/tf_static may not)."""
+def _require(
+    bag: Path, reader: Reader, mag_topic: str, pose_topic: str, note: str
+) -> dict[str, str]:
+    """The bag's topic -> type, once the magnetometer's and the pose's topics are both there
+    and the magnetometer's has its type. ``note`` follows the missing topics' names."""
     types = {name: info.msgtype for name, info in reader.topics.items()}
     listing = ", ".join(f"{name} [{msgtype}]" for name, msgtype in sorted(types.items()))
-    missing = [topic for topic in (mag_topic, TF_TOPIC) if topic not in types]
+    # Every missing topic at once: a bag recorded under other names lacks both, and the
+    # user should rename both in one go.
+    missing = [topic for topic in (mag_topic, pose_topic) if topic not in types]
     if missing:
         what = "topic" if len(missing) == 1 else "topics"
         raise BagError(
-            f"{bag}: no {what} {' and '.join(missing)} (pose_source tf); the bag holds "
+            f"{bag}: no {what} {' and '.join(missing)}{note}; the bag holds "
             f"{listing or 'no topics'}"
         )
     if types[mag_topic] != FIELD_MSGTYPE:
         raise BagError(f"{bag}: topic {mag_topic} is {types[mag_topic]}, expected {FIELD_MSGTYPE}")
+    return types
+
+
+def _check_tf_topics(bag: Path, reader: Reader, mag_topic: str) -> None:
+    """Check the magnetometer topic and /tf exist with the right types (/tf_static may not)."""
+    types = _require(bag, reader, mag_topic, TF_TOPIC, " (pose_source tf)")
     for topic in (TF_TOPIC, TF_STATIC_TOPIC):
         if topic in types and types[topic] != TF_MSGTYPE:
             raise BagError(f"{bag}: topic {topic} is {types[topic]}, expected {TF_MSGTYPE}")

@@ -89,7 +89,6 @@ class Pairer:
         sensor_frame: str = "",
     ) -> None:
         self._poses = poses
-        self._tf = isinstance(poses, TransformBuffer)
         self._bias_t = (
             None if mag_bias_ut is None else np.asarray(mag_bias_ut, float) / TESLA_TO_MICROTESLA
         )
@@ -259,7 +258,8 @@ class Pairer:
         samples: list[Sample] = []
         # The clock a reading waits by: the newest stamp of either stream, or of the readings
         # alone under TF (see the class's pose_wait_ns).
-        clock = self._last_reading_ns if self._tf else self._latest_ns
+        tf = isinstance(self._poses, TransformBuffer)
+        clock = self._last_reading_ns if tf else self._latest_ns
         while self._pending:
             stamp, field_ut, frame_id = self._pending[0]
             lookup = self._lookup(stamp, frame_id)
