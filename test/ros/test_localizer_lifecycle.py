@@ -150,8 +150,13 @@ def test_remappings_apply_to_the_nodes_own_topics_and_services(
     try:
         probe: Any = spinner.node("remap_probe")
         wait_for(lambda: probe.count_publishers("/robot_pose") == 1, what="/robot_pose")
-        services = {name for name, _ in
-                    probe.get_service_names_and_types_by_node("gp_localizer", "/")}  # fmt: skip
+        # The graph shows a node's services one by one as discovery goes: wait for this one.
+        services = wait_for(
+            lambda: (names := {name for name, _ in
+                               probe.get_service_names_and_types_by_node("gp_localizer", "/")})
+            and "/relocalize" in names and names,
+            what="the remapped service",
+        )  # fmt: skip
         assert "/relocalize" in services and "/reinitialize_global_localization" not in services
     finally:
         node.destroy_node()
