@@ -246,6 +246,7 @@ def predict_grid_with_field(
     z: float = 0.0,
     tile: int = DEFAULT_TILE_CELLS,
     skip: np.ndarray | None = None,
+    full_covariance: bool = False,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """:func:`predict_grid` of a vector posterior and its field vector, in one pass: each tile's
     field is predicted once (``posterior.predict_block_with_field``), ‖B‖ being a function of
@@ -254,14 +255,16 @@ def predict_grid_with_field(
     Returns:
         mean, variance, prior variance [H, W] as :func:`predict_grid`; the mean [H, W, 3] (µT)
         of the map-frame components (x, y, z) and their variances [H, W, 3] (µT², latent
-        field, no noise: the diagonal of each cell's 3 x 3 covariance), float64 numpy arrays.
+        field, no noise: the diagonal of each cell's 3 x 3 covariance), or with
+        ``full_covariance`` each cell's whole covariance [H, W, 3, 3]; float64 numpy arrays.
 
     Raises:
         NotSupportedError: a posterior of one scalar.
     """
     H, W = grid.shape
     mean, var, prior = np.full((H, W), np.nan), np.full((H, W), np.nan), np.full((H, W), np.nan)
-    field_mean, field_var = np.full((H, W, 3), np.nan), np.full((H, W, 3), np.nan)
+    field_mean = np.full((H, W, 3), np.nan)
+    field_var = np.full((H, W, 3, 3) if full_covariance else (H, W, 3), np.nan)
     with torch.no_grad():
         for rows, cols, Xs in _tiles(posterior, grid, z, tile, skip):
             m, v, fm, cov = posterior.predict_block_with_field(Xs)
@@ -270,8 +273,11 @@ def predict_grid_with_field(
             var[rows, cols] = _host(v).reshape(h, w)
             prior[rows, cols] = _host(posterior.prior_variance(Xs)).reshape(h, w)
             field_mean[rows, cols] = _host(fm).reshape(h, w, 3)
-            diagonal = torch.diagonal(cov, dim1=-2, dim2=-1)
-            field_var[rows, cols] = _host(diagonal).reshape(h, w, 3)
+            if full_covariance:
+                field_var[rows, cols] = _host(cov).reshape(h, w, 3, 3)
+            else:
+                diagonal = torch.diagonal(cov, dim1=-2, dim2=-1)
+                field_var[rows, cols] = _host(diagonal).reshape(h, w, 3)
     return mean, var, prior, field_mean, field_var
 
 
@@ -282,12 +288,16 @@ def predict_grid_map(
     z: float = 0.0,
     tile: int = DEFAULT_TILE_CELLS,
     skip: np.ndarray | None = None,
+    full_covariance: bool = False,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None]:
     """What a map holds on the grid: :func:`predict_grid`'s mean, variance and prior variance,
-    and for a vector posterior its field's mean and variances (:func:`predict_grid_with_field`,
-    one pass); (None, None) for a posterior of one scalar."""
+    and for a vector posterior its field's mean and variances, or covariances with
+    ``full_covariance`` (:func:`predict_grid_with_field`, one pass); (None, None) for a
+    posterior of one scalar."""
     if posterior.target == "vector":
-        return predict_grid_with_field(posterior, grid, z=z, tile=tile, skip=skip)
+        return predict_grid_with_field(
+            posterior, grid, z=z, tile=tile, skip=skip, full_covariance=full_covariance
+        )
     return (*predict_grid(posterior, grid, z=z, tile=tile, skip=skip), None, None)
 
 

@@ -574,7 +574,7 @@ class GpLocalizerNode(LifecycleNode):
         if self._last_odometry is None or posed.stamp_ns > self._last_odometry[0]:
             self.localizer.add_odometry(posed.stamp_ns, posed.odometry)
             self._last_odometry = (posed.stamp_ns, posed.odometry)
-        self.localizer.add_field(posed.stamp_ns, posed.field_ut)
+        self.localizer.add_field(posed.stamp_ns, posed.field_ut, posed.attitude)
         if self._start_correction_due:
             self._send_start_correction(posed.stamp_ns, posed.odometry)
 

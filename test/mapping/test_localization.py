@@ -267,6 +267,9 @@ def test_a_map_of_the_field_vector_is_read_with_its_components():
     expected, cov = model.predict_field(torch.as_tensor(centres))
     np.testing.assert_allclose(mean, expected.numpy(), rtol=1e-9, atol=1e-9)
     np.testing.assert_allclose(var, np.diagonal(cov.numpy(), axis1=1, axis2=2), rtol=1e-9)
+    _, full = lookup.field_covariance_at(centres)  # the components' covariances too
+    np.testing.assert_allclose(full, cov.numpy(), rtol=1e-9, atol=1e-12)
+    assert np.abs(full[:, 0, 2]).max() > 0.0
 
 
 def test_a_map_of_the_norm_has_no_field():

@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import pytest
+from scipy.spatial.transform import Rotation
 
 from gp_mapper.mapping.localization.tf_odometry import (
     TfOdometry,
@@ -48,7 +49,8 @@ def test_a_reading_waits_for_the_odometry_after_its_stamp_then_is_posed() -> Non
         [math.cos(yaw) * 0.4 + math.sin(yaw) * 0.2, math.sin(yaw) * 0.4 - math.cos(yaw) * 0.2]
     )
     # The sensor's x axis is the base's y: a field along the sensor's x is along the base's y.
-    np.testing.assert_allclose(posed.field_ut, [0.0, 10.0, 40.0], atol=1e-12)
+    np.testing.assert_allclose(posed.attitude @ posed.field_ut, [0.0, 10.0, 40.0], atol=1e-12)
+    np.testing.assert_array_equal(posed.field_ut, [10.0, 0.0, 40.0])  # the sensor's own axes
     np.testing.assert_array_equal(posed.lever_m, LEVER)
     assert tf.pending == 0
 
@@ -68,7 +70,7 @@ def test_a_reading_in_the_base_frame_or_no_frame_needs_no_mounting() -> None:
     for frame in ("", "base_link", "/base_link"):
         (posed,) = tf.add_reading(0, np.array([1.0, 2.0, 3.0]), frame)
         np.testing.assert_allclose(posed.odometry, [3.0, 4.0, 0.5])
-        np.testing.assert_allclose(posed.field_ut, [1.0, 2.0, 3.0])
+        np.testing.assert_allclose(posed.attitude @ posed.field_ut, [1.0, 2.0, 3.0])
 
 
 def test_without_odometry_a_reading_is_dropped_after_the_timeout_in_stamp_time() -> None:
@@ -125,3 +127,22 @@ def test_base_pose_undoes_the_lever_arm_and_carries_the_covariance() -> None:
     np.testing.assert_allclose(np.cov(bases.T), cov, atol=2e-3)
     np.testing.assert_allclose(base_poses(point[None, :], LEVER)[0], base, atol=1e-12)
     assert cov[0, 0] > covariance[0, 0]  # the heading's spread moves the base
+
+
+def test_the_attitude_takes_the_base_s_roll_and_pitch_from_tf_and_leaves_its_yaw() -> None:
+    """A base rolled 30° and pitched 10° with yaw 60° in odom: a field given in the odom frame
+    and read in the sensor's axes comes back, through the attitude, as the odom field turned
+    by minus the yaw (the base's levelled axes)."""
+    tf = odometry()
+    base = Rotation.from_euler("ZYX", [60.0, 10.0, 30.0], degrees=True)
+    tf.add_transform(Transform(0, "odom", "base_link", np.zeros(3), base.as_quat()),
+                     static=False)  # fmt: skip
+    tf.add_transform(Transform(S, "odom", "base_link", np.zeros(3), base.as_quat()),
+                     static=False)  # fmt: skip
+    field_odom = np.array([12.0, -3.0, 41.0])
+    mounting = Rotation.from_euler("z", MOUNT_YAW)
+    reading = (base * mounting).inv().apply(field_odom)
+    (posed,) = tf.add_reading(S // 2, reading, "imu_link")
+    expected = Rotation.from_euler("z", -60.0, degrees=True).apply(field_odom)
+    np.testing.assert_allclose(posed.attitude @ posed.field_ut, expected, atol=1e-9)
+    np.testing.assert_allclose(posed.attitude @ posed.attitude.T, np.eye(3), atol=1e-12)

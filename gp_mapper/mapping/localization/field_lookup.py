@@ -33,7 +33,8 @@ DEFAULT_MARGIN_M = 0.5
 # A cell is known where its latent variance is below this share of the prior variance.
 UNKNOWN_FRACTION = 0.5
 # At most this many cells in the lookup grid (a 200 x 100 m floor at 5 cm is 8 M cells; the
-# grid coarsens beyond): 4 M cells of three float64 layers is 96 MB.
+# grid coarsens beyond): 4 M cells of three float64 layers is 96 MB, and a map of the field
+# vector holds 12 more (its mean and covariance): 480 MB.
 MAX_LOOKUP_CELLS = 4_000_000
 
 
@@ -77,8 +78,8 @@ class FieldLookup:
         lengthscale_m: the map kernel's shortest lengthscale (over which its errors are
             correlated along a path).
         field: for a map of the field vector (``target: vector``), the map-frame components'
-            mean [H, W, 3] and variances [H, W, 3]; ``mean`` and ``variance`` are then ‖B‖'s
-            and decide which cells are known.
+            mean [H, W, 3] and their variances [H, W, 3] or covariances [H, W, 3, 3]; ``mean``
+            and ``variance`` are then ‖B‖'s and decide which cells are known.
     """
 
     def __init__(
@@ -112,17 +113,24 @@ class FieldLookup:
         self._known_cells = np.flatnonzero(self.known.ravel())
         self._field: tuple[np.ndarray, np.ndarray] | None = None
         if field is not None:
-            f_mean, f_var = (np.asarray(a, dtype=np.float64) for a in field)
-            if f_mean.shape != (*grid.shape, 3) or f_var.shape != f_mean.shape:
-                raise ValueError(f"field layers {f_mean.shape} / {f_var.shape} != grid x 3")
-            if not np.isfinite(f_mean).all() or not np.isfinite(f_var).all():
+            f_mean, f_cov = (np.asarray(a, dtype=np.float64) for a in field)
+            if f_cov.shape == f_mean.shape:  # variances only: a diagonal covariance
+                f_cov = f_cov[..., None] * np.eye(3)
+            if f_mean.shape != (*grid.shape, 3) or f_cov.shape != (*grid.shape, 3, 3):
+                raise ValueError(
+                    f"field layers {f_mean.shape} / {f_cov.shape} != grid x 3 / grid x 3 x 3"
+                )
+            if not np.isfinite(f_mean).all() or not np.isfinite(f_cov).all():
                 raise ValueError("the map's field must be finite on the lookup grid")
             unknown = ~self.known[..., None]
             far_field = np.median(f_mean[~self.known] if far.any() else f_mean.reshape(-1, 3), 0)
             self.far_field = far_field
+            # Covariances kept as [H, W, 9] (bilinear weights apply entry by entry); an unknown
+            # cell has the prior's, independent components of the far variance.
+            self._far_covariance = (self.far_variance * np.eye(3)).ravel()
             self._field = (
                 np.where(unknown, far_field, f_mean),
-                np.where(unknown, self.far_variance, np.maximum(f_var, 0.0)),
+                np.where(unknown, self._far_covariance, f_cov.reshape(*grid.shape, 9)),
             )
 
     @property
@@ -146,7 +154,9 @@ class FieldLookup:
         if posterior is None:
             raise ValueError("the model has no posterior yet: map some readings first")
         grid = grid_for(box, resolution_m, MAX_LOOKUP_CELLS, margin_m=margin_m)
-        mean, variance, prior, field_mean, field_var = predict_grid_map(posterior, grid, z=z)
+        mean, variance, prior, field_mean, field_var = predict_grid_map(
+            posterior, grid, z=z, full_covariance=True
+        )
         field = None if field_mean is None else (field_mean, field_var)  # None: a scalar map
         theta = model.hyperparameters()
         return cls(
@@ -207,11 +217,22 @@ class FieldLookup:
         Raises:
             ValueError: the map holds ‖B‖ only (``has_field`` is False).
         """
+        mean, covariance = self.field_covariance_at(xy)
+        return mean, np.diagonal(covariance, axis1=1, axis2=2).copy()
+
+    def field_covariance_at(self, xy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Map-frame field mean [P, 3] and its covariance [P, 3, 3] at ``xy`` [P, 2] (latent
+        field, no noise; bilinear between cell centres, the prior's outside the grid).
+
+        Raises:
+            ValueError: the map holds ‖B‖ only (``has_field`` is False).
+        """
         if self._field is None:
             raise ValueError("this map holds |B| only (target: norm), not the field vector")
-        mean, var = self._field
-        far_var = np.full(3, self.far_variance)
-        return self._interpolate(((mean, self.far_field), (var, far_var)), xy)
+        mean, cov = self._field
+        layers = ((mean, self.far_field), (cov, self._far_covariance))
+        out_mean, out_cov = self._interpolate(layers, xy)
+        return out_mean, out_cov.reshape(-1, 3, 3)
 
     def _interpolate(
         self, layers: tuple[tuple[np.ndarray, Any], tuple[np.ndarray, Any]], xy: np.ndarray

@@ -32,12 +32,16 @@ from .field_lookup import FieldLookup
 from .motion import MotionNoise, odometry_step, sample_motion, wrap_angle
 from .particles import ParticleSet, PoseEstimate, kld_size
 from .settings import PARAMETER_BY_NAME, default
+from .three_axis import batch_observation, three_axis_update
 
 # exp() of a mean log-likelihood below this underflows; the recovery's averages floor it here.
 MIN_LOG_EVIDENCE = -700.0
 # Readings waiting for odometry that covers their stamp: at most this many seconds of them.
 MAX_WAIT_S = 5.0
 NS_PER_S = 1_000_000_000
+# The particles' states of the sensor offset's Gaussian (``three_axis``).
+OFFSET_MEAN = "offset_mean"
+OFFSET_COVARIANCE = "offset_covariance"
 
 
 @dataclass(frozen=True)
@@ -68,6 +72,12 @@ class LocalizerConfig:
             averages of the particles' likelihood; when the short falls below the long, that
             share of the particles is drawn anew over the map at the next resampling (AMCL's
             names; 0 turns the recovery off).
+        likelihood: ``auto`` (the three-axis likelihood where the map holds the field vector,
+            ‖B‖'s otherwise), ``norm`` or ``vector``.
+        hard_iron_sd_ut: prior sd of each component of the sensor's offset in its own axes,
+            estimated online per particle by the three-axis likelihood (``three_axis``);
+            0: the readings have none.
+        hard_iron_walk_ut: the offset's random walk [µT/√s]: how fast it may drift.
         seed: the random stream; the same inputs and seed give the same poses.
     """
 
@@ -89,6 +99,9 @@ class LocalizerConfig:
     temper_lengthscales: float = default("temper_lengthscales")
     recovery_alpha_slow: float = default("recovery_alpha_slow")
     recovery_alpha_fast: float = default("recovery_alpha_fast")
+    likelihood: str = default("likelihood")
+    hard_iron_sd_ut: float = default("hard_iron_sd_ut")
+    hard_iron_walk_ut: float = default("hard_iron_walk_ut")
     seed: int = default("seed")
 
     @property
@@ -125,6 +138,19 @@ class Step(NamedTuple):
     converged: bool
     predicted_sd_ut: float  # the map's mean predictive sd at the particles (weighted)
     last_stamp_ns: int  # the batch's last reading: what AMCL post-dates map -> odom from
+    # The sensor offset's weighted mean and sd per component (µT); None without one.
+    hard_iron_ut: np.ndarray | None = None
+    hard_iron_sd_ut: np.ndarray | None = None
+
+
+class _Reading(NamedTuple):
+    """A reading placed on the odometry: stamp, field [3] (µT, sensor axes), odometry pose
+    [3] and the sensor's attitude [3, 3] (None: the base's levelled axes)."""
+
+    stamp_ns: int
+    field: np.ndarray
+    pose: np.ndarray
+    attitude: np.ndarray | None
 
 
 class Localizer:
@@ -149,8 +175,9 @@ class Localizer:
         self.particles: ParticleSet | None = None
         self.drops: Counter[str] = Counter()
         self._odometry: deque[tuple[int, np.ndarray]] = deque(maxlen=2)
-        self._waiting: deque[tuple[int, np.ndarray]] = deque()
-        self._batch: list[tuple[int, np.ndarray, np.ndarray]] = []
+        self._waiting: deque[tuple[int, np.ndarray, np.ndarray | None]] = deque()
+        self._batch: list[_Reading] = []
+        self._last_update_ns: int | None = None  # the offset's random walk runs from here
         self._anchor: np.ndarray | None = None  # odometry pose the particles stand at
         self._last_field_ns: int | None = None
         self._w_slow = self._w_fast = 0.0
@@ -158,6 +185,7 @@ class Localizer:
         self.steps: list[Step] = []
         self.updates = 0  # every update, also those ``history`` no longer keeps
         self._history = history
+        _ = self.uses_field_vector  # likelihood: vector on a map of ‖B‖ is refused here
 
     # ------------------------------------------------------------------ starts
     def initialize_pose(self, mean: np.ndarray, covariance: np.ndarray | None = None) -> None:
@@ -169,7 +197,7 @@ class Localizer:
         if mean.shape != (3,) or not np.isfinite(mean).all():
             raise ValueError(f"an initial pose is finite (x, y, yaw); got {mean}")
         draws = self._rng.multivariate_normal(mean, covariance, size=c.max_particles)
-        self.particles = ParticleSet(draws)
+        self.particles = ParticleSet(draws, self._offset_prior(c.max_particles))
         self._anchor = None
 
     def initialize_global(self) -> None:
@@ -178,8 +206,36 @@ class Localizer:
         c = self.config
         xy = self.lookup.sample_known(self._rng, c.max_particles)
         yaw = self._rng.uniform(-math.pi, math.pi, c.max_particles)
-        self.particles = ParticleSet(np.column_stack([xy, yaw]))
+        poses = np.column_stack([xy, yaw])
+        self.particles = ParticleSet(poses, self._offset_prior(c.max_particles))
         self._anchor = None
+
+    @property
+    def uses_field_vector(self) -> bool:
+        """Whether the filter weighs all three components (the map holds the field vector and
+        ``likelihood`` is not ``norm``)."""
+        if self.config.likelihood == "norm":
+            return False
+        if self.config.likelihood == "vector" and not self.lookup.has_field:
+            raise ValueError("likelihood: vector needs a map of the field vector (target: vector)")
+        return self.lookup.has_field
+
+    @property
+    def estimates_offset(self) -> bool:
+        """Whether each particle carries the sensor offset's Gaussian (``three_axis``)."""
+        return self.uses_field_vector and self.config.hard_iron_sd_ut > 0.0
+
+    def _offset_prior(self, count: int) -> dict[str, np.ndarray]:
+        """The sensor offset's prior for ``count`` particles: zero mean, ``hard_iron_sd_ut``
+        per component (nothing when the filter estimates none). A start forgets what an
+        earlier one learnt: after a wrong convergence it may be wrong too."""
+        if not self.estimates_offset:
+            return {}
+        sd2 = self.config.hard_iron_sd_ut**2
+        return {
+            OFFSET_MEAN: np.zeros((count, 3)),
+            OFFSET_COVARIANCE: np.broadcast_to(sd2 * np.eye(3), (count, 3, 3)).copy(),
+        }
 
     # ------------------------------------------------------------------ inputs
     def add_odometry(self, stamp_ns: int, pose: np.ndarray) -> None:
@@ -194,18 +250,36 @@ class Localizer:
         self._odometry.append((int(stamp_ns), pose))
         self._drain()
 
-    def add_field(self, stamp_ns: int, field_ut: np.ndarray) -> None:
-        """A magnetometer reading [µT] in the sensor frame (a map of ‖B‖ reads its norm, a map
-        of the field vector all three components: ``_field_likelihood``)."""
+    def add_field(
+        self, stamp_ns: int, field_ut: np.ndarray, attitude: np.ndarray | None = None
+    ) -> None:
+        """A magnetometer reading [µT] in the sensor's axes (a map of ‖B‖ reads its norm, a map
+        of the field vector all three components: ``three_axis``).
+
+        Args:
+            stamp_ns: the reading's stamp.
+            field_ut: [3] the reading.
+            attitude: [3, 3] the rotation from the sensor's axes into the base's levelled axes
+                (the base's heading, z up: the mounting and the base's roll and pitch, from
+                TF); None: the reading is in those axes already (a level sensor aligned with
+                the base).
+        """
         field = np.asarray(field_ut, dtype=np.float64).reshape(3)
         if not np.isfinite(field).all():
             self.drops["field_non_finite"] += 1
             return
+        if attitude is not None:
+            attitude = np.asarray(attitude, dtype=np.float64).reshape(3, 3)
+            if not np.isfinite(attitude).all() or not np.allclose(
+                attitude @ attitude.T, np.eye(3), atol=1e-6
+            ):
+                self.drops["attitude_not_a_rotation"] += 1
+                return
         if self._last_field_ns is not None and stamp_ns < self._last_field_ns:
             self.drops["field_stamp_backwards"] += 1
             return
         self._last_field_ns = int(stamp_ns)
-        self._waiting.append((int(stamp_ns), field))
+        self._waiting.append((int(stamp_ns), field, attitude))
         self._drain()
 
     def update_now(self) -> bool:
@@ -214,45 +288,52 @@ class Localizer:
         if not self._batch or self.particles is None:
             return False
         if self._anchor is None:  # a start since the batch began: its particles stand there
-            self._anchor = self._batch[0][2]
+            self._anchor = self._batch[0].pose
         self._update(self._batch)
         self._batch = []
         return True
 
-    def _field_likelihood(
-        self, fields: np.ndarray, yaws: np.ndarray, middle: np.ndarray
+    def _vector_likelihood(
+        self, batch: list[_Reading], fields: np.ndarray, middle: np.ndarray, weight: float
     ) -> tuple[np.ndarray, np.ndarray, float]:
-        """Log-likelihood [P] of a batch of sensor-frame readings [n, 3] against a map of the
-        field vector, the map's variance [P] and the batch's ‖B‖.
-
-        The readings are turned into the odom frame by the odometry's yaw at each (so a turn
-        within the batch does not smear its mean); a particle whose yaw differs from the
-        odometry's by δ predicts, in that frame, its map field turned by −δ. The horizontal
-        components thus weigh the heading as well as the place; the vertical one the place.
-        The horizontal variance is the mean of the map's x and y ones, so it does not turn
-        with δ. A level sensor whose frame is the base's (yaw only) is assumed.
-        """
-        c, s = np.cos(yaws), np.sin(yaws)
-        odom = np.column_stack([
-            c * fields[:, 0] - s * fields[:, 1], s * fields[:, 0] + c * fields[:, 1],
-            fields[:, 2],
-        ]).mean(axis=0)  # fmt: skip
-        poses = self.particles.poses  # type: ignore[union-attr]
-        mean, variance = self.lookup.field_at(poses[:, :2])
-        delta = poses[:, 2] - middle[2]
-        cd, sd = np.cos(delta), np.sin(delta)
-        predicted_x = cd * mean[:, 0] + sd * mean[:, 1]
-        predicted_y = -sd * mean[:, 0] + cd * mean[:, 1]
-        noise = self.lookup.noise.of_mean(fields.shape[0])
-        horizontal = 0.5 * (variance[:, 0] + variance[:, 1]) + noise
-        vertical = variance[:, 2] + noise
-        log_likelihood = -0.5 * (
-            ((odom[0] - predicted_x) ** 2 + (odom[1] - predicted_y) ** 2) / horizontal
-            + (odom[2] - mean[:, 2]) ** 2 / vertical
-            + 2.0 * np.log(horizontal)
-            + np.log(vertical)
+        """Log-likelihood [P] of a batch against a map of the field vector (``three_axis``),
+        the map's mean component variance [P] at the particles and the batch's ‖B‖. Each
+        particle's offset Gaussian steps forward by the random walk and is updated."""
+        particles = self.particles
+        assert particles is not None
+        identity = np.eye(3)
+        attitudes = np.array([identity if r.attitude is None else r.attitude for r in batch])
+        yaws = np.array([r.pose[2] for r in batch])
+        observation = batch_observation(fields, yaws, attitudes)
+        mean, covariance = self.lookup.field_covariance_at(particles.poses[:, :2])
+        noise = float(self.lookup.noise.of_mean(len(batch)))
+        delta = particles.poses[:, 2] - middle[2]
+        offset_mean = particles.states.get(OFFSET_MEAN)
+        offset_cov = particles.states.get(OFFSET_COVARIANCE)
+        if offset_cov is not None and self._last_update_ns is not None:
+            seconds = max(batch[len(batch) // 2].stamp_ns - self._last_update_ns, 0) / NS_PER_S
+            offset_cov = offset_cov + (self.config.hard_iron_walk_ut**2 * seconds) * np.eye(3)
+        log_likelihood, new_mean, new_cov = three_axis_update(
+            observation, delta, mean, covariance, noise, weight, offset_mean, offset_cov
         )
-        return log_likelihood, variance.mean(axis=1), float(np.linalg.norm(odom))
+        if new_mean is not None and new_cov is not None:
+            particles.states[OFFSET_MEAN] = new_mean
+            particles.states[OFFSET_COVARIANCE] = new_cov
+        variance = np.trace(covariance, axis1=1, axis2=2) / 3.0
+        return log_likelihood, variance, float(np.linalg.norm(observation.mean_ut))
+
+    def _offset_estimate(self) -> tuple[np.ndarray, np.ndarray]:
+        """The sensor offset over the weighted particles: mean [3] and sd [3] (µT), the
+        mixture's (the particles' own covariances and their means' spread)."""
+        particles = self.particles
+        assert particles is not None
+        w = particles.weights
+        means = particles.states[OFFSET_MEAN]
+        mean = w @ means
+        spread = means - mean
+        variance = w @ np.diagonal(particles.states[OFFSET_COVARIANCE], axis1=1, axis2=2)
+        variance = variance + w @ spread**2
+        return mean, np.sqrt(variance)
 
     # ------------------------------------------------------------------ recovery
     def _track_evidence(self, log_evidence: float) -> None:
@@ -294,12 +375,12 @@ class Localizer:
             return
         newest_ns = self._odometry[-1][0]
         while self._waiting and self._waiting[0][0] <= newest_ns:
-            stamp, field = self._waiting.popleft()
+            stamp, field, attitude = self._waiting.popleft()
             pose = self._odometry_at(stamp)
             if pose is None:
                 self.drops["before_odometry"] += 1
                 continue
-            self._add_to_batch(stamp, field, pose)
+            self._add_to_batch(_Reading(stamp, field, pose, attitude))
         while self._waiting and self._waiting[-1][0] - newest_ns > wait_ns:
             self._waiting.popleft()
             self.drops["odometry_late"] += 1
@@ -317,42 +398,48 @@ class Localizer:
         out[2] = p0[2] + s * float(wrap_angle(p1[2] - p0[2]))
         return out
 
-    def _add_to_batch(self, stamp_ns: int, field: np.ndarray, pose: np.ndarray) -> None:
-        self._batch.append((stamp_ns, field, pose))
+    def _add_to_batch(self, reading: _Reading) -> None:
+        self._batch.append(reading)
         if self._anchor is None:
-            self._anchor = self._batch[0][2]
-        start = self._batch[0][2]
+            self._anchor = self._batch[0].pose
+        start, pose = self._batch[0].pose, reading.pose
         if math.hypot(pose[0] - start[0], pose[1] - start[1]) >= self.config.batch_distance_m:
             self._update(self._batch)
             self._batch = []
 
-    def _update(self, batch: list[tuple[int, np.ndarray, np.ndarray]]) -> None:
+    def _update(self, batch: list[_Reading]) -> None:
         if self.particles is None:  # no start given: nothing to weigh yet
             self.drops["not_initialized"] += len(batch)
             return
         c = self.config
-        stamp, _, middle = batch[len(batch) // 2]
-        fields = np.array([field for _, field, _ in batch])
+        stamp, _, middle, _ = batch[len(batch) // 2]
+        fields = np.array([r.field for r in batch])
         assert self._anchor is not None
         step = odometry_step(self._anchor, middle)
         self.particles.poses = sample_motion(self.particles.poses, step, c.motion, self._rng)
         self._anchor = middle
-        if self.lookup.has_field:
-            yaws = np.array([pose[2] for _, _, pose in batch])
-            log_likelihood, variance, observed = self._field_likelihood(fields, yaws, middle)
+        weight = 1.0
+        if c.temper_lengthscales > 0.0:
+            span = c.temper_lengthscales * self.lookup.lengthscale_m
+            weight = min(1.0, c.batch_distance_m / span)
+        if self.uses_field_vector:
+            log_likelihood, variance, observed = self._vector_likelihood(
+                batch, fields, middle, weight
+            )
         else:
             observed = float(np.linalg.norm(fields, axis=1).mean())
             mean, variance = self.lookup.at(self.particles.poses[:, :2])
             total = variance + self.lookup.noise.of_mean(len(batch))
-            log_likelihood = -0.5 * ((observed - mean) ** 2 / total + np.log(total))
-        if c.temper_lengthscales > 0.0:
-            span = c.temper_lengthscales * self.lookup.lengthscale_m
-            log_likelihood *= min(1.0, c.batch_distance_m / span)
+            log_likelihood = -0.5 * ((observed - mean) ** 2 / total + np.log(total)) * weight
+        self._last_update_ns = int(stamp)
         weights = self.particles.weights
         predicted_sd = float(weights @ np.sqrt(variance))
         evidence = self.particles.weigh(log_likelihood)
         self._track_evidence(evidence)
         estimate = self.particles.estimate()
+        offset = offset_sd = None
+        if OFFSET_MEAN in self.particles.states:
+            offset, offset_sd = self._offset_estimate()
         if estimate.effective_size < c.resample_ess * self.particles.size:
             size = kld_size(
                 self.particles.poses, bin_m=c.kld_bin_m, bin_rad=c.kld_bin_rad,
@@ -362,10 +449,10 @@ class Localizer:
             self.particles.resample(size, self._rng)
             self._inject_random_particles()
         converged = estimate.position_sd_m < c.converged_sd_m
-        last_stamp = batch[-1][0]
+        last_stamp = batch[-1].stamp_ns
         self.steps.append(
             Step(stamp, middle.copy(), observed, len(batch), estimate, converged, predicted_sd,
-                 last_stamp)
+                 last_stamp, offset, offset_sd)
         )  # fmt: skip
         self.updates += 1
         if self._history is not None and len(self.steps) > self._history:

@@ -49,15 +49,26 @@ class PoseEstimate(NamedTuple):
 
 
 class ParticleSet:
-    """Particles ``poses`` [P, 3] (x, y, yaw) with log weights [P] (normalised)."""
+    """Particles ``poses`` [P, 3] (x, y, yaw) with log weights [P] (normalised).
 
-    def __init__(self, poses: np.ndarray) -> None:
+    ``states`` holds what each particle carries besides its pose (arrays [P, ...], e.g. the
+    Gaussian of a sensor offset a Rao-Blackwellised filter keeps per particle); resampling
+    copies them with the poses.
+    """
+
+    def __init__(self, poses: np.ndarray, states: dict[str, np.ndarray] | None = None) -> None:
         poses = np.asarray(poses, dtype=np.float64)
         if poses.ndim != 2 or poses.shape[1] != 3 or poses.shape[0] < 1:
             raise ValueError(f"poses must be [P, 3] with P >= 1; got {poses.shape}")
         self.poses = poses.copy()
         self.poses[:, 2] = wrap_angle(self.poses[:, 2])
         self.log_weights = np.full(poses.shape[0], -math.log(poses.shape[0]))
+        self.states: dict[str, np.ndarray] = {}
+        for name, value in (states or {}).items():
+            value = np.array(value, dtype=np.float64)
+            if value.shape[:1] != (poses.shape[0],):
+                raise ValueError(f"state {name!r} needs one row per particle; got {value.shape}")
+            self.states[name] = value
 
     @property
     def size(self) -> int:
@@ -86,8 +97,9 @@ class ParticleSet:
         cumulative = np.cumsum(self.weights)
         cumulative[-1] = 1.0
         positions = (rng.uniform() + np.arange(size)) / size
-        index = np.searchsorted(cumulative, positions, side="right")
-        self.poses = self.poses[np.minimum(index, self.size - 1)]
+        index = np.minimum(np.searchsorted(cumulative, positions, side="right"), self.size - 1)
+        self.poses = self.poses[index]
+        self.states = {name: value[index] for name, value in self.states.items()}
         self.log_weights = np.full(size, -math.log(size))
 
     def estimate(self) -> PoseEstimate:

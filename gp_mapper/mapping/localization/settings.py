@@ -324,6 +324,35 @@ LOCALIZER_PARAMETERS: tuple[Setting, ...] = (
         max=1.0,
     ),
     _row(
+        "likelihood",
+        "auto",
+        "str",
+        "what a batch of readings is weighed by: vector = all three components against a map "
+        "of the field vector, turned by each particle's heading and the sensor's attitude from "
+        "TF (holds the heading); norm = ‖B‖ (no orientation needed); auto = vector where the "
+        "map holds the field vector (target: vector), norm otherwise",
+        choices=("auto", "norm", "vector"),
+    ),
+    _row(
+        "hard_iron_sd_ut",
+        5.0,
+        "float",
+        "prior sd of each component of the sensor's offset in its own axes [µT] (hard iron, "
+        "or a sensor other than the map's), estimated online by the three-axis likelihood, "
+        "per particle; 0 = the readings have none (calibrated on the map's sensor)",
+        min=0.0,
+        max=1000.0,
+    ),
+    _row(
+        "hard_iron_walk_ut",
+        0.05,
+        "float",
+        "random walk of the sensor's offset [µT/√s]: how fast it may drift (temperature, "
+        "a pass's own error)",
+        min=0.0,
+        max=100.0,
+    ),
+    _row(
         "seed",
         0,
         "int",

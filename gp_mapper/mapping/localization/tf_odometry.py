@@ -15,9 +15,11 @@ What the filter then gets (it knows a planar pose and a reading in the base's ax
   ``map -> odom`` is the same whichever point of the base is tracked
   (``T_map_point · T_odom_point⁻¹ = T_map_base · L · L⁻¹ · T_odom_base⁻¹``), and the base's own
   pose comes back with `base_pose`.
-- the reading turned into the base's axes by the mounting's rotation, which is what the
-  filter's three-axis likelihood assumes (a level sensor whose axes turn with the base's yaw);
-  a ‖B‖ map reads the norm, which no rotation changes.
+- the reading in the sensor's own axes and its attitude: the rotation into the base's
+  levelled axes (the base's heading, z up), ``R_z(−yaw) · R_odom_base · R_base_sensor``, so the
+  mounting and the base's roll and pitch are taken from TF. The filter's three-axis likelihood
+  turns the reading with it and keeps the sensor's offset in the sensor's axes, where it is
+  constant; a ‖B‖ map reads the norm, which no rotation changes.
 """
 
 from __future__ import annotations
@@ -27,9 +29,10 @@ from collections import Counter, deque
 from typing import NamedTuple
 
 import numpy as np
+from scipy.spatial.transform import Rotation
 
 from gp_mapper.engine.auxiliary import yaw_from_quaternion
-from gp_mapper.mapping.pose_buffer import NS_PER_S, LookupStatus, rotate
+from gp_mapper.mapping.pose_buffer import NS_PER_S, LookupStatus
 from gp_mapper.mapping.records import Transform
 from gp_mapper.mapping.transforms import REFUSALS, TransformAdd, TransformBuffer
 
@@ -45,14 +48,16 @@ class PosedReading(NamedTuple):
         stamp_ns: the reading's stamp (ns).
         odometry: [3] (x, y, yaw) in the odom frame of the sensor's position with the base's
             heading (m, rad).
-        field_ut: [3] the reading in the base's axes (µT).
+        field_ut: [3] the reading in the sensor's axes (µT).
         lever_m: [2] the sensor's origin in the base frame, x and y (m).
+        attitude: [3, 3] the rotation from the sensor's axes into the base's levelled axes.
     """
 
     stamp_ns: int
     odometry: np.ndarray
     field_ut: np.ndarray
     lever_m: np.ndarray
+    attitude: np.ndarray
 
 
 class _Waiting(NamedTuple):
@@ -69,6 +74,14 @@ def tracked_odometry(base_xy: np.ndarray, base_yaw: float, lever_m: np.ndarray) 
         base_xy[1] + s * lever_m[0] + c * lever_m[1],
         base_yaw,
     ])  # fmt: skip
+
+
+def levelled_attitude(odom_base_xyzw: np.ndarray, base_sensor_xyzw: np.ndarray) -> np.ndarray:
+    """[3, 3] the rotation from the sensor's axes into the base's levelled axes: the mounting,
+    then the base's attitude in the odom frame, less its yaw (module docstring)."""
+    odom_sensor = Rotation.from_quat(odom_base_xyzw) * Rotation.from_quat(base_sensor_xyzw)
+    yaw = float(yaw_from_quaternion(np.asarray(odom_base_xyzw, dtype=np.float64)))
+    return (Rotation.from_euler("z", -yaw) * odom_sensor).as_matrix()
 
 
 def base_pose(
@@ -213,11 +226,13 @@ class TfOdometry:
         assert odometry.pose is not None
         yaw = float(yaw_from_quaternion(odometry.pose.orientation_xyzw))
         lever_xy = np.asarray(lever[:2], dtype=np.float64)
+        attitude = levelled_attitude(odometry.pose.orientation_xyzw, rotation)
         return PosedReading(
             reading.stamp_ns,
             tracked_odometry(odometry.pose.position_m[:2], yaw, lever_xy),
-            rotate(rotation, reading.field_ut),
+            reading.field_ut,
             lever_xy,
+            attitude,
         ), None
 
 
