@@ -719,7 +719,13 @@ class GpLocalizerNode(LifecycleNode):
                     "converged": step.converged,
                     "position_sd_m": round(step.estimate.position_sd_m, 3),
                     "map_sd_at_particles_ut": round(step.predicted_sd_ut, 3),
+                    "likelihood": "vector" if localizer.uses_field_vector else "norm",
                 }
+                if step.hard_iron_ut is not None and step.hard_iron_sd_ut is not None:
+                    for axis, mean, sd in zip("xyz", step.hard_iron_ut, step.hard_iron_sd_ut,
+                                              strict=True):  # fmt: skip
+                        values[f"hard_iron_{axis}_ut"] = round(float(mean), 3)
+                        values[f"hard_iron_{axis}_sd_ut"] = round(float(sd), 3)
         return values
 
     def _publish_diagnostics(self) -> None:

@@ -26,3 +26,21 @@ def write_world_map(path: Path) -> Path:
     save_map(path, MapData(model.state_dict(), MapperConfig().to_dict(), mapping.position_m[::10],
                            ROOM_BOX, y.size, 0, {}))  # fmt: skip
     return path
+
+
+def write_world_vector_map(path: Path) -> Path:
+    """A map of the world's field vector (``target: vector``, the potential model) from the
+    same 50 m of its coverage path, readings in the map frame (θ fixed: fast)."""
+    mapping = simulate_run(WORLD, 100.0, rate_hz=20.0, seed=1, speed_mps=0.5)
+    spec = EngineSpec(model="potential", kernel="se", fit_iterations=0, lengthscale=0.6,
+                      kernel_variance=100.0, noise_variance=0.1, device="cpu")  # fmt: skip
+    model = build_model(spec, input_dim=2)
+    field = WORLD.field_at(mapping.position_m)
+    rng = np.random.default_rng(2)
+    field = field + rng.normal(0.0, 0.3, field.shape)
+    for part in np.array_split(np.arange(field.shape[0]), 10):
+        assert model.update(mapping.position_m[part], field[part]).accepted
+    config = MapperConfig.from_dict({"target": "vector", "model": "potential"}).to_dict()
+    save_map(path, MapData(model.state_dict(), config, mapping.position_m[::10], ROOM_BOX,
+                           field.shape[0], 0, {}))  # fmt: skip
+    return path

@@ -49,6 +49,14 @@ def localizer_map(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def localizer_vector_map(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A map of the synthetic room's field vector, written once per session."""
+    from ..mapping.localization_scene import write_world_vector_map
+
+    return write_world_vector_map(tmp_path_factory.mktemp("localizer") / "vector_map.npz")
+
+
+@pytest.fixture(scope="session")
 def localizer_walk() -> tuple[Any, Any]:
     """The localizer tests' walk through the room and its drifting odometry."""
     from .localizer_harness import make_walk

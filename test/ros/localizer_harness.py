@@ -153,8 +153,9 @@ class LocalizerHarness:
 
     def feed(self, walk: Any, odom: np.ndarray, start: int = 0, stop: int | None = None, *,
              via: str = "tf", mounting: Mounting | None = None, shift_y: float = 0.0,
-             pace_s: float = 0.002) -> None:  # fmt: skip
-        """Publish the walk's odometry (on /tf or the odom topic) and readings."""
+             pace_s: float = 0.002, hard_iron_ut: np.ndarray | None = None) -> None:  # fmt: skip
+        """Publish the walk's odometry (on /tf or the odom topic) and readings (plus the
+        sensor's own offset ``hard_iron_ut``, in its axes)."""
         mounting = mounting or Mounting()
         if via == "tf" and not self._mounted:
             self.mount(mounting)
@@ -180,6 +181,8 @@ class LocalizerHarness:
             m.header.stamp = ns_to_stamp(stamp_ns)
             m.header.frame_id = SENSOR_FRAME if via == "tf" else "imu_link"
             field = mounting.to_sensor(walk.mag_ut[i]) if via == "tf" else walk.mag_ut[i]
+            if hard_iron_ut is not None:
+                field = field + hard_iron_ut
             bx, by, bz = (float(v) * 1e-6 for v in field)
             m.magnetic_field.x, m.magnetic_field.y, m.magnetic_field.z = bx, by, bz
             self.mag.publish(m)

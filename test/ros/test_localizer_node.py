@@ -189,3 +189,33 @@ def test_invalid_parameters_stop_the_node_with_the_reason(ros_context: Context) 
         GpLocalizerNode(context=ros_context, parameter_overrides=[
             Parameter("min_particles", value=900), Parameter("max_particles", value=100)
         ])  # fmt: skip
+
+
+def test_a_vector_map_is_weighed_by_three_axes_and_learns_the_sensor_offset_from_tf(
+    ros_context: Context, spinner: Spinner, localizer_vector_map: Path, localizer_walk
+) -> None:
+    """A map of the field vector, the sensor turned 90° on the base and reading a hard iron
+    of (6, -4, 3) µT in its axes: the node weighs all three components through the mounting
+    from TF, tracks the base and reports the offset it learnt in /diagnostics."""
+    w, odom = localizer_walk
+    hard_iron = np.array([6.0, -4.0, 3.0])
+    h = LocalizerHarness(ros_context, spinner, start_parameters(
+        w, MOUNTING, map_path=str(localizer_vector_map), hard_iron_sd_ut=10.0))  # fmt: skip
+    try:
+        wait_for(lambda: h.node.localizer is not None, what="the map, read at configure")
+        assert h.node.localizer.uses_field_vector
+        h.feed(w, odom, mounting=MOUNTING, hard_iron_ut=hard_iron)
+        wait_for(lambda: h.reached(w, w.time_s.size - 20), what="poses to the walk's end")
+        last = h.collector.latest(POSE)
+        true_base = MOUNTING.base_of(truth_at(w, h.t0_ns, last.header.stamp))
+        assert math.hypot(last.pose.pose.position.x - true_base[0],
+                          last.pose.pose.position.y - true_base[1]) < 0.5  # fmt: skip
+        values = wait_for(
+            lambda: (v := h.filter_status()) is not None and int(v["updates"]) > 50 and v,
+            what="diagnostics after the walk",
+        )
+        assert values["likelihood"] == "vector"
+        learnt = np.array([float(values[f"hard_iron_{a}_ut"]) for a in "xyz"])
+        np.testing.assert_allclose(learnt, hard_iron, atol=2.0)
+    finally:
+        h.close()

@@ -15,6 +15,15 @@ path, so each batch's log-likelihood is weighted by ``batch_distance / ℓ`` (at
 lengthscale of travel counting as one observation. Without that, a filter on a 20-cm batch
 and a 0.5-m lengthscale would trust each stretch two and a half times over and collapse onto
 one wrong hypothesis.
+
+Against a map of the field vector (``likelihood: auto`` or ``vector``) a batch is weighed by
+all three components (``three_axis``): the readings are turned into the odom frame by the
+odometry's yaw and each reading's attitude (the mounting and the base's roll and pitch, from
+TF), and a particle predicts its map field, turned by its heading's difference from the
+odometry's, with the map's 3 x 3 covariance. The horizontal components hold the heading that
+‖B‖ cannot. The sensor's own offset (hard iron, or what another sensor than the map's reads
+differently) is a Gaussian state per particle, integrated out of the likelihood and updated
+in closed form (``hard_iron_sd_ut``, ``hard_iron_walk_ut``).
 """
 
 from __future__ import annotations
