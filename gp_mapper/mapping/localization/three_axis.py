@@ -66,36 +66,77 @@ def batch_observation(
     return BatchObservation(odom.mean(axis=0), rotations.mean(axis=0), int(fields_ut.shape[0]))
 
 
-def _cholesky_solve(chol: np.ndarray, rhs: np.ndarray) -> np.ndarray:
-    """``S⁻¹ rhs`` for lower Cholesky factors ``chol`` [P, 3, 3] and ``rhs`` [P, 3, k], by
-    forward and back substitution (three rows: no inverse formed)."""
-    y = np.empty_like(rhs)
-    for i in range(3):
-        y[:, i] = (rhs[:, i] - np.einsum("pj,pjk->pk", chol[:, i, :i], y[:, :i])) / chol[
-            :, i, i, None
-        ]
-    x = np.empty_like(rhs)
-    for i in (2, 1, 0):
-        x[:, i] = (y[:, i] - np.einsum("pj,pjk->pk", chol[:, i + 1 :, i], x[:, i + 1 :])) / chol[
-            :, i, i, None
-        ]
-    return x
-
-
 def _cholesky(matrices: np.ndarray) -> np.ndarray:
-    """Lower Cholesky factors of [P, 3, 3] covariances, with a jitter ladder for any that is
-    not numerically positive definite (1e-9 ... 1e-3 of its mean diagonal)."""
-    try:
-        return np.linalg.cholesky(matrices)
-    except np.linalg.LinAlgError:
-        pass
-    scale = np.trace(matrices, axis1=1, axis2=2)[:, None, None] / 3.0
-    for jitter in (1e-9, 1e-7, 1e-5, 1e-3):
-        try:
-            return np.linalg.cholesky(matrices + jitter * scale * np.eye(3))
-        except np.linalg.LinAlgError:
-            continue
-    raise np.linalg.LinAlgError("a particle's predictive covariance is not positive definite")
+    """Lower Cholesky factors [P, 3, 3] of [P, 3, 3] covariances, entry by entry (the closed
+    form of three rows: LAPACK's per-matrix call costs more than the arithmetic here), with a
+    jitter ladder (1e-9 ... 1e-3 of the mean diagonal) for any not numerically positive
+    definite."""
+    out = _cholesky_closed_form(matrices)
+    bad = ~np.isfinite(out).all(axis=(1, 2))
+    if bad.any():
+        scale = np.trace(matrices[bad], axis1=1, axis2=2)[:, None, None] / 3.0
+        for jitter in (1e-9, 1e-7, 1e-5, 1e-3):
+            retry = _cholesky_closed_form(matrices[bad] + jitter * scale * np.eye(3))
+            if np.isfinite(retry).all():
+                out[bad] = retry
+                break
+        else:
+            raise np.linalg.LinAlgError(
+                "a particle's predictive covariance is not positive definite"
+            )
+    return out
+
+
+def _cholesky_closed_form(S: np.ndarray) -> np.ndarray:
+    """Lower factors of [P, 3, 3] (NaN or inf in a row whose matrix is not positive definite)."""
+    L = np.zeros_like(S)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        L[:, 0, 0] = np.sqrt(S[:, 0, 0])
+        L[:, 1, 0] = S[:, 1, 0] / L[:, 0, 0]
+        L[:, 2, 0] = S[:, 2, 0] / L[:, 0, 0]
+        L[:, 1, 1] = np.sqrt(S[:, 1, 1] - L[:, 1, 0] ** 2)
+        L[:, 2, 1] = (S[:, 2, 1] - L[:, 2, 0] * L[:, 1, 0]) / L[:, 1, 1]
+        L[:, 2, 2] = np.sqrt(S[:, 2, 2] - L[:, 2, 0] ** 2 - L[:, 2, 1] ** 2)
+    return L
+
+
+def _cholesky_solve(L: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+    """``S⁻¹ rhs`` for lower Cholesky factors ``L`` [P, 3, 3] of S and ``rhs`` [P, 3, k], by
+    forward and back substitution entry by entry (no inverse formed)."""
+    d0, d1, d2 = (L[:, i, i, None] for i in range(3))
+    y0 = rhs[:, 0] / d0
+    y1 = (rhs[:, 1] - L[:, 1, 0, None] * y0) / d1
+    y2 = (rhs[:, 2] - L[:, 2, 0, None] * y0 - L[:, 2, 1, None] * y1) / d2
+    x2 = y2 / d2
+    x1 = (y1 - L[:, 2, 1, None] * x2) / d1
+    x0 = (y0 - L[:, 1, 0, None] * x1 - L[:, 2, 0, None] * x2) / d0
+    return np.stack([x0, x1, x2], axis=1)
+
+
+def _log_det(L: np.ndarray) -> np.ndarray:
+    return 2.0 * (np.log(L[:, 0, 0]) + np.log(L[:, 1, 1]) + np.log(L[:, 2, 2]))
+
+
+def _turned(
+    heading_offset: np.ndarray, mean: np.ndarray, cov: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """``R_z(−δ) m`` [P, 3] and ``R_z(−δ) C R_z(−δ)ᵀ`` [P, 3, 3], entry by entry."""
+    c, s = np.cos(heading_offset), np.sin(heading_offset)
+    turned = np.empty_like(mean)
+    turned[:, 0] = c * mean[:, 0] + s * mean[:, 1]
+    turned[:, 1] = -s * mean[:, 0] + c * mean[:, 1]
+    turned[:, 2] = mean[:, 2]
+    a, b, d = cov[:, 0, 0], 0.5 * (cov[:, 0, 1] + cov[:, 1, 0]), cov[:, 1, 1]
+    e, f = 0.5 * (cov[:, 0, 2] + cov[:, 2, 0]), 0.5 * (cov[:, 1, 2] + cov[:, 2, 1])
+    out = np.empty_like(cov)
+    cc, ss, cs = c * c, s * s, c * s
+    out[:, 0, 0] = cc * a + 2.0 * cs * b + ss * d
+    out[:, 1, 1] = ss * a - 2.0 * cs * b + cc * d
+    out[:, 0, 1] = out[:, 1, 0] = -cs * a + (cc - ss) * b + cs * d
+    out[:, 0, 2] = out[:, 2, 0] = c * e + s * f
+    out[:, 1, 2] = out[:, 2, 1] = -s * e + c * f
+    out[:, 2, 2] = cov[:, 2, 2]
+    return turned, out
 
 
 def three_axis_update(
@@ -123,30 +164,29 @@ def three_axis_update(
         log-likelihood [P] (up to a constant shared by the particles), and the offset's
         posterior mean and covariance (None without an offset).
     """
-    turn = rotation_z(-heading_offset)
-    predicted = np.einsum("pij,pj->pi", turn, field_mean)
-    noise = turn @ field_covariance @ turn.transpose(0, 2, 1) + noise_ut2 * np.eye(3)
+    predicted, noise = _turned(heading_offset, field_mean, field_covariance)
+    noise[:, 0, 0] += noise_ut2
+    noise[:, 1, 1] += noise_ut2
+    noise[:, 2, 2] += noise_ut2
     residual = observation.mean_ut - predicted
     if offset_mean is None or offset_covariance is None:
         chol = _cholesky(noise)
         quad = _cholesky_solve(chol, residual[..., None])[..., 0]
-        log_det = 2.0 * np.log(np.diagonal(chol, axis1=1, axis2=2)).sum(axis=1)
-        return weight * -0.5 * (np.einsum("pi,pi->p", residual, quad) + log_det), None, None
+        return weight * -0.5 * ((residual * quad).sum(axis=1) + _log_det(chol)), None, None
     axes = observation.axes
+    P = offset_mean.shape[0]
     residual = residual - offset_mean @ axes.T
-    axes_cov = np.einsum("ij,pjk->pik", axes, offset_covariance)  # Ā Σ_b
-    total = noise / weight + axes_cov @ axes.T
+    # Ā Σ_b and Ā Σ_b Āᵀ as one product each over the particles' flattened covariances.
+    flat = offset_covariance.reshape(P, 9)
+    axes_cov = (flat @ np.kron(axes, np.eye(3)).T).reshape(P, 3, 3)
+    total = noise / weight + (flat @ np.kron(axes, axes).T).reshape(P, 3, 3)
     chol = _cholesky(total)
     solved = _cholesky_solve(chol, np.concatenate([residual[..., None], axes_cov], axis=2))
-    quad = np.einsum("pi,pi->p", residual, solved[..., 0])
-    log_det = 2.0 * np.log(np.diagonal(chol, axis1=1, axis2=2)).sum(axis=1)
-    log_likelihood = -0.5 * (quad + log_det)
+    log_likelihood = -0.5 * ((residual * solved[..., 0]).sum(axis=1) + _log_det(chol))
     if weight < 1.0:
-        noise_chol = _cholesky(noise)
-        noise_log_det = 2.0 * np.log(np.diagonal(noise_chol, axis1=1, axis2=2)).sum(axis=1)
-        log_likelihood += 0.5 * (1.0 - weight) * noise_log_det
+        log_likelihood += 0.5 * (1.0 - weight) * _log_det(_cholesky(noise))
     gain_t = solved[..., 1:]  # S⁻¹ Ā Σ_b = Kᵀ
-    mean = offset_mean + np.einsum("pji,pj->pi", gain_t, residual)
-    covariance = offset_covariance - np.einsum("pji,pjk->pik", gain_t, axes_cov)
+    mean = offset_mean + (gain_t * residual[:, :, None]).sum(axis=1)
+    covariance = offset_covariance - (gain_t[:, :, :, None] * axes_cov[:, :, None, :]).sum(axis=1)
     covariance = 0.5 * (covariance + covariance.transpose(0, 2, 1))
     return log_likelihood, mean, covariance
