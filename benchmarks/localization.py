@@ -739,8 +739,9 @@ def main(argv: list[str] | None = None) -> int:
             if start == "kidnapped":
                 extra = (f", recovered {r.get('recovery_m', math.nan):.0f} m after the carry"
                          f" (particles drawn anew {r['injected_after_kidnap']})")  # fmt: skip
-            print(f"  {name} seed {seed}: rmse {r.get('rmse_mapped_m', math.nan):.2f} m where "
-                  f"mapped, converged {r.get('converge_s', math.nan):.0f} s "
+            rmse_known = r["rmse_known_m"] if r["rmse_known_m"] is not None else math.nan
+            print(f"  {name} seed {seed}: rmse {rmse_known:.2f} m where mapped, converged "
+                  f"{r.get('converge_s', math.nan):.0f} s "
                   f"{r.get('converge_m', math.nan):.0f} m{extra}, dead reckoning "
                   f"{r['dead_reckoning_rmse_m']:.2f} m ({done}/{total}, ETA {eta:.0f} s)",
                   file=sys.stderr, flush=True)  # fmt: skip
