@@ -75,6 +75,7 @@ import argparse
 import dataclasses
 import functools
 import math
+import pickle
 import sys
 import time
 from pathlib import Path
@@ -230,6 +231,19 @@ def legacy_name(place: str, grade: str, start: str, suffix: str) -> str | None:
     if grade == "pedestrian" and start in ("known", "uniform"):
         return f"{place}_{start}{suffix}"
     return None
+
+
+def cached_lookup(path: Path) -> FieldLookup:
+    """The map file's lookup grid, kept beside it in the scratch folder (a three-axis floor's
+    grid takes minutes to predict): the same map file, the same lookup."""
+    cache = path.with_suffix(".lookup.pkl")
+    if cache.exists() and cache.stat().st_mtime >= path.stat().st_mtime:
+        with cache.open("rb") as f:
+            return pickle.load(f)
+    lookup = FieldLookup.from_map_file(path)
+    with cache.open("wb") as f:
+        pickle.dump(lookup, f, protocol=pickle.HIGHEST_PROTOCOL)
+    return lookup
 
 
 def build_map(runs: tuple[int, ...], scratch: Path, overrides: dict[str, Any]) -> Path:
@@ -664,7 +678,7 @@ def main(argv: list[str] | None = None) -> int:
         place = f"aalto{run}"
         for suffix, merged in maps.items():
             path = build_map(map_runs, args.scratch, merged)
-            lookups[(place, suffix)] = FieldLookup.from_map_file(path)
+            lookups[(place, suffix)] = cached_lookup(path)
         tracks[place] = track_of(*aalto_track(run))
         results["map"] = {"runs": list(map_runs),
                           "overrides": {map_label(s): o for s, o in maps.items()}}  # fmt: skip
@@ -674,7 +688,7 @@ def main(argv: list[str] | None = None) -> int:
         for suffix, merged in maps.items():
             path = build_floor_map(floor, floor_seed, args.scratch, merged)
             began = time.perf_counter()
-            lookups[("building", suffix)] = FieldLookup.from_map_file(path)
+            lookups[("building", suffix)] = cached_lookup(path)
             lookup_s[map_label(suffix)] = time.perf_counter() - began
             print(f"  floor lookup grid ({map_label(suffix)}): {lookup_s[map_label(suffix)]:.0f}"
                   " s", file=sys.stderr)  # fmt: skip

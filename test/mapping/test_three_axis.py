@@ -45,7 +45,7 @@ def case():
 
 def test_the_offset_is_integrated_out_and_updated_as_the_dense_gaussian_algebra_says(case):
     c = case
-    log_lik, mean, cov = three_axis_update(
+    log_lik, _, mean, cov = three_axis_update(
         c["observation"], c["delta"], c["mean"], c["cov"], c["noise"], 1.0, c["offset_mean"],
         c["offset_cov"],
     )  # fmt: skip
@@ -70,9 +70,9 @@ def test_the_offset_is_integrated_out_and_updated_as_the_dense_gaussian_algebra_
 
 def test_tempered_without_an_offset_is_the_weight_times_the_log_likelihood(case):
     c = case
-    full, _, _ = three_axis_update(c["observation"], c["delta"], c["mean"], c["cov"], c["noise"],
+    full, _, _, _ = three_axis_update(c["observation"], c["delta"], c["mean"], c["cov"], c["noise"],
                                    1.0)  # fmt: skip
-    tempered, _, _ = three_axis_update(c["observation"], c["delta"], c["mean"], c["cov"],
+    tempered, _, _, _ = three_axis_update(c["observation"], c["delta"], c["mean"], c["cov"],
                                        c["noise"], 0.3)  # fmt: skip
     np.testing.assert_allclose(tempered, 0.3 * full, rtol=1e-12)
 
@@ -82,7 +82,7 @@ def test_tempering_with_an_offset_is_the_tempered_likelihood_integrated_over_it(
     R / w, times |R|^((1−w)/2) up to a constant shared by the particles."""
     c = case
     w = 0.4
-    log_lik, _, _ = three_axis_update(c["observation"], c["delta"], c["mean"], c["cov"],
+    log_lik, _, _, _ = three_axis_update(c["observation"], c["delta"], c["mean"], c["cov"],
                                       c["noise"], w, c["offset_mean"], c["offset_cov"])  # fmt: skip
     A, z = c["observation"].axes, c["observation"].mean_ut
     reference = []
@@ -111,7 +111,7 @@ def test_tempering_with_an_offset_is_the_tempered_likelihood_integrated_over_it(
     brute = np.log(np.trapezoid(np.exp(integrand), grid))
     cov1 = np.zeros((1, 3, 3))
     cov1[0, 0, 0] = var
-    one, _, _ = three_axis_update(c["observation"], c["delta"][:1], c["mean"][:1], c["cov"][:1],
+    one, _, _, _ = three_axis_update(c["observation"], c["delta"][:1], c["mean"][:1], c["cov"][:1],
                                   c["noise"], w, mu[None], cov1 + 1e-14 * np.eye(3))  # fmt: skip
     constant = 1.5 * (1 - w) * math.log(2 * math.pi) - 1.5 * math.log(w)
     assert one[0] - 1.5 * math.log(2 * math.pi) + constant == pytest.approx(brute, abs=1e-6)

@@ -34,8 +34,10 @@ DEFAULT_MARGIN_M = 0.5
 UNKNOWN_FRACTION = 0.5
 # At most this many cells in the lookup grid (a 200 x 100 m floor at 5 cm is 8 M cells; the
 # grid coarsens beyond): 4 M cells of three float64 layers is 96 MB, and a map of the field
-# vector holds 12 more (its mean and covariance): 480 MB.
+# vector holds 9 more (its mean and covariance's entries): 384 MB.
 MAX_LOOKUP_CELLS = 4_000_000
+# The six entries of a symmetric 3 x 3 covariance (xx, xy, xz, yy, yz, zz).
+_UPPER = np.triu_indices(3)
 
 
 @dataclass(frozen=True)
@@ -125,12 +127,13 @@ class FieldLookup:
             unknown = ~self.known[..., None]
             far_field = np.median(f_mean[~self.known] if far.any() else f_mean.reshape(-1, 3), 0)
             self.far_field = far_field
-            # Covariances kept as [H, W, 9] (bilinear weights apply entry by entry); an unknown
-            # cell has the prior's, independent components of the far variance.
-            self._far_covariance = (self.far_variance * np.eye(3)).ravel()
+            # Covariances kept as their six entries [H, W, 6] (bilinear weights apply entry by
+            # entry); an unknown cell has the prior's, independent components of the far
+            # variance.
+            self._far_covariance = (self.far_variance * np.eye(3))[_UPPER]
             self._field = (
                 np.where(unknown, far_field, f_mean),
-                np.where(unknown, self._far_covariance, f_cov.reshape(*grid.shape, 9)),
+                np.where(unknown, self._far_covariance, f_cov[..., _UPPER[0], _UPPER[1]]),
             )
 
     @property
@@ -231,8 +234,11 @@ class FieldLookup:
             raise ValueError("this map holds |B| only (target: norm), not the field vector")
         mean, cov = self._field
         layers = ((mean, self.far_field), (cov, self._far_covariance))
-        out_mean, out_cov = self._interpolate(layers, xy)
-        return out_mean, out_cov.reshape(-1, 3, 3)
+        out_mean, entries = self._interpolate(layers, xy)
+        out_cov = np.empty((entries.shape[0], 3, 3))
+        out_cov[:, _UPPER[0], _UPPER[1]] = entries
+        out_cov[:, _UPPER[1], _UPPER[0]] = entries
+        return out_mean, out_cov
 
     def _interpolate(
         self, layers: tuple[tuple[np.ndarray, Any], tuple[np.ndarray, Any]], xy: np.ndarray

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import numpy as np
+from scipy.special import logsumexp
 
 from .field_lookup import FieldLookup
 from .motion import MotionNoise, odometry_step, sample_motion, wrap_angle
@@ -304,10 +305,11 @@ class Localizer:
 
     def _vector_likelihood(
         self, batch: list[_Reading], fields: np.ndarray, middle: np.ndarray, weight: float
-    ) -> tuple[np.ndarray, np.ndarray, float]:
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
         """Log-likelihood [P] of a batch against a map of the field vector (``three_axis``),
-        the map's mean component variance [P] at the particles and the batch's ‖B‖. Each
-        particle's offset Gaussian steps forward by the random walk and is updated."""
+        its surprise [P] (``_track_evidence``), the map's mean component variance [P] at the
+        particles and the batch's ‖B‖. Each particle's offset Gaussian steps forward by the
+        random walk and is updated."""
         particles = self.particles
         assert particles is not None
         identity = np.eye(3)
@@ -322,14 +324,14 @@ class Localizer:
         if offset_cov is not None and self._last_update_ns is not None:
             seconds = max(batch[len(batch) // 2].stamp_ns - self._last_update_ns, 0) / NS_PER_S
             offset_cov = offset_cov + (self.config.hard_iron_walk_ut**2 * seconds) * np.eye(3)
-        log_likelihood, new_mean, new_cov = three_axis_update(
+        log_likelihood, surprise, new_mean, new_cov = three_axis_update(
             observation, delta, mean, covariance, noise, weight, offset_mean, offset_cov
         )
         if new_mean is not None and new_cov is not None:
             particles.states[OFFSET_MEAN] = new_mean
             particles.states[OFFSET_COVARIANCE] = new_cov
         variance = np.trace(covariance, axis1=1, axis2=2) / 3.0
-        return log_likelihood, variance, float(np.linalg.norm(observation.mean_ut))
+        return log_likelihood, surprise, variance, float(np.linalg.norm(observation.mean_ut))
 
     def _offset_estimate(self) -> tuple[np.ndarray, np.ndarray]:
         """The sensor offset over the weighted particles: mean [3] and sd [3] (µT), the
@@ -347,7 +349,16 @@ class Localizer:
     # ------------------------------------------------------------------ recovery
     def _track_evidence(self, log_evidence: float) -> None:
         """The short- and long-term averages of the particles' mean likelihood (augmented MCL,
-        Thrun, Burgard & Fox 2005, table 8.3; AMCL's ``recovery_alpha_slow/fast``)."""
+        Thrun, Burgard & Fox 2005, table 8.3; AMCL's ``recovery_alpha_slow/fast``).
+
+        The likelihood each particle brings here is its surprise: the batch's log-likelihood
+        less what the particle's own predictive expects it to be, ``−½ w (r² / s² − 1)`` for
+        ‖B‖ (``−½ (rᵀ S⁻¹ r − 3 w)`` for the three axes). A particle in a cell the map does
+        not know predicts with the prior's wide variance and is not surprised by any
+        plausible reading, so walking into a room the map never saw does not look like a
+        kidnapping (the raw likelihood falls there by the width of the prior alone, and drew
+        particles over the map each time); a particle sure of a wrong place is surprised.
+        """
         c = self.config
         if c.recovery_alpha_slow <= 0.0 or c.recovery_alpha_fast <= 0.0:
             return
@@ -432,19 +443,21 @@ class Localizer:
             span = c.temper_lengthscales * self.lookup.lengthscale_m
             weight = min(1.0, c.batch_distance_m / span)
         if self.uses_field_vector:
-            log_likelihood, variance, observed = self._vector_likelihood(
+            log_likelihood, surprise, variance, observed = self._vector_likelihood(
                 batch, fields, middle, weight
             )
         else:
             observed = float(np.linalg.norm(fields, axis=1).mean())
             mean, variance = self.lookup.at(self.particles.poses[:, :2])
             total = variance + self.lookup.noise.of_mean(len(batch))
-            log_likelihood = -0.5 * ((observed - mean) ** 2 / total + np.log(total)) * weight
+            squared = (observed - mean) ** 2 / total
+            log_likelihood = -0.5 * (squared + np.log(total)) * weight
+            surprise = -0.5 * (squared - 1.0) * weight
         self._last_update_ns = int(stamp)
         weights = self.particles.weights
         predicted_sd = float(weights @ np.sqrt(variance))
-        evidence = self.particles.weigh(log_likelihood)
-        self._track_evidence(evidence)
+        self._track_evidence(float(logsumexp(self.particles.log_weights + surprise)))
+        self.particles.weigh(log_likelihood)
         estimate = self.particles.estimate()
         offset = offset_sd = None
         if OFFSET_MEAN in self.particles.states:

@@ -148,7 +148,7 @@ def three_axis_update(
     weight: float,
     offset_mean: np.ndarray | None = None,
     offset_covariance: np.ndarray | None = None,
-) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None]:
     """Each particle's log-likelihood of the batch, and its offset's posterior.
 
     Args:
@@ -161,8 +161,10 @@ def three_axis_update(
             particle; None: no offset.
 
     Returns:
-        log-likelihood [P] (up to a constant shared by the particles), and the offset's
-        posterior mean and covariance (None without an offset).
+        log-likelihood [P] (up to a constant shared by the particles), the surprise [P] (the
+        tempered quadratic form less its expectation, ``−½ (rᵀ S⁻¹ r − 3 w)``: the
+        likelihood without its normalising determinant, zero on average where the predictive
+        is right), and the offset's posterior mean and covariance (None without an offset).
     """
     predicted, noise = _turned(heading_offset, field_mean, field_covariance)
     noise[:, 0, 0] += noise_ut2
@@ -171,8 +173,9 @@ def three_axis_update(
     residual = observation.mean_ut - predicted
     if offset_mean is None or offset_covariance is None:
         chol = _cholesky(noise)
-        quad = _cholesky_solve(chol, residual[..., None])[..., 0]
-        return weight * -0.5 * ((residual * quad).sum(axis=1) + _log_det(chol)), None, None
+        quad = (residual * _cholesky_solve(chol, residual[..., None])[..., 0]).sum(axis=1)
+        surprise = -0.5 * weight * (quad - 3.0)
+        return weight * -0.5 * (quad + _log_det(chol)), surprise, None, None
     axes = observation.axes
     P = offset_mean.shape[0]
     residual = residual - offset_mean @ axes.T
@@ -182,11 +185,13 @@ def three_axis_update(
     total = noise / weight + (flat @ np.kron(axes, axes).T).reshape(P, 3, 3)
     chol = _cholesky(total)
     solved = _cholesky_solve(chol, np.concatenate([residual[..., None], axes_cov], axis=2))
-    log_likelihood = -0.5 * ((residual * solved[..., 0]).sum(axis=1) + _log_det(chol))
+    quad = (residual * solved[..., 0]).sum(axis=1)
+    log_likelihood = -0.5 * (quad + _log_det(chol))
+    surprise = -0.5 * (quad - 3.0 * weight)
     if weight < 1.0:
         log_likelihood += 0.5 * (1.0 - weight) * _log_det(_cholesky(noise))
     gain_t = solved[..., 1:]  # S⁻¹ Ā Σ_b = Kᵀ
     mean = offset_mean + (gain_t * residual[:, :, None]).sum(axis=1)
     covariance = offset_covariance - (gain_t[:, :, :, None] * axes_cov[:, :, None, :]).sum(axis=1)
     covariance = 0.5 * (covariance + covariance.transpose(0, 2, 1))
-    return log_likelihood, mean, covariance
+    return log_likelihood, surprise, mean, covariance
