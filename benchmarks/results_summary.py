@@ -708,6 +708,126 @@ def localization_rows(data: dict[str, Any], path: Path) -> Iterator[Row]:
                 f"{rates[2000]:.0f}", "", f"≥ {LOCALIZATION_UPDATES_PER_S:.0f}",
                 rates[2000] >= LOCALIZATION_UPDATES_PER_S,
             )  # fmt: skip
+    if "grades" in data:
+        yield from building_localization_rows(data)
+
+
+# Issue targets of the office floor (test floor, seed 0) and the three-axis filter.
+FLOOR_KNOWN_RMSE_M = 0.5
+FLOOR_WITHIN_M = 60.0
+FLOOR_SHARE = 0.8  # "8 of 10"
+FLOOR_RECONVERGE_M = 20.0
+AALTO_KNOWN_RMSE_M = 0.25
+ELLIPSE_BAND = (0.90, 0.98)
+THREE_AXIS_UPDATES_PER_S = 200.0
+
+
+def _seeds(row: dict[str, Any], key: str) -> str:
+    return f"{row[key]}/{row['seeds']}"
+
+
+def building_localization_rows(data: dict[str, Any]) -> Iterator[Row]:
+    """The rows of a run with odometry grades and map kinds (rows named
+    ``<place>_<grade>_<start>[_vector]``)."""
+    bench = "localization.py"
+    runs = data["runs"]
+    kinds = (("", "‖B‖"), ("_vector", "three-axis"))
+    for suffix, kind in kinds:
+        known = runs.get(f"building_robot_known{suffix}")
+        if known:
+            rmse = known.get("rmse_mapped_m")
+            yield _row(
+                data, bench, f"floor, robot odometry, {kind} map, known start: converged, RMSE "
+                "where mapped after",
+                f"{_seeds(known, 'converged_seeds')}, "
+                f"{'-' if rmse is None else f'{rmse:.2f} m'}",
+                f"dead reckoning {known['dead_reckoning_rmse_m']:.1f} m",
+                f"10/10, ≤ {FLOOR_KNOWN_RMSE_M} m",
+                known["converged_seeds"] == known["seeds"] and rmse is not None
+                and rmse <= FLOOR_KNOWN_RMSE_M,
+            )  # fmt: skip
+            if known.get("offmap_back"):
+                yield _row(
+                    data, bench, f"floor, robot odometry, {kind} map: back on the map after an "
+                    "unmapped room, re-converged within 20 m",
+                    f"{known['reconverged_within_20m']}/{known['offmap_back']} stretches "
+                    f"(spread off the map: sd {known['offmap_sd_m']:.1f} m)", "",
+                    f"every one within {FLOOR_RECONVERGE_M:.0f} m",
+                    known["reconverged_within_20m"] == known["offmap_back"],
+                )  # fmt: skip
+        uniform = runs.get(f"building_robot_uniform{suffix}")
+        if uniform:
+            median = uniform.get("converge_m")
+            p90 = uniform.get("converge_m_p90")
+            yield _row(
+                data, bench, f"floor, robot odometry, {kind} map, uniform start: converged "
+                f"within {FLOOR_WITHIN_M:.0f} m walked",
+                f"{_seeds(uniform, 'converged_within_60m')} (median / p90 "
+                f"{'-' if median is None else f'{median:.0f}'} / "
+                f"{'-' if p90 is None else f'{p90:.0f}'} m; never "
+                f"{uniform['never_converged_share']:.0%})", "",
+                f"≥ {FLOOR_SHARE:.0%} of the starts",
+                uniform["converged_within_60m"] >= FLOOR_SHARE * uniform["seeds"],
+            )  # fmt: skip
+        kidnapped = runs.get(f"building_robot_kidnapped{suffix}")
+        if kidnapped:
+            yield _row(
+                data, bench, f"floor, robot odometry, {kind} map, kidnapped: recovered within "
+                f"{FLOOR_WITHIN_M:.0f} m",
+                f"{_seeds(kidnapped, 'recovered_within_60m')} (noticed "
+                f"{kidnapped['noticed_seeds']}, converged before "
+                f"{kidnapped['converged_before_kidnap']})",
+                "", f"≥ {FLOOR_SHARE:.0%} of the starts",
+                kidnapped["recovered_within_60m"] >= FLOOR_SHARE * kidnapped["seeds"],
+            )  # fmt: skip
+        pedestrian = runs.get(f"building_pedestrian_known{suffix}")
+        if pedestrian:
+            yield _row(
+                data, bench, f"floor, pedestrian odometry (±1 °/s), {kind} map, known start: "
+                "converged",
+                _seeds(pedestrian, "converged_seeds"),
+                f"dead reckoning {pedestrian['dead_reckoning_rmse_m']:.1f} m",
+                "≥ 8/10 (three-axis)" if suffix else "(beside the three-axis row)",
+                pedestrian["converged_seeds"] >= FLOOR_SHARE * pedestrian["seeds"]
+                if suffix else None,
+            )  # fmt: skip
+        aalto = runs.get(f"aalto5_robot_known{suffix}")
+        if aalto and aalto.get("rmse_all_m") is not None:
+            yield _row(
+                data, bench, f"Aalto run 5, robot odometry, {kind} map, known start: RMSE",
+                f"{aalto['rmse_all_m']:.2f} m", "", f"≤ {AALTO_KNOWN_RMSE_M} m",
+                aalto["rmse_all_m"] <= AALTO_KNOWN_RMSE_M,
+            )  # fmt: skip
+        aalto_u = runs.get(f"aalto5_robot_uniform{suffix}")
+        if aalto_u:
+            yield _row(
+                data, bench, f"Aalto run 5, robot odometry, {kind} map, uniform start: within "
+                "30 s",
+                f"{_seeds(aalto_u, 'converged_within_30s')}", "",
+                f"≥ {FLOOR_SHARE:.0%} of the starts",
+                aalto_u["converged_within_30s"] >= FLOOR_SHARE * aalto_u["seeds"],
+            )  # fmt: skip
+    shares = [
+        (name, r["ellipse95_mapped"]) for name, r in runs.items()
+        if r.get("ellipse95_mapped") is not None and "same_as" not in r
+    ]  # fmt: skip
+    if shares:
+        low, high = min(v for _, v in shares), max(v for _, v in shares)
+        yield _row(
+            data, bench, "truth inside the 95 % ellipse once converged (where mapped), over rows",
+            f"{low:.2f} … {high:.2f} ({len(shares)} rows)", "",
+            f"each in [{ELLIPSE_BAND[0]}, {ELLIPSE_BAND[1]}]",
+            ELLIPSE_BAND[0] <= low and high <= ELLIPSE_BAND[1],
+        )  # fmt: skip
+    vector_speed = data.get("speeds", {}).get("vector")
+    if vector_speed:
+        rates = dict(zip(vector_speed["particles"], vector_speed["updates_per_s"], strict=True))
+        if 2000 in rates:
+            yield _row(
+                data, bench, "filter updates per second, 2000 particles, three-axis likelihood",
+                f"{rates[2000]:.0f}", "", f"≥ {THREE_AXIS_UPDATES_PER_S:.0f}",
+                rates[2000] >= THREE_AXIS_UPDATES_PER_S,
+            )  # fmt: skip
 
 
 EXTRACTORS: dict[str, Callable[[dict[str, Any], Path], Iterator[Row]]] = {
