@@ -113,7 +113,7 @@ class FieldLookup:
         self.noise = noise
         self.lengthscale_m = float(lengthscale_m)
         self._known_cells = np.flatnonzero(self.known.ravel())
-        self._field: tuple[np.ndarray, np.ndarray] | None = None
+        self._field: np.ndarray | None = None
         if field is not None:
             f_mean, f_cov = (np.asarray(a, dtype=np.float64) for a in field)
             if f_cov.shape == f_mean.shape:  # variances only: a diagonal covariance
@@ -131,10 +131,12 @@ class FieldLookup:
             # entry); an unknown cell has the prior's, independent components of the far
             # variance.
             self._far_covariance = (self.far_variance * np.eye(3))[_UPPER]
-            self._field = (
+            # One [H, W, 9] layer (mean, then the covariance's entries): one gather per read.
+            self._field = np.concatenate([
                 np.where(unknown, far_field, f_mean),
                 np.where(unknown, self._far_covariance, f_cov[..., _UPPER[0], _UPPER[1]]),
-            )
+            ], axis=-1)  # fmt: skip
+            self._far_stack = np.concatenate([far_field, self._far_covariance])
 
     @property
     def has_field(self) -> bool:
@@ -210,9 +212,10 @@ class FieldLookup:
     def at(self, xy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Latent mean [P] and variance [P] of ‖B‖ at points ``xy`` [P, 2] (m); the far field
         outside the grid."""
-        return self._interpolate(
+        mean, variance = self._interpolate(
             ((self._mean, self.far_mean), (self._variance, self.far_variance)), xy
         )
+        return mean, variance
 
     def field_at(self, xy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Map-frame field mean [P, 3] and component variances [P, 3] at ``xy`` [P, 2].
@@ -232,19 +235,18 @@ class FieldLookup:
         """
         if self._field is None:
             raise ValueError("this map holds |B| only (target: norm), not the field vector")
-        mean, cov = self._field
-        layers = ((mean, self.far_field), (cov, self._far_covariance))
-        out_mean, entries = self._interpolate(layers, xy)
+        (stack,) = self._interpolate(((self._field, self._far_stack),), xy)
+        out_mean, entries = stack[:, :3], stack[:, 3:]
         out_cov = np.empty((entries.shape[0], 3, 3))
         out_cov[:, _UPPER[0], _UPPER[1]] = entries
         out_cov[:, _UPPER[1], _UPPER[0]] = entries
         return out_mean, out_cov
 
     def _interpolate(
-        self, layers: tuple[tuple[np.ndarray, Any], tuple[np.ndarray, Any]], xy: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """Bilinear interpolation of two ([H, W] or [H, W, 3] layer, far value) pairs between
-        cell centres; the far value outside the grid."""
+        self, layers: tuple[tuple[np.ndarray, Any], ...], xy: np.ndarray
+    ) -> tuple[np.ndarray, ...]:
+        """Bilinear interpolation of ([H, W] or [H, W, K] layer, far value) pairs between cell
+        centres; the far value outside the grid."""
         xy = np.asarray(xy, dtype=np.float64)
         H, W = self.grid.shape
         res = self.grid.resolution_m
@@ -266,7 +268,7 @@ class FieldLookup:
                 + layer[j1, i0] * w[2] + layer[j1, i1] * w[3]
             )  # fmt: skip
             out.append(np.where(inside.reshape((-1,) + (1,) * (layer.ndim - 2)), value, far))
-        return out[0], out[1]
+        return tuple(out)
 
     def is_known(self, xy: np.ndarray) -> np.ndarray:
         """[P] whether the cell under each point is known."""
