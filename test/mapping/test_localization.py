@@ -383,3 +383,24 @@ def test_walking_where_the_map_knows_nothing_does_not_trigger_the_recovery(walk)
     known = half_map.is_known(truth[[int(np.searchsorted(run.time_s, s.stamp_ns / NS))
                                      for s in localizer.steps], :2])  # fmt: skip
     assert np.sqrt(np.mean(err[known] ** 2)) < 0.5
+
+
+def test_an_offset_of_the_norm_is_learnt_online_when_asked(walk):
+    """Readings whose norm reads 4 µT high (another sensor, a pass's error): with the offset
+    estimated per particle the filter tracks; without, the map's level misleads it."""
+    run, truth, odom = walk
+    norm = np.linalg.norm(run.mag_ut, axis=1, keepdims=True)
+    shifted = run._replace(mag_ut=run.mag_ut * (norm + 4.0) / norm)
+    rmse = {}
+    for sd in (0.0, 5.0):
+        config = LocalizerConfig(seed=2, norm_offset_sd_ut=sd, norm_offset_walk_ut=0.01)
+        localizer = Localizer(world_lookup(), config)
+        localizer.initialize_pose(truth[0])
+        drive(localizer, shifted, odom)
+        err, _ = errors(localizer, shifted, truth, since_s=30.0)
+        rmse[sd] = float(np.sqrt(np.mean(err**2)))
+        states = localizer.particles.states
+        assert ("norm_offset_mean" in states) == (sd > 0.0)
+    assert rmse[5.0] < 0.5 and rmse[5.0] < 0.5 * rmse[0.0], rmse
+    offset = localizer.particles.weights @ localizer.particles.states["norm_offset_mean"]
+    assert offset == pytest.approx(4.0, abs=1.0)

@@ -52,6 +52,9 @@ NS_PER_S = 1_000_000_000
 # The particles' states of the sensor offset's Gaussian (``three_axis``).
 OFFSET_MEAN = "offset_mean"
 OFFSET_COVARIANCE = "offset_covariance"
+# ... and of the offset of ‖B‖ (``_norm_offset_update``).
+NORM_OFFSET_MEAN = "norm_offset_mean"
+NORM_OFFSET_VARIANCE = "norm_offset_variance"
 
 
 @dataclass(frozen=True)
@@ -88,6 +91,8 @@ class LocalizerConfig:
             estimated online per particle by the three-axis likelihood (``three_axis``);
             0: the readings have none.
         hard_iron_walk_ut: the offset's random walk [µT/√s]: how fast it may drift.
+        norm_offset_sd_ut, norm_offset_walk_ut: the same for an offset of ‖B‖ when the
+            filter weighs ‖B‖ (a pass's error, a sensor other than the map's); 0: none.
         seed: the random stream; the same inputs and seed give the same poses.
     """
 
@@ -112,6 +117,8 @@ class LocalizerConfig:
     likelihood: str = default("likelihood")
     hard_iron_sd_ut: float = default("hard_iron_sd_ut")
     hard_iron_walk_ut: float = default("hard_iron_walk_ut")
+    norm_offset_sd_ut: float = default("norm_offset_sd_ut")
+    norm_offset_walk_ut: float = default("norm_offset_walk_ut")
     seed: int = default("seed")
 
     @property
@@ -239,6 +246,11 @@ class Localizer:
         """The sensor offset's prior for ``count`` particles: zero mean, ``hard_iron_sd_ut``
         per component (nothing when the filter estimates none). A start forgets what an
         earlier one learnt: after a wrong convergence it may be wrong too."""
+        if not self.uses_field_vector and self.config.norm_offset_sd_ut > 0.0:
+            return {
+                NORM_OFFSET_MEAN: np.zeros(count),
+                NORM_OFFSET_VARIANCE: np.full(count, self.config.norm_offset_sd_ut**2),
+            }
         if not self.estimates_offset:
             return {}
         sd2 = self.config.hard_iron_sd_ut**2
@@ -332,6 +344,27 @@ class Localizer:
             particles.states[OFFSET_COVARIANCE] = new_cov
         variance = np.trace(covariance, axis1=1, axis2=2) / 3.0
         return log_likelihood, surprise, variance, float(np.linalg.norm(observation.mean_ut))
+
+    def _norm_offset_update(
+        self, residual: np.ndarray, noise: np.ndarray, weight: float, stamp_ns: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """‖B‖'s likelihood [P] and surprise [P] with each particle's offset of the norm (the
+        pass's, or the sensor's) integrated out, and its Kalman update: the scalar case of
+        ``three_axis`` (``N(z̄; μ + c, R)^w`` with ``c ~ N(m_c, s_c²)``)."""
+        states = self.particles.states  # type: ignore[union-attr]
+        mean, variance = states[NORM_OFFSET_MEAN], states[NORM_OFFSET_VARIANCE]
+        if self._last_update_ns is not None:
+            seconds = max(stamp_ns - self._last_update_ns, 0) / NS_PER_S
+            variance = variance + self.config.norm_offset_walk_ut**2 * seconds
+        innovation = residual - mean
+        total = noise / weight + variance
+        squared = innovation**2 / total
+        log_likelihood = -0.5 * (squared + np.log(total)) + 0.5 * (1.0 - weight) * np.log(noise)
+        surprise = -0.5 * (squared - weight)
+        gain = variance / total
+        states[NORM_OFFSET_MEAN] = mean + gain * innovation
+        states[NORM_OFFSET_VARIANCE] = variance * (1.0 - gain)
+        return log_likelihood, surprise
 
     def _offset_estimate(self) -> tuple[np.ndarray, np.ndarray]:
         """The sensor offset over the weighted particles: mean [3] and sd [3] (µT), the
@@ -450,9 +483,15 @@ class Localizer:
             observed = float(np.linalg.norm(fields, axis=1).mean())
             mean, variance = self.lookup.at(self.particles.poses[:, :2])
             total = variance + self.lookup.noise.of_mean(len(batch))
-            squared = (observed - mean) ** 2 / total
-            log_likelihood = -0.5 * (squared + np.log(total)) * weight
-            surprise = -0.5 * (squared - 1.0) * weight
+            states = self.particles.states
+            if NORM_OFFSET_MEAN in states:
+                log_likelihood, surprise = self._norm_offset_update(
+                    observed - mean, total, weight, batch[len(batch) // 2].stamp_ns
+                )
+            else:
+                squared = (observed - mean) ** 2 / total
+                log_likelihood = -0.5 * (squared + np.log(total)) * weight
+                surprise = -0.5 * (squared - 1.0) * weight
         self._last_update_ns = int(stamp)
         weights = self.particles.weights
         predicted_sd = float(weights @ np.sqrt(variance))

@@ -353,6 +353,23 @@ LOCALIZER_PARAMETERS: tuple[Setting, ...] = (
         max=100.0,
     ),
     _row(
+        "norm_offset_sd_ut",
+        0.0,
+        "float",
+        "prior sd of an offset of ‖B‖ [µT] estimated online per particle when the filter "
+        "weighs ‖B‖ (a pass's error, a sensor other than the map's); 0 = none",
+        min=0.0,
+        max=1000.0,
+    ),
+    _row(
+        "norm_offset_walk_ut",
+        0.0,
+        "float",
+        "random walk of that offset [µT/√s]",
+        min=0.0,
+        max=100.0,
+    ),
+    _row(
         "seed",
         0,
         "int",
