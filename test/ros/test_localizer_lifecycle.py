@@ -145,15 +145,17 @@ def test_remappings_apply_to_the_nodes_own_topics_and_services(
 
     node = GpLocalizerNode(context=ros_context, cli_args=[
         "--ros-args", "-r", "amcl_pose:=robot_pose",
-        "-r", "reinitialize_global_localization:=relocalize",
+        "-r", "reinitialize_global_localization:=relocalize", "-r", "__node:=remap_me",
     ])  # fmt: skip
     try:
         probe: Any = spinner.node("remap_probe")
         wait_for(lambda: probe.count_publishers("/robot_pose") == 1, what="/robot_pose")
         # The graph shows a node's services one by one as discovery goes: wait for this one.
+        # The node has a name of its own here: a query by name could otherwise answer for
+        # another test's gp_localizer that discovery still lists.
         services = wait_for(
             lambda: (names := {name for name, _ in
-                               probe.get_service_names_and_types_by_node("gp_localizer", "/")})
+                               probe.get_service_names_and_types_by_node("remap_me", "/")})
             and "/relocalize" in names and names,
             what="the remapped service",
         )  # fmt: skip
