@@ -127,7 +127,9 @@ def test_the_previous_names_of_the_initial_pose_are_read_with_a_warning(
         *(Parameter(k, value=v) for k, v in old.items()),
     ])  # fmt: skip
     try:
-        wait_for(lambda: node.localizer is not None, what="the map")
+        # The map is read, then the start applied to it: wait for both.
+        wait_for(lambda: node.localizer is not None and node.localizer.particles is not None,
+                 what="the map and the start")  # fmt: skip
         mean = node.localizer.particles.poses.mean(axis=0)
         np.testing.assert_allclose(mean, [2.0, 3.0, 0.5], atol=0.05)  # started there
     finally:
