@@ -50,6 +50,7 @@ from gp_mapper.mapping.localization.tf_odometry import (
     TfOdometry,
     base_pose,
     base_poses,
+    feed_posed,
     seconds_to_ns,
     tracked_odometry,
 )
@@ -262,11 +263,9 @@ def _feed_tf(
         if start is not None:
             localizer.initialize_pose(tracked_odometry(start[:2], float(start[2]), posed.lever_m))
             start = None
-        if not odom_stamps or posed.stamp_ns > odom_stamps[-1]:
-            localizer.add_odometry(posed.stamp_ns, posed.odometry)
+        if feed_posed(localizer, posed, odom_stamps[-1] if odom_stamps else None):
             odom_stamps.append(posed.stamp_ns)
             odom_poses.append(base_poses(posed.odometry[None, :], posed.lever_m)[0])
-        localizer.add_field(posed.stamp_ns, posed.field_ut, posed.attitude)
         levers.extend([posed.lever_m] * (len(localizer.steps) - len(levers)))
 
     records = read_bag(bag, mag_topic, pose_source=TF_SOURCE)

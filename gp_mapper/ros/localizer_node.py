@@ -79,6 +79,7 @@ from gp_mapper.mapping.localization.tf_odometry import (
     TfOdometry,
     base_pose,
     base_poses,
+    feed_posed,
     seconds_to_ns,
     tracked_odometry,
 )
@@ -571,10 +572,9 @@ class GpLocalizerNode(LifecycleNode):
         self._lever = posed.lever_m
         if self._pending_start is not None and not self._apply_start(posed.lever_m):
             return
-        if self._last_odometry is None or posed.stamp_ns > self._last_odometry[0]:
-            self.localizer.add_odometry(posed.stamp_ns, posed.odometry)
+        last = None if self._last_odometry is None else self._last_odometry[0]
+        if feed_posed(self.localizer, posed, last):
             self._last_odometry = (posed.stamp_ns, posed.odometry)
-        self.localizer.add_field(posed.stamp_ns, posed.field_ut, posed.attitude)
         if self._start_correction_due:
             self._send_start_correction(posed.stamp_ns, posed.odometry)
 

@@ -13,6 +13,7 @@ from gp_mapper.mapping.localization.tf_odometry import (
     TfOdometry,
     base_pose,
     base_poses,
+    feed_posed,
     tracked_odometry,
 )
 from gp_mapper.mapping.records import Transform
@@ -146,3 +147,34 @@ def test_the_attitude_takes_the_base_s_roll_and_pitch_from_tf_and_leaves_its_yaw
     expected = Rotation.from_euler("z", -60.0, degrees=True).apply(field_odom)
     np.testing.assert_allclose(posed.attitude @ posed.field_ut, expected, atol=1e-9)
     np.testing.assert_allclose(posed.attitude @ posed.attitude.T, np.eye(3), atol=1e-12)
+
+
+class _Recorder:
+    """What a feed gives the filter, in order."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, int]] = []
+
+    def add_odometry(self, stamp_ns: int, pose: np.ndarray) -> None:
+        self.calls.append(("odometry", stamp_ns))
+
+    def add_field(self, stamp_ns: int, field: np.ndarray, attitude: np.ndarray) -> None:
+        assert attitude.shape == (3, 3)
+        self.calls.append(("field", stamp_ns))
+
+
+def test_a_feed_gives_one_odometry_pose_per_stamp_before_its_readings() -> None:
+    tf = odometry()
+    for k in range(3):
+        tf.add_transform(planar("odom", "base_link", k * S // 10, 0.1 * k, 0.0, 0.0), static=False)
+    posed = [*tf.add_reading(S // 20, np.array([20.0, 0.0, -40.0]), "imu_link"),
+             *tf.add_reading(S // 20, np.array([21.0, 0.0, -40.0]), "imu_link"),
+             *tf.add_reading(S // 10, np.array([22.0, 0.0, -40.0]), "imu_link")]  # fmt: skip
+    assert len(posed) == 3
+    recorder, last = _Recorder(), None
+    for reading in posed:
+        if feed_posed(recorder, reading, last):  # type: ignore[arg-type]
+            last = reading.stamp_ns
+    half, tenth = S // 20, S // 10
+    assert recorder.calls == [("odometry", half), ("field", half), ("field", half),
+                              ("odometry", tenth), ("field", tenth)]  # fmt: skip

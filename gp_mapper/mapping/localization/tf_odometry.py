@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter, deque
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 from scipy.spatial.transform import Rotation
@@ -35,6 +35,9 @@ from gp_mapper.engine.auxiliary import yaw_from_quaternion
 from gp_mapper.mapping.pose_buffer import NS_PER_S, LookupStatus
 from gp_mapper.mapping.records import Transform
 from gp_mapper.mapping.transforms import REFUSALS, TransformAdd, TransformBuffer
+
+if TYPE_CHECKING:
+    from .localizer import Localizer
 
 # Readings waiting for their transforms, at most: 100 s of a 100 Hz magnetometer, far past any
 # transform_timeout; past it the oldest is dropped (``waiting_overflow``).
@@ -234,6 +237,18 @@ class TfOdometry:
             lever_xy,
             attitude,
         ), None
+
+
+def feed_posed(localizer: Localizer, posed: PosedReading, last_odometry_ns: int | None) -> bool:
+    """A posed reading into the filter as the node and ``gp-mapper localize`` feed it: the
+    odometry of the sensor's point when its stamp is newer than ``last_odometry_ns`` (TF gives
+    one pose per reading, and readings may share a stamp), then the reading with its attitude.
+    Returns whether the odometry was added."""
+    newer = last_odometry_ns is None or posed.stamp_ns > last_odometry_ns
+    if newer:
+        localizer.add_odometry(posed.stamp_ns, posed.odometry)
+    localizer.add_field(posed.stamp_ns, posed.field_ut, posed.attitude)
+    return newer
 
 
 def seconds_to_ns(seconds: float) -> int:
