@@ -38,6 +38,8 @@ UNKNOWN_FRACTION = 0.5
 MAX_LOOKUP_CELLS = 4_000_000
 # The six entries of a symmetric 3 x 3 covariance (xx, xy, xz, yy, yz, zz).
 _UPPER = np.triu_indices(3)
+# The known cells' centres, ‖B‖ mean and variance, field layer (``known_cell_layers``).
+KnownLayers = tuple[np.ndarray, np.ndarray, np.ndarray, "np.ndarray | None"]
 
 
 @dataclass(frozen=True)
@@ -113,6 +115,7 @@ class FieldLookup:
         self.noise = noise
         self.lengthscale_m = float(lengthscale_m)
         self._known_cells = np.flatnonzero(self.known.ravel())
+        self._known_layers: KnownLayers | None = None
         self._field: np.ndarray | None = None
         if field is not None:
             f_mean, f_cov = (np.asarray(a, dtype=np.float64) for a in field)
@@ -285,6 +288,20 @@ class FieldLookup:
         x = self.grid.origin_m[0] + (cols + rng.uniform(size=count)) * res
         y = self.grid.origin_m[1] + (rows + rng.uniform(size=count)) * res
         return np.column_stack([x, y])
+
+    def known_cell_layers(self) -> KnownLayers:
+        """The known cells' centres [K, 2] (m), ‖B‖ mean [K] and variance [K], and for a map of
+        the field vector its [K, 9] layer (mean, then the covariance's upper entries xx, xy,
+        xz, yy, yz, zz), else None: what a proposal weighs (``proposal``). Made once."""
+        if getattr(self, "_known_layers", None) is None:  # a lookup pickled before it had them
+            rows, cols = np.divmod(self._known_cells, self.grid.width)
+            res = self.grid.resolution_m
+            centres = np.column_stack([self.grid.origin_m[0] + (cols + 0.5) * res,
+                                       self.grid.origin_m[1] + (rows + 0.5) * res])  # fmt: skip
+            field = None if self._field is None else self._field[rows, cols]
+            self._known_layers = (centres, self._mean[rows, cols], self._variance[rows, cols],
+                                  field)  # fmt: skip
+        return self._known_layers
 
     @property
     def known_area_m2(self) -> float:

@@ -41,6 +41,7 @@ from scipy.special import logsumexp
 from .field_lookup import FieldLookup
 from .motion import MotionNoise, odometry_step, sample_motion, wrap_angle
 from .particles import ParticleSet, PoseEstimate, kld_size
+from .proposal import BatchEvidence, draw_poses
 from .settings import PARAMETER_BY_NAME, default
 from .three_axis import batch_observation, three_axis_update
 
@@ -81,6 +82,9 @@ class LocalizerConfig:
             is below this.
         temper_lengthscales: weigh each batch by ``batch_distance / (this · ℓ)``, at most 1
             (module docstring); 0 = no weighing.
+        sensor_resetting: draw a global start's cloud (at its first batch) and the recovery's
+            new particles where the map agrees with the last batch (``proposal``) rather than
+            uniformly over the known map.
         recovery_alpha_slow, recovery_alpha_fast: the decay rates of the long- and short-term
             averages of the particles' likelihood; when the short falls below the long, that
             share of the particles is drawn anew over the map at the next resampling (AMCL's
@@ -112,6 +116,7 @@ class LocalizerConfig:
     initial_sd_rad: float = default("initial_sd_rad")
     converged_sd_m: float = default("converged_sd_m")
     temper_lengthscales: float = default("temper_lengthscales")
+    sensor_resetting: bool = default("sensor_resetting")
     recovery_alpha_slow: float = default("recovery_alpha_slow")
     recovery_alpha_fast: float = default("recovery_alpha_fast")
     likelihood: str = default("likelihood")
@@ -199,6 +204,7 @@ class Localizer:
         self._last_field_ns: int | None = None
         self._w_slow = self._w_fast = 0.0
         self.injected = 0  # particles drawn anew by the recovery
+        self._reset_pending = False  # a global start waits for its first batch (``proposal``)
         self.steps: list[Step] = []
         self.updates = 0  # every update, also those ``history`` no longer keeps
         self._history = history
@@ -216,16 +222,19 @@ class Localizer:
         draws = self._rng.multivariate_normal(mean, covariance, size=c.max_particles)
         self.particles = ParticleSet(draws, self._offset_prior(c.max_particles))
         self._anchor = None
+        self._reset_pending = False
 
     def initialize_global(self) -> None:
         """Start uniform over the map's known area, every heading (a global localization,
-        or the recovery of a kidnapped robot)."""
+        or the recovery of a kidnapped robot); with ``sensor_resetting`` the first batch then
+        draws the cloud anew where the map agrees with it (``proposal``)."""
         c = self.config
         xy = self.lookup.sample_known(self._rng, c.max_particles)
         yaw = self._rng.uniform(-math.pi, math.pi, c.max_particles)
         poses = np.column_stack([xy, yaw])
         self.particles = ParticleSet(poses, self._offset_prior(c.max_particles))
         self._anchor = None
+        self._reset_pending = c.sensor_resetting
 
     @property
     def uses_field_vector(self) -> bool:
@@ -366,6 +375,34 @@ class Localizer:
         states[NORM_OFFSET_VARIANCE] = variance * (1.0 - gain)
         return log_likelihood, surprise
 
+    def _evidence(
+        self, batch: list[_Reading], fields: np.ndarray, middle: np.ndarray, weight: float
+    ) -> BatchEvidence:
+        """What the batch says without a heading, less the filter's offset estimates (before
+        this batch updates them), for ``proposal.draw_poses``."""
+        particles = self.particles
+        assert particles is not None
+        noise = float(self.lookup.noise.of_mean(len(batch)))
+        norm = float(np.linalg.norm(fields, axis=1).mean())
+        reading = None
+        states, w = particles.states, particles.weights
+        if self.uses_field_vector:
+            identity = np.eye(3)
+            attitudes = np.array([identity if r.attitude is None else r.attitude for r in batch])
+            observation = batch_observation(fields, np.array([r.pose[2] for r in batch]),
+                                            attitudes)  # fmt: skip
+            reading = observation.mean_ut
+            if OFFSET_MEAN in states:
+                offset, sd = self._offset_estimate()
+                reading = reading - observation.axes @ offset
+                noise += float(np.mean(sd**2))
+        elif NORM_OFFSET_MEAN in states:
+            offset = float(w @ states[NORM_OFFSET_MEAN])
+            spread = states[NORM_OFFSET_MEAN] - offset
+            norm -= offset
+            noise += float(w @ states[NORM_OFFSET_VARIANCE] + w @ spread**2)
+        return BatchEvidence(norm, reading, noise, weight, float(middle[2]))
+
     def _offset_estimate(self) -> tuple[np.ndarray, np.ndarray]:
         """The sensor offset over the weighted particles: mean [3] and sd [3] (µT), the
         mixture's (the particles' own covariances and their means' spread)."""
@@ -399,10 +436,11 @@ class Localizer:
         self._w_slow += c.recovery_alpha_slow * (w - self._w_slow) if self._w_slow else w
         self._w_fast += c.recovery_alpha_fast * (w - self._w_fast) if self._w_fast else w
 
-    def _inject_random_particles(self) -> None:
+    def _inject_random_particles(self, evidence: BatchEvidence | None = None) -> None:
         """After a resampling: replace each particle with one drawn over the known map with
         probability ``1 − w_fast / w_slow``: the share by which the particles explain the
-        readings worse now than they used to (a lost or kidnapped robot)."""
+        readings worse now than they used to (a lost or kidnapped robot). Drawn uniformly, or
+        with ``evidence`` (``sensor_resetting``) where the map agrees with the last batch."""
         if not (self._w_slow > 0.0 and self._w_fast > 0.0) or self.particles is None:
             return
         share = max(0.0, 1.0 - self._w_fast / self._w_slow)
@@ -411,9 +449,13 @@ class Localizer:
         replace = self._rng.uniform(size=self.particles.size) < share
         count = int(replace.sum())
         if count:
-            xy = self.lookup.sample_known(self._rng, count)
-            yaw = self._rng.uniform(-math.pi, math.pi, count)
-            self.particles.poses[replace] = np.column_stack([xy, yaw])
+            if evidence is not None:
+                drawn, _ = draw_poses(self.lookup, evidence, self._rng, count)
+                self.particles.poses[replace] = drawn
+            else:
+                xy = self.lookup.sample_known(self._rng, count)
+                yaw = self._rng.uniform(-math.pi, math.pi, count)
+                self.particles.poses[replace] = np.column_stack([xy, yaw])
             self.injected += count
         self._w_slow = self._w_fast = 0.0  # as AMCL: start the averages again
 
@@ -475,6 +517,15 @@ class Localizer:
         if c.temper_lengthscales > 0.0:
             span = c.temper_lengthscales * self.lookup.lengthscale_m
             weight = min(1.0, c.batch_distance_m / span)
+        evidence = self._evidence(batch, fields, middle, weight) if c.sensor_resetting else None
+        log_proposal = None
+        if self._reset_pending and evidence is not None:
+            # A global start's cloud drawn where the map agrees with this batch, then weighed
+            # by the batch's whole likelihood over the proposal's density.
+            self.particles.poses, log_proposal = draw_poses(
+                self.lookup, evidence, self._rng, self.particles.size
+            )
+            self._reset_pending = False
         if self.uses_field_vector:
             log_likelihood, surprise, variance, observed = self._vector_likelihood(
                 batch, fields, middle, weight
@@ -496,6 +547,8 @@ class Localizer:
         weights = self.particles.weights
         predicted_sd = float(weights @ np.sqrt(variance))
         self._track_evidence(float(logsumexp(self.particles.log_weights + surprise)))
+        if log_proposal is not None:
+            log_likelihood = log_likelihood - log_proposal
         self.particles.weigh(log_likelihood)
         estimate = self.particles.estimate()
         offset = offset_sd = None
@@ -508,7 +561,7 @@ class Localizer:
                 maximum=c.max_particles,
             )  # fmt: skip
             self.particles.resample(size, self._rng)
-            self._inject_random_particles()
+            self._inject_random_particles(evidence)
         converged = estimate.position_sd_m < c.converged_sd_m
         last_stamp = batch[-1].stamp_ns
         self.steps.append(

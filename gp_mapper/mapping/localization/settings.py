@@ -306,6 +306,15 @@ LOCALIZER_PARAMETERS: tuple[Setting, ...] = (
         max=100.0,
     ),
     _row(
+        "sensor_resetting",
+        False,
+        "bool",
+        "draw a global start's particles (at its first batch of readings) and the recovery's "
+        "new ones where the map agrees with the last batch (its ‖B‖; with a map of the field "
+        "vector its vertical and horizontal parts, the heading from the horizontal "
+        "direction) rather than uniformly over the known map (sensor resetting)",
+    ),
+    _row(
         "recovery_alpha_slow",
         0.0,
         "float",
