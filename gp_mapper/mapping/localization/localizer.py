@@ -95,6 +95,9 @@ class LocalizerConfig:
             estimated online per particle by the three-axis likelihood (``three_axis``);
             0: the readings have none.
         hard_iron_walk_ut: the offset's random walk [µT/√s]: how fast it may drift.
+        field_offset_sd_ut, field_offset_walk_ut: the same for an offset of the reading along
+            the field it reads (a gain error, a pass's calibration residue), estimated with the
+            sensor offset by the three-axis likelihood; 0: none.
         norm_offset_sd_ut, norm_offset_walk_ut: the same for an offset of ‖B‖ when the
             filter weighs ‖B‖ (a pass's error, a sensor other than the map's); 0: none.
         seed: the random stream; the same inputs and seed give the same poses.
@@ -122,6 +125,8 @@ class LocalizerConfig:
     likelihood: str = default("likelihood")
     hard_iron_sd_ut: float = default("hard_iron_sd_ut")
     hard_iron_walk_ut: float = default("hard_iron_walk_ut")
+    field_offset_sd_ut: float = default("field_offset_sd_ut")
+    field_offset_walk_ut: float = default("field_offset_walk_ut")
     norm_offset_sd_ut: float = default("norm_offset_sd_ut")
     norm_offset_walk_ut: float = default("norm_offset_walk_ut")
     seed: int = default("seed")
@@ -249,7 +254,8 @@ class Localizer:
     @property
     def estimates_offset(self) -> bool:
         """Whether each particle carries the sensor offset's Gaussian (``three_axis``)."""
-        return self.uses_field_vector and self.config.hard_iron_sd_ut > 0.0
+        c = self.config
+        return self.uses_field_vector and (c.hard_iron_sd_ut > 0.0 or c.field_offset_sd_ut > 0.0)
 
     def _offset_prior(self, count: int) -> dict[str, np.ndarray]:
         """The sensor offset's prior for ``count`` particles: zero mean, ``hard_iron_sd_ut``
@@ -262,10 +268,14 @@ class Localizer:
             }
         if not self.estimates_offset:
             return {}
-        sd2 = self.config.hard_iron_sd_ut**2
+        c = self.config
+        variances = [c.hard_iron_sd_ut**2] * 3
+        if c.field_offset_sd_ut > 0.0:  # and one along the field (``three_axis``)
+            variances.append(c.field_offset_sd_ut**2)
+        k = len(variances)
         return {
-            OFFSET_MEAN: np.zeros((count, 3)),
-            OFFSET_COVARIANCE: np.broadcast_to(sd2 * np.eye(3), (count, 3, 3)).copy(),
+            OFFSET_MEAN: np.zeros((count, k)),
+            OFFSET_COVARIANCE: np.broadcast_to(np.diag(variances), (count, k, k)).copy(),
         }
 
     # ------------------------------------------------------------------ inputs
@@ -344,7 +354,8 @@ class Localizer:
         offset_cov = particles.states.get(OFFSET_COVARIANCE)
         if offset_cov is not None and self._last_update_ns is not None:
             seconds = max(batch[len(batch) // 2].stamp_ns - self._last_update_ns, 0) / NS_PER_S
-            offset_cov = offset_cov + (self.config.hard_iron_walk_ut**2 * seconds) * np.eye(3)
+            walks = [self.config.hard_iron_walk_ut**2] * 3 + [self.config.field_offset_walk_ut**2]
+            offset_cov = offset_cov + np.diag(walks[: offset_cov.shape[1]]) * seconds
         log_likelihood, surprise, new_mean, new_cov = three_axis_update(
             observation, delta, mean, covariance, noise, weight, offset_mean, offset_cov
         )
@@ -409,10 +420,11 @@ class Localizer:
         particles = self.particles
         assert particles is not None
         w = particles.weights
-        means = particles.states[OFFSET_MEAN]
+        means = particles.states[OFFSET_MEAN][:, :3]
         mean = w @ means
         spread = means - mean
-        variance = w @ np.diagonal(particles.states[OFFSET_COVARIANCE], axis1=1, axis2=2)
+        covariances = particles.states[OFFSET_COVARIANCE][:, :3, :3]
+        variance = w @ np.diagonal(covariances, axis1=1, axis2=2)
         variance = variance + w @ spread**2
         return mean, np.sqrt(variance)
 

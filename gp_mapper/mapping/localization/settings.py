@@ -362,6 +362,24 @@ LOCALIZER_PARAMETERS: tuple[Setting, ...] = (
         max=100.0,
     ),
     _row(
+        "field_offset_sd_ut",
+        0.0,
+        "float",
+        "prior sd of an offset of each reading along the field it reads [µT] (a gain error, "
+        "a pass's calibration residue: the reading stretched along B), estimated online per "
+        "particle with the sensor's offset by the three-axis likelihood; 0 = none",
+        min=0.0,
+        max=1000.0,
+    ),
+    _row(
+        "field_offset_walk_ut",
+        0.0,
+        "float",
+        "random walk of that offset [µT/√s]",
+        min=0.0,
+        max=100.0,
+    ),
+    _row(
         "norm_offset_sd_ut",
         0.0,
         "float",
