@@ -16,7 +16,8 @@ are kept apart, since a change of a setting's name changes them and not the map.
 arrays are also hashed as one sorted set, so a renamed key with the same bytes still matches.
 
     python benchmarks/map_digests.py [--cases demo,aalto12,floor] [--models vips,acgp,...]
-        [--floor-minutes 5] [--scratch /tmp/gp_mapper_digests] [--json F] [--check F]
+        [--floor-minutes 5] [--cut-minutes 0] [--scratch /tmp/gp_mapper_digests] [--json F]
+        [--check F]
 
 ``--check F`` compares with an earlier run's JSON and exits 1 naming every case whose numeric
 set, exit code or arrays moved. Compare runs of one machine and one set of library versions:
@@ -43,6 +44,8 @@ from common import data_dir, format_table, write_json
 CASES = ("demo", "aalto12", "floor")
 MODELS = ("vips", "potential", "exact", "acgp", "solvegp", "cagp", "cagp_cg", "gam", "gam_stream")
 STATE = "map_state.npz"
+# The exit code recorded for a map cut by --cut-minutes.
+CUT = -1
 
 
 def array_digest(array: np.ndarray) -> str:
@@ -66,13 +69,18 @@ def state_digests(path: Path) -> dict[str, Any]:
     return {"numeric_set": combined, "numeric": numeric, "text": text}
 
 
-def run_cli(args: list[str], log: Path) -> tuple[int, str, float]:
-    """``gp-mapper ARGS`` in a child process; its exit code, last line and seconds."""
+def run_cli(args: list[str], log: Path, cut_s: float | None = None) -> tuple[int, str, float]:
+    """``gp-mapper ARGS`` in a child process; its exit code (``CUT`` when it ran past
+    ``cut_s`` and was killed), last line and seconds."""
     start = time.perf_counter()
     with log.open("w") as out:
-        code = subprocess.call(
-            [sys.executable, "-m", "gp_mapper.cli", *args], stdout=out, stderr=subprocess.STDOUT
-        )
+        try:
+            code = subprocess.call(
+                [sys.executable, "-m", "gp_mapper.cli", *args],
+                stdout=out, stderr=subprocess.STDOUT, timeout=cut_s,
+            )  # fmt: skip
+        except subprocess.TimeoutExpired:
+            code = CUT
     lines = [line for line in log.read_text().splitlines() if line.strip()]
     return code, lines[-1] if lines else "", time.perf_counter() - start
 
@@ -151,6 +159,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cases", default=",".join(CASES))
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--floor-minutes", type=float, default=5.0)
+    parser.add_argument(
+        "--cut-minutes",
+        type=float,
+        default=0.0,
+        help="kill a map taking longer (recorded as exit -1); 0 = never",
+    )
     parser.add_argument("--scratch", type=Path, default=Path("/tmp/gp_mapper_digests"))
     parser.add_argument("--json", default=None)
     parser.add_argument("--check", type=Path, default=None, help="an earlier run's JSON")
@@ -167,7 +181,9 @@ def main(argv: list[str] | None = None) -> int:
     began = time.perf_counter()
     for i, (name, cli) in enumerate(todo):
         out = args.scratch / name
-        code, last, seconds = run_cli([*cli, "--out", str(out)], args.scratch / f"{name}.log")
+        cut_s = 60.0 * args.cut_minutes if args.cut_minutes > 0 else None
+        log = args.scratch / f"{name}.log"
+        code, last, seconds = run_cli([*cli, "--out", str(out)], log, cut_s)
         entry: dict[str, Any] = {"returncode": code, "last_line": last, "seconds": seconds}
         if code == 0 and (out / STATE).exists():
             entry |= state_digests(out / STATE)

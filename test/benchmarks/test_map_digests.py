@@ -41,3 +41,10 @@ def test_a_check_names_the_arrays_and_exit_codes_that_moved(tmp_path: Path) -> N
     assert report == ["exact: exit code 2 -> 0",
                       "fit: 1 arrays moved (engine.tile.0_0.carried.L)"]  # fmt: skip
     assert map_digests.compare(old, {"fit": {"returncode": 0, **same}}) == []
+
+
+def test_a_command_past_its_cut_is_killed_and_recorded(tmp_path: Path) -> None:
+    code, _, _ = map_digests.run_cli(["replay", "--help"], tmp_path / "help.log", None)
+    assert code == 0 and "usage" in (tmp_path / "help.log").read_text()
+    code, _, seconds = map_digests.run_cli(["replay", "--help"], tmp_path / "cut.log", 0.001)
+    assert code == map_digests.CUT and seconds < 5.0
