@@ -39,7 +39,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import data_dir, format_table, write_json
+from common import format_table, write_json
+from fit_models import training_bag
 
 CASES = ("demo", "aalto12", "floor")
 MODELS = ("vips", "potential", "exact", "acgp", "solvegp", "cagp", "cagp_cg", "gam", "gam_stream")
@@ -99,16 +100,6 @@ def demo_bag(scratch: Path) -> tuple[Path, list[str]]:
     return bag, ["--params", str(params)]
 
 
-def aalto_bag(scratch: Path) -> Path:
-    from gp_mapper.io.bag_convert import convert_aalto
-
-    bag = scratch / "aalto12"
-    if not bag.exists():
-        root = data_dir() / "magnetic" / "aalto-magnetic-data" / "data"
-        convert_aalto(root, bag, sequences=(1, 2))
-    return bag
-
-
 def floor_bag(scratch: Path, minutes: float) -> Path:
     from gp_mapper.io.building import write_building_bag
 
@@ -128,7 +119,7 @@ def jobs(args: argparse.Namespace) -> list[tuple[str, list[str]]]:
         if case not in args.cases:
             continue
         bag = (
-            aalto_bag(args.scratch)
+            training_bag(args.scratch)
             if case == "aalto12"
             else floor_bag(args.scratch, args.floor_minutes)
         )

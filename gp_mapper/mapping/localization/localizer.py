@@ -43,7 +43,7 @@ from .motion import MotionNoise, odometry_step, sample_motion, wrap_angle
 from .particles import ParticleSet, PoseEstimate, kld_size
 from .proposal import BatchEvidence, draw_poses
 from .settings import PARAMETER_BY_NAME, default
-from .three_axis import batch_observation, three_axis_update
+from .three_axis import BatchObservation, batch_observation, three_axis_update
 
 # exp() of a mean log-likelihood below this underflows; the recovery's averages floor it here.
 MIN_LOG_EVIDENCE = -700.0
@@ -234,12 +234,16 @@ class Localizer:
         or the recovery of a kidnapped robot); with ``sensor_resetting`` the first batch then
         draws the cloud anew where the map agrees with it (``proposal``)."""
         c = self.config
-        xy = self.lookup.sample_known(self._rng, c.max_particles)
-        yaw = self._rng.uniform(-math.pi, math.pi, c.max_particles)
-        poses = np.column_stack([xy, yaw])
+        poses = self._uniform_poses(c.max_particles)
         self.particles = ParticleSet(poses, self._offset_prior(c.max_particles))
         self._anchor = None
         self._reset_pending = c.sensor_resetting
+
+    def _uniform_poses(self, count: int) -> np.ndarray:
+        """``count`` poses [count, 3] uniform over the map's known cells, every heading."""
+        xy = self.lookup.sample_known(self._rng, count)
+        yaw = self._rng.uniform(-math.pi, math.pi, count)
+        return np.column_stack([xy, yaw])
 
     @property
     def uses_field_vector(self) -> bool:
@@ -334,8 +338,20 @@ class Localizer:
         self._batch = []
         return True
 
+    @staticmethod
+    def _observation(batch: list[_Reading], fields: np.ndarray) -> BatchObservation:
+        """The batch in the odom frame (``three_axis.batch_observation``); a reading without
+        an attitude is level in the base's axes."""
+        identity = np.eye(3)
+        attitudes = np.array([identity if r.attitude is None else r.attitude for r in batch])
+        return batch_observation(fields, np.array([r.pose[2] for r in batch]), attitudes)
+
     def _vector_likelihood(
-        self, batch: list[_Reading], fields: np.ndarray, middle: np.ndarray, weight: float
+        self,
+        batch: list[_Reading],
+        observation: BatchObservation,
+        middle: np.ndarray,
+        weight: float,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
         """Log-likelihood [P] of a batch against a map of the field vector (``three_axis``),
         its surprise [P] (``_track_evidence``), the map's mean component variance [P] at the
@@ -343,10 +359,6 @@ class Localizer:
         random walk and is updated."""
         particles = self.particles
         assert particles is not None
-        identity = np.eye(3)
-        attitudes = np.array([identity if r.attitude is None else r.attitude for r in batch])
-        yaws = np.array([r.pose[2] for r in batch])
-        observation = batch_observation(fields, yaws, attitudes)
         mean, covariance = self.lookup.field_covariance_at(particles.poses[:, :2])
         noise = float(self.lookup.noise.of_mean(len(batch)))
         delta = particles.poses[:, 2] - middle[2]
@@ -387,21 +399,22 @@ class Localizer:
         return log_likelihood, surprise
 
     def _evidence(
-        self, batch: list[_Reading], fields: np.ndarray, middle: np.ndarray, weight: float
+        self,
+        count: int,
+        norm: float,
+        observation: BatchObservation | None,
+        middle: np.ndarray,
+        weight: float,
     ) -> BatchEvidence:
-        """What the batch says without a heading, less the filter's offset estimates (before
-        this batch updates them), for ``proposal.draw_poses``."""
+        """What a batch of ``count`` readings (mean ‖B‖ ``norm``; ``observation`` where the
+        filter weighs the field vector) says without a heading, less the filter's offset
+        estimates (before this batch updates them), for ``proposal.draw_poses``."""
         particles = self.particles
         assert particles is not None
-        noise = float(self.lookup.noise.of_mean(len(batch)))
-        norm = float(np.linalg.norm(fields, axis=1).mean())
+        noise = float(self.lookup.noise.of_mean(count))
         reading = None
         states, w = particles.states, particles.weights
-        if self.uses_field_vector:
-            identity = np.eye(3)
-            attitudes = np.array([identity if r.attitude is None else r.attitude for r in batch])
-            observation = batch_observation(fields, np.array([r.pose[2] for r in batch]),
-                                            attitudes)  # fmt: skip
+        if observation is not None:
             reading = observation.mean_ut
             if OFFSET_MEAN in states:
                 offset, sd = self._offset_estimate()
@@ -465,9 +478,7 @@ class Localizer:
                 drawn, _ = draw_poses(self.lookup, evidence, self._rng, count)
                 self.particles.poses[replace] = drawn
             else:
-                xy = self.lookup.sample_known(self._rng, count)
-                yaw = self._rng.uniform(-math.pi, math.pi, count)
-                self.particles.poses[replace] = np.column_stack([xy, yaw])
+                self.particles.poses[replace] = self._uniform_poses(count)
             self.injected += count
         self._w_slow = self._w_fast = 0.0  # as AMCL: start the averages again
 
@@ -529,7 +540,11 @@ class Localizer:
         if c.temper_lengthscales > 0.0:
             span = c.temper_lengthscales * self.lookup.lengthscale_m
             weight = min(1.0, c.batch_distance_m / span)
-        evidence = self._evidence(batch, fields, middle, weight) if c.sensor_resetting else None
+        observation = self._observation(batch, fields) if self.uses_field_vector else None
+        observed = float(np.linalg.norm(fields, axis=1).mean())
+        evidence = None
+        if c.sensor_resetting:
+            evidence = self._evidence(len(batch), observed, observation, middle, weight)
         log_proposal = None
         if self._reset_pending and evidence is not None:
             # A global start's cloud drawn where the map agrees with this batch, then weighed
@@ -538,12 +553,11 @@ class Localizer:
                 self.lookup, evidence, self._rng, self.particles.size
             )
             self._reset_pending = False
-        if self.uses_field_vector:
+        if observation is not None:
             log_likelihood, surprise, variance, observed = self._vector_likelihood(
-                batch, fields, middle, weight
+                batch, observation, middle, weight
             )
         else:
-            observed = float(np.linalg.norm(fields, axis=1).mean())
             mean, variance = self.lookup.at(self.particles.poses[:, :2])
             total = variance + self.lookup.noise.of_mean(len(batch))
             states = self.particles.states

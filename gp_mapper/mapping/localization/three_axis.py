@@ -179,57 +179,32 @@ def three_axis_update(
         quad = (residual * _cholesky_solve(chol, residual[..., None])[..., 0]).sum(axis=1)
         surprise = -0.5 * weight * (quad - 3.0)
         return weight * -0.5 * (quad + _log_det(chol)), surprise, None, None
-    axes = observation.axes
-    P = offset_mean.shape[0]
-    if offset_mean.shape[1] == 4:
-        return _along_field_update(
-            observation, predicted, noise, residual, weight, offset_mean, offset_covariance
+    P, k = offset_mean.shape
+    if k == 4:
+        # The state [b, c]: H = [Ā | R_z(−δ) m̂] differs per particle.
+        direction = predicted / np.maximum(np.linalg.norm(predicted, axis=1, keepdims=True), 1e-12)
+        H = np.concatenate(
+            [np.broadcast_to(observation.axes, (P, 3, 3)), direction[:, :, None]], axis=2
         )
-    residual = residual - offset_mean @ axes.T
-    # Ā Σ_b and Ā Σ_b Āᵀ as one product each over the particles' flattened covariances.
-    flat = offset_covariance.reshape(P, 9)
-    axes_cov = (flat @ np.kron(axes, np.eye(3)).T).reshape(P, 3, 3)
-    total = noise / weight + (flat @ np.kron(axes, axes).T).reshape(P, 3, 3)
+        residual = residual - np.einsum("pij,pj->pi", H, offset_mean)
+        cross = np.einsum("pij,pjk->pik", H, offset_covariance)  # H Σ [P, 3, 4]
+        total = noise / weight + np.einsum("pik,pjk->pij", cross, H)
+    else:
+        axes = observation.axes
+        residual = residual - offset_mean @ axes.T
+        # Ā Σ_b and Ā Σ_b Āᵀ as one product each over the particles' flattened covariances.
+        flat = offset_covariance.reshape(P, 9)
+        cross = (flat @ np.kron(axes, np.eye(3)).T).reshape(P, 3, 3)
+        total = noise / weight + (flat @ np.kron(axes, axes).T).reshape(P, 3, 3)
     chol = _cholesky(total)
-    solved = _cholesky_solve(chol, np.concatenate([residual[..., None], axes_cov], axis=2))
+    solved = _cholesky_solve(chol, np.concatenate([residual[..., None], cross], axis=2))
     quad = (residual * solved[..., 0]).sum(axis=1)
     log_likelihood = -0.5 * (quad + _log_det(chol))
     surprise = -0.5 * (quad - 3.0 * weight)
     if weight < 1.0:
         log_likelihood += 0.5 * (1.0 - weight) * _log_det(_cholesky(noise))
-    gain_t = solved[..., 1:]  # S⁻¹ Ā Σ_b = Kᵀ
+    gain_t = solved[..., 1:]  # S⁻¹ H Σ = Kᵀ
     mean = offset_mean + (gain_t * residual[:, :, None]).sum(axis=1)
-    covariance = offset_covariance - (gain_t[:, :, :, None] * axes_cov[:, :, None, :]).sum(axis=1)
-    covariance = 0.5 * (covariance + covariance.transpose(0, 2, 1))
-    return log_likelihood, surprise, mean, covariance
-
-
-def _along_field_update(
-    observation: BatchObservation,
-    predicted: np.ndarray,
-    noise: np.ndarray,
-    residual: np.ndarray,
-    weight: float,
-    state_mean: np.ndarray,
-    state_covariance: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """``three_axis_update`` with the state [b, c] (``offset_mean`` of four columns): the
-    observation ``H = [Ā | R_z(−δ) m̂]`` differs per particle."""
-    P = state_mean.shape[0]
-    direction = predicted / np.maximum(np.linalg.norm(predicted, axis=1, keepdims=True), 1e-12)
-    H = np.concatenate([np.broadcast_to(observation.axes, (P, 3, 3)), direction[:, :, None]], 2)
-    residual = residual - np.einsum("pij,pj->pi", H, state_mean)
-    HP = np.einsum("pij,pjk->pik", H, state_covariance)  # [P, 3, 4]
-    total = noise / weight + np.einsum("pik,pjk->pij", HP, H)
-    chol = _cholesky(total)
-    solved = _cholesky_solve(chol, np.concatenate([residual[..., None], HP], axis=2))
-    quad = (residual * solved[..., 0]).sum(axis=1)
-    log_likelihood = -0.5 * (quad + _log_det(chol))
-    surprise = -0.5 * (quad - 3.0 * weight)
-    if weight < 1.0:
-        log_likelihood += 0.5 * (1.0 - weight) * _log_det(_cholesky(noise))
-    gain_t = solved[..., 1:]  # S⁻¹ H P = Kᵀ [P, 3, 4]
-    mean = state_mean + np.einsum("pik,pi->pk", gain_t, residual)
-    covariance = state_covariance - np.einsum("pik,pil->pkl", HP, gain_t)
+    covariance = offset_covariance - (gain_t[:, :, :, None] * cross[:, :, None, :]).sum(axis=1)
     covariance = 0.5 * (covariance + covariance.transpose(0, 2, 1))
     return log_likelihood, surprise, mean, covariance
