@@ -7,7 +7,8 @@ into 10-second blocks counted from its first sample; every 5th block, phase 4 (b
 and every hole lies between mapped blocks. The other blocks are streamed, reading by reading
 with one pose per reading, through ``MappingPipeline`` with the node's default parameters (or
 ``--set`` overrides): the same pairing, windows, fit schedule, outlier screen and engine the
-node runs. The held-out readings are then predicted; the predictive of a reading is
+node runs, tiles and their pass record included (``--set tile_size=0``: one model). The
+held-out readings are then predicted; the predictive of a reading is
 N(mean, latent variance + noise variance), and the table reports its RMSE, NLPD, the fraction
 of readings inside the central 95 % interval (coverage95) and that interval's mean width
 (width95 = 2 · 1.96 · sd), plus M and the wall time of the stream.
@@ -53,6 +54,7 @@ from common import (
 
 from gp_mapper.engine import ExactPosterior, build_model
 from gp_mapper.engine.core.device import set_cpu_threads
+from gp_mapper.engine.tiled import UNANCHORED, TiledModel, TileLayout
 from gp_mapper.io.aalto import load_aalto_sequence
 from gp_mapper.io.bag_convert import SEQUENCE_GAP_S
 from gp_mapper.io.bag_writer import MAG_FRAME_ID, TESLA_PER_MICROTESLA
@@ -132,6 +134,9 @@ def stream(split: Split, streamed: np.ndarray, overrides: dict[str, Any]) -> dic
     """
     config = MapperConfig.from_dict({"pose_source": "topic", **overrides, "device": "cpu"})
     engine = build_model(config.engine, input_dim=config.input_dims)
+    layout = config.tile_layout()
+    if layout is not None:  # as the node builds its map
+        engine = TiledModel(engine, TileLayout(*layout, UNANCHORED))
     index = np.flatnonzero(streamed)
     position = np.column_stack([split.xy_m, np.zeros(len(split.stamps_ns))])
     orientation = yaw_to_quaternion(split.yaw)
@@ -158,7 +163,7 @@ def stream(split: Split, streamed: np.ndarray, overrides: dict[str, Any]) -> dic
     return {
         "engine": engine,
         "seconds": seconds,
-        "M": int(engine.num_inducing),
+        "M": int(diagnostics["inducing_points"]),
         "samples": int(diagnostics["samples"]),
         "fits": int(diagnostics["fits"]),
         "outliers": int(diagnostics.get("drop_outlier", 0)),
@@ -203,7 +208,7 @@ def predict_stream(run: dict[str, Any], X: np.ndarray) -> tuple[np.ndarray, np.n
     """The stream's predictive of readings at X [S, 2]: mean and latent + noise variance."""
     engine = run["engine"]
     mean, var = engine.predict(torch.as_tensor(X, dtype=torch.float64))
-    return mean.numpy(), var.numpy() + engine.noise_variance
+    return mean.numpy(), var.numpy() + engine.posterior.noise_variance
 
 
 def predict_exact(
@@ -211,6 +216,8 @@ def predict_exact(
 ) -> tuple[np.ndarray, np.ndarray]:
     """An exact GP on (X, y) at the stream's final θ: its predictive of readings at Xs."""
     engine = run["engine"]
+    if isinstance(engine, TiledModel):  # the tile holding the map's θ
+        engine = engine.tiles[engine.posterior.reference]
     posterior = ExactPosterior.from_data(
         engine.kernel,
         torch.as_tensor(X, dtype=torch.float64),

@@ -355,6 +355,9 @@ class MappingPipeline:
                     **pass_noise,
                 }
                 self._keep_for_pass_noise(window, X)
+                if window.stamps_ns is not None:  # the map's variance keeps the passes' offsets
+                    length = float(pass_noise.get("pass_noise_length_m", math.nan))
+                    model.record_passes(window.X[:, :2], window.stamps_ns / 1e9, length)
                 summary = report.as_dict()
                 # Only a model at its cap (a tiled map: tiles at theirs) can leave readings out.
                 if at_cap or summary.get("tiles_full"):

@@ -21,6 +21,7 @@ A task is retried once; a tile that still fails is named, and no map is made.
 from __future__ import annotations
 
 import itertools
+import math
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -224,6 +225,9 @@ def fit_tiled(
     states = {k: {n: np.array(v, order="C") for n, v in st.items()} for k, st in states.items()}
     tiles = {key: model_from_state(states[key], device="cpu") for key in sorted(states)}
     model = TiledModel.from_tiles(template, layout, tiles, reference=first)
+    if template.kind == "streaming":  # as the node's map: the passes over each place
+        length = math.nan if pass_noise is None else pass_noise.length
+        model.record_passes(samples.X[:, :2], samples.stamps_ns / 1e9, length)
     report = {
         "tiles": len(tiles),
         "theta_from_tile": list(first),

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 from gp_mapper.mapping import FieldReading, MapperConfig, MappingPipeline, Pose
 from gp_mapper.mapping.inputs import collect_samples
+from gp_mapper.mapping.map_file import read_model
 from gp_mapper.mapping.pass_noise import (
     MIN_BETWEEN_PAIRS,
     PassNoiseEstimator,
@@ -176,3 +178,20 @@ def test_an_offline_fit_measures_it_on_the_whole_log_for_every_tile() -> None:
     assert len(model.tiles) >= 2
     for tile in model.tiles.values():
         assert tile.pass_noise_variance == pytest.approx(expected.variance, rel=1e-12)
+
+
+def test_the_pipeline_records_the_passes_and_the_saved_map_keeps_them(tmp_path) -> None:
+    xy, y, t, _, _ = passes(**SHORT_PASSES)
+    config = small_map(max_inducing=150, fit_iterations=5, fit_every_windows=2)
+    assert config.tile_layout() is not None  # the node's default: a tiled map
+    with MappingPipeline(config, background=False) as pipeline:
+        feed(pipeline, records(xy, y, t))
+        pipeline.flush()
+        pipeline.save(tmp_path / "map.npz")
+    model = read_model(tmp_path / "map.npz", device="cpu")
+    counts = model.posterior.passes
+    middle = np.array([[1.5, 1.0]])
+    assert counts.passes_at(middle).tolist() == [SHORT_PASSES["count"]]
+    assert counts.scale > 0.0  # σ²_pass measured, so the offsets count
+    latent = model.posterior.predict(torch.as_tensor(middle))[1]
+    assert float(model.posterior.pass_error_variance(torch.as_tensor(middle), latent)) > 0.0

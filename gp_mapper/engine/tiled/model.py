@@ -20,6 +20,8 @@ interface, so a tile is whatever streaming model the map runs (``vips``, ``gam_s
 - A window is atomic over the tiles it touches: if one tile refuses it, the tiles that had
   taken it are restored from their states (bit for bit) and the report names the tile.
 - With an infinite tile size there is one tile, and the map is that model's, bit for bit.
+- The map keeps a record of the passes over each place (:mod:`..core.pass_record`, fed by
+  :meth:`TiledModel.record_passes`): its variance holds what their shared offsets leave.
 - A tile far from where the map was updated lately (``IDLE_WINDOWS``) keeps only its state:
   memory grows with the building by the tiles' states, not their caches.
 """
@@ -36,6 +38,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ..core.pass_record import PassRecord
 from ..errors import StateError
 from ..model import Hyperparameters, ModelPosterior, StreamingModel
 from .layout import ONE_TILE, UNANCHORED, TileKey, TileLayout
@@ -147,6 +150,7 @@ class TiledModel:
         self._num_updates = 0
         # The update count at which a window last touched each tile (this session's).
         self._touched_at: dict[TileKey, int] = {}
+        self._passes = PassRecord()
 
     @classmethod
     def from_tiles(
@@ -228,6 +232,13 @@ class TiledModel:
         self._template.set_pass_noise_variance(variance)
         for tile in self._tiles.values():
             tile.set_pass_noise_variance(variance)
+
+    def record_passes(self, xy: np.ndarray, t_s: np.ndarray, length_m: float = math.nan) -> None:
+        """Record where and when an accepted window's readings were taken (xy [N, 2] in m,
+        t_s [N] in s) and the pass error's measured correlation length along the path (NaN:
+        not measured); the map's variance holds what the passes' offsets leave from now on."""
+        self._passes.add(xy, t_s, length_m)
+        self._posterior = self._blend()
 
     def release_caches(self) -> None:
         """Every tile's (a tile far from recent windows drops its own on an update)."""
@@ -386,7 +397,10 @@ class TiledModel:
         posteriors = {k: t.posterior for k, t in self._tiles.items() if t.posterior is not None}
         if not posteriors:
             return None
-        return BlendedPosterior(self.layout, posteriors, self._reference or ONE_TILE)
+        # Tiles of a batch model (an offline fit) add no pass noise, so no pass error either.
+        streaming = self.kind == "streaming" and len(self._passes) > 0
+        passes = self._passes.counts(self.pass_noise_variance if streaming else 0.0)
+        return BlendedPosterior(self.layout, posteriors, self._reference or ONE_TILE, passes)
 
     # ------------------------------------------------------------------ persistence
     def state_dict(self) -> dict[str, np.ndarray]:
@@ -407,6 +421,7 @@ class TiledModel:
             "tiles.has_reference": np.array(self._reference is not None),
             "tiles.num_updates": np.array(self._num_updates),
         }
+        out.update(self._passes.state_dict())
         for prefix, value in _prefixed("template.", self._template.state_dict()):
             out[prefix] = value
         for key, tile in sorted(self._tiles.items()):
@@ -448,6 +463,7 @@ class TiledModel:
                 i, j = np.asarray(state["tiles.reference"], dtype=np.int64).reshape(2).tolist()
                 model._reference = (int(i), int(j))
             model._num_updates = int(np.asarray(state["tiles.num_updates"]))
+            model._passes = PassRecord.from_state(state)
             model._posterior = model._blend()
         except StateError:
             raise

@@ -5,6 +5,8 @@ the mixture of the tiles' predictive distributions: mean ``μ = Σ w_k μ_k`` an
 ``Σ w_k (σ_k² + (μ_k − μ)²)``. Both are as smooth as the weights and the tiles (no step at a
 tile edge), and where two tiles disagree the variance says so. Where no tile reaches, the map
 is the reference tile's prediction: far from its data, its prior (with the level it fitted).
+The scalar map's variance then gains what the passes' shared offsets leave in it
+(:mod:`..core.pass_record`; nothing for a map without a pass record).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ..core.pass_record import NO_PASSES, PassCounts
 from ..errors import NotSupportedError
 from ..model import ModelPosterior, Target
 from .layout import TileKey, TileLayout
@@ -31,16 +34,22 @@ class BlendedPosterior:
         tiles: each tile's posterior, by key (tiles without one are left out).
         reference: the key of the tile whose noise variance the map reports (the one whose θ
             a new tile starts from).
+        passes: the passes near each place and the pass error's scale (none by default).
     """
 
     def __init__(
-        self, layout: TileLayout, tiles: Mapping[TileKey, ModelPosterior], reference: TileKey
+        self,
+        layout: TileLayout,
+        tiles: Mapping[TileKey, ModelPosterior],
+        reference: TileKey,
+        passes: PassCounts = NO_PASSES,
     ) -> None:
         if not tiles:
             raise ValueError("a blended posterior needs at least one tile")
         self.layout = layout
         self.tiles = dict(sorted(tiles.items()))  # one summation order, however built
         self.reference = reference if reference in self.tiles else next(iter(self.tiles))
+        self.passes = passes
 
     # ------------------------------------------------------------------ ModelPosterior
     @property
@@ -56,10 +65,12 @@ class BlendedPosterior:
         return self.tiles[self.reference].target
 
     def predict(self, Xs: Tensor) -> tuple[Tensor, Tensor]:
-        return self._mixture(Xs, lambda p, X: p.predict(X))
+        mean, var = self._mixture(Xs, lambda p, X: p.predict(X))
+        return mean, self._with_pass_error(Xs, var)
 
     def predict_block(self, Xs: Tensor) -> tuple[Tensor, Tensor]:
-        return self._mixture(Xs, lambda p, X: p.predict_block(X))
+        mean, var = self._mixture(Xs, lambda p, X: p.predict_block(X))
+        return mean, self._with_pass_error(Xs, var)
 
     def prior_variance(self, Xs: Tensor) -> Tensor:
         out = torch.zeros(Xs.shape[0], dtype=Xs.dtype, device=Xs.device)
@@ -100,7 +111,8 @@ class BlendedPosterior:
         weights = self._weights(Xs)
         single = self._single_tile(Xs, weights)
         if single is not None:
-            return single.predict_block_with_field(Xs)
+            mean, var, field_mean, field_cov = single.predict_block_with_field(Xs)
+            return mean, self._with_pass_error(Xs, var), field_mean, field_cov
         parts, covered, rest = self._parts(Xs, weights, lambda p, X: p.predict_block_with_field(X))
         mean, var = _scalar_mixture(
             Xs, [(rows, w, m, v) for rows, w, m, v, _, _ in parts], covered,
@@ -110,7 +122,7 @@ class BlendedPosterior:
             Xs, [(rows, w, fm, fc) for rows, w, _, _, fm, fc in parts], covered,
             None if rest is None else rest[2:],
         )  # fmt: skip
-        return mean, var, field_mean, field_cov
+        return mean, self._with_pass_error(Xs, var), field_mean, field_cov
 
     def changed_since(self, previous: ModelPosterior, xy: np.ndarray) -> np.ndarray | None:
         """Where a tile changed since ``previous`` (another object: updated, new or gone) has
@@ -133,6 +145,24 @@ class BlendedPosterior:
         if reference_changed:
             changed |= ~covered
         return changed
+
+    def pass_error_variance(self, Xs: Tensor, latent: Tensor) -> Tensor:
+        """What the passes' shared offsets leave in a map of ``latent`` variance at Xs [S]
+        (:mod:`..core.pass_record`): σ²_pass · c · ρ² / k, 0 where no pass came near."""
+        if self.passes.scale <= 0.0:
+            return torch.zeros_like(latent)
+        prior = self.prior_variance(Xs)
+        term = self.passes.variance(
+            Xs[:, :2].detach().cpu().numpy(),
+            latent.detach().cpu().double().numpy(),
+            prior.detach().cpu().double().numpy(),
+        )
+        return torch.as_tensor(term, dtype=latent.dtype, device=latent.device)
+
+    def _with_pass_error(self, Xs: Tensor, latent: Tensor) -> Tensor:
+        if self.passes.scale <= 0.0:
+            return latent
+        return latent + self.pass_error_variance(Xs, latent)
 
     # ------------------------------------------------------------------ the blend
     def _weights(self, Xs: Tensor) -> Weights:

@@ -254,3 +254,29 @@ def test_tiles_far_from_the_recent_windows_keep_only_their_state(
     assert all(tile.posterior.W_cache.held for tile in released.tiles.values())
     state, kept_state = released.state_dict(), kept.state_dict()
     assert all(np.array_equal(state[k], kept_state[k]) for k in state)
+
+
+def test_the_map_holds_the_offsets_its_passes_leave_and_saves_their_record() -> None:
+    X, y = walk(900)
+    t = np.linspace(0.0, 300.0, len(X))  # the walk's 9 sweeps 33 s apart: passes
+    model = tiled(pass_noise_variance=0.5)
+    plain = tiled(pass_noise_variance=0.5)
+    for part in np.array_split(np.arange(len(X)), 6):
+        assert model.update(X[part], y[part]).accepted
+        assert plain.update(X[part], y[part]).accepted
+        model.record_passes(X[part], t[part], math.nan)
+    on_path = torch.as_tensor(X[::50])
+    away = torch.tensor([[6.0, 8.0], [20.0, 2.0]])  # beyond the walk: no pass near
+    mean, var = model.predict(on_path)
+    mean0, var0 = plain.predict(on_path)
+    assert torch.equal(mean, mean0)  # the record moves the variance only
+    prior = plain.posterior.prior_variance(on_path)
+    k = model.posterior.passes.passes_at(on_path.numpy())
+    assert (k >= 1).all()
+    expected = var0 + 0.5 * (1.0 - var0 / prior).clamp(0, 1) ** 2 / torch.as_tensor(k)
+    assert torch.allclose(var, expected, rtol=1e-12, atol=0.0)
+    assert torch.equal(model.predict(away)[1], plain.predict(away)[1])
+    # The grid's path (predict_block) says the same; a saved map predicts the same.
+    assert torch.allclose(model.posterior.predict_block(on_path)[1], var, rtol=1e-12)
+    again = model_from_state(saved_and_loaded(model.state_dict()), device="cpu")
+    assert torch.equal(again.predict(on_path)[1], var)
