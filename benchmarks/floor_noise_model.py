@@ -11,6 +11,9 @@ likelihood of those cell means (white noise divided by each cell's count), for e
 - ``field_m32``: one Matérn-3/2 field (rougher);
 - ``two_scales``: two Matérn-5/2 fields, the second starting at a 0.2-m lengthscale;
 - ``time_drift``: the field plus a Matérn-5/2 over the reading's time (a drifting offset);
+- ``time_offset_measured``: the field plus an Ornstein–Uhlenbeck offset over the reading's
+  time (exponential covariance), its variance held at the measured between-pass variance
+  and its time scale fitted: the pass error as a state carried along the stream, no labels;
 - ``pass_offsets``: the field plus one offset per pass (a covariance σ²_p where two cells
   share a pass), the floor's own error model; it needs the walk's pass labels, which a robot
   does not have;
@@ -52,8 +55,8 @@ from gp_mapper.io.building import (
 )
 
 MODELS = (
-    "field", "field_m32", "two_scales", "time_drift", "pass_offsets", "pass_offsets_measured",
-    "turn_offsets", "turn_offsets_measured", "turn_pure_measured",
+    "field", "field_m32", "two_scales", "time_drift", "time_offset_measured", "pass_offsets",
+    "pass_offsets_measured", "turn_offsets", "turn_offsets_measured", "turn_pure_measured",
 )  # fmt: skip
 # Models whose cells and offsets follow the path's own segmentation, not the walk's passes.
 SEGMENTED = ("turn_offsets", "turn_offsets_measured")
@@ -174,7 +177,7 @@ def fit_and_score(box: Box, model: str, pass_variance: float) -> dict[str, Any]:
            for k, v in start.items()}  # fmt: skip
     nu = 1.5 if model == "field_m32" else 2.5
     extra = {"two_scales": ["sv", "sl"], "time_drift": ["dv", "dl"], "pass_offsets": ["dv"],
-             "turn_offsets": ["dv"]}  # fmt: skip
+             "turn_offsets": ["dv"], "time_offset_measured": ["dl"]}  # fmt: skip
     names = ["lv", "ll", "ln", *extra.get(model, [])]
     mu = box.y.mean()
 
@@ -188,6 +191,8 @@ def fit_and_score(box: Box, model: str, pass_variance: float) -> dict[str, Any]:
         k = field(box.X, box.X) + torch.diag(raw["ln"].exp() / box.count + JITTER)
         if model == "time_drift":
             k = k + raw["dv"].exp() * matern(box.t, box.t, raw["dl"].exp(), 2.5)
+        if model == "time_offset_measured":
+            k = k + raw["dv"].exp() * torch.exp(-torch.cdist(box.t, box.t) / raw["dl"].exp())
         if model in ("pass_offsets", "pass_offsets_measured", "turn_pure_measured", *SEGMENTED):
             k = k + raw["dv"].exp() * box.same_pass
         return k
