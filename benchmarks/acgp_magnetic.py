@@ -32,9 +32,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import (
+    aalto_dir,
     add_run_arguments,
     coverage95,
-    data_dir,
     format_table,
     header,
     nlpd,
@@ -65,10 +65,6 @@ ACGP_REFINEMENTS = DEFAULT_REFINEMENTS
 # CaGP's random subset on this CPU: 300 epochs of N² kernel evaluations (0 = all samples).
 CAGP_POINTS = 5000
 MODELS = ("acgp", "exact", "vips")
-
-
-def aalto_dir() -> Path:
-    return data_dir() / "magnetic" / "aalto-magnetic-data" / "data"
 
 
 def train_bag(runs: tuple[int, ...], scratch: Path) -> Path:

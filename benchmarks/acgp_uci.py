@@ -58,6 +58,7 @@ from common import (
     data_dir,
     format_table,
     header,
+    mean_std,
     nlpd,
     rmse,
     width95,
@@ -238,12 +239,6 @@ def run_exact_fit(
         "fit_iterations": report.details.get("fit_iterations"),
         "hyperparameters": gp.hyperparameters(),
     }
-
-
-def mean_std(values: list[float], scale: float) -> tuple[float, float]:
-    """Mean and std (ddof 0 for one run) of values divided by the paper's unit."""
-    a = np.asarray(values, dtype=np.float64) / scale
-    return float(a.mean()), float(a.std(ddof=1) if a.size > 1 else 0.0)
 
 
 def cell(ms: tuple[float, float], digits: int) -> str:

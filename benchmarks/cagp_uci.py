@@ -72,6 +72,7 @@ from common import (
     data_dir,
     format_table,
     header,
+    mean_std,
     nlpd,
     rmse,
     warm_up,
@@ -557,12 +558,6 @@ def run_method(
 
 
 # ---------------------------------------------------------------------- tables
-def mean_std(values: list[float]) -> tuple[float, float]:
-    """Mean and std over seeds (ddof 1; 0 for one seed)."""
-    a = np.asarray(values, dtype=np.float64)
-    return float(a.mean()), float(a.std(ddof=1)) if a.size > 1 else 0.0
-
-
 def pm(ms: tuple[float, float], digits: int = 3) -> str:
     return f"{ms[0]:.{digits}f} ± {ms[1]:.{digits}f}"
 

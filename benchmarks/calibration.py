@@ -41,9 +41,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import (
     Z95,
+    aalto_dir,
     add_run_arguments,
     coverage95,
-    data_dir,
     format_table,
     header,
     nlpd,
@@ -102,10 +102,6 @@ class Split(NamedTuple):
     def target(self) -> np.ndarray:
         """‖B‖ [N] (µT), the node's default target."""
         return np.linalg.norm(self.field_ut, axis=1)
-
-
-def aalto_dir() -> Path:
-    return data_dir() / "magnetic" / "aalto-magnetic-data" / "data"
 
 
 def load_split(runs: tuple[int, ...] = RUNS) -> Split:

@@ -30,6 +30,19 @@ def data_dir() -> Path:
     return Path(os.environ.get("GP_MAPPER_DATA", REPO_ROOT.parent / "shared" / "data"))
 
 
+def aalto_dir() -> Path:
+    """The Aalto magnetometer data (runs 1-9 of the Invensense sensor) under ``data_dir()``."""
+    return data_dir() / "magnetic" / "aalto-magnetic-data" / "data"
+
+
+def mean_std(values: Any, scale: float = 1.0, ddof: int = 1) -> tuple[float, float]:
+    """Mean and standard deviation of ``values / scale`` over seeds or folds (``ddof`` 1, as
+    the papers report spread over seeds; 0 where a protocol uses the population's); the
+    deviation is 0 for ``ddof`` or fewer values."""
+    a = np.asarray(values, dtype=np.float64) / scale
+    return float(a.mean()), (float(a.std(ddof=ddof)) if a.size > ddof else 0.0)
+
+
 def rmse(mean: np.ndarray, y: np.ndarray) -> float:
     return float(np.sqrt(np.mean((mean - y) ** 2)))
 

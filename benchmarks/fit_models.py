@@ -32,16 +32,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import coverage95, data_dir, format_table, nlpd, rmse, width95, write_json
+from common import aalto_dir, coverage95, format_table, nlpd, rmse, width95, write_json
 
 MODELS = ("vips", "gam_stream", "exact", "acgp", "solvegp", "cagp", "cagp_cg", "gam")
 TRAIN_RUNS = (1, 2)
 # A progress line at least this often is the target for long work [s].
 PROGRESS_TARGET_S = 10.0
-
-
-def aalto_dir() -> Path:
-    return data_dir() / "magnetic" / "aalto-magnetic-data" / "data"
 
 
 def training_bag(scratch: Path) -> Path:

@@ -32,7 +32,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import REPO_ROOT, add_run_arguments, format_table, header, write_json
+from common import REPO_ROOT, add_run_arguments, format_table, header, rmse, write_json
 
 from gp_mapper.engine import set_cpu_threads
 from gp_mapper.engine.core.kernels import Constant, Product
@@ -133,10 +133,6 @@ class Grids:
         X = np.full((GRID_2D * GRID_2D, INPUT_DIM), 0.5)
         X[:, 0], X[:, 1] = self.a.reshape(-1), self.b.reshape(-1)
         return X
-
-
-def rmse(a: np.ndarray, b: np.ndarray) -> float:
-    return float(np.sqrt(np.mean((a - b) ** 2)))
 
 
 class Progress:

@@ -56,9 +56,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import (
+    aalto_dir,
     add_run_arguments,
     coverage95,
-    data_dir,
     format_table,
     header,
     nlpd,
@@ -205,10 +205,6 @@ def aalto_samples(scratch: Path) -> Any:
     samples = collect_samples(read_bag(bag, pose_type="auto"), config)
     spec = EngineSpec(model="gam")
     return samples.with_auxiliary_inputs(("run", "time"), spec.gam_run_gap)
-
-
-def aalto_dir() -> Path:
-    return data_dir() / "magnetic" / "aalto-magnetic-data" / "data"
 
 
 def aalto_runs(args: argparse.Namespace) -> dict[str, Any]:

@@ -85,7 +85,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
-from common import data_dir, format_table, run_env, write_json
+from common import aalto_dir, format_table, run_env, write_json
 
 from gp_mapper.engine.core.device import set_cpu_threads
 from gp_mapper.io.aalto import load_aalto_sequence
@@ -136,10 +136,6 @@ TARGET_UNIFORM_S = 30.0  # Aalto run 5: uniform start within 30 s
 TARGET_WITHIN_M = 60.0  # office floor: uniform start converged, kidnap recovered
 TARGET_REACQUIRE_M = 20.0  # office floor: re-converged after an unmapped room
 TARGET_UPDATES_PER_S = 200.0  # 2000 particles, three-axis likelihood
-
-
-def aalto_dir() -> Path:
-    return data_dir() / "magnetic" / "aalto-magnetic-data" / "data"
 
 
 class Track(NamedTuple):

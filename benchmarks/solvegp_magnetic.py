@@ -44,8 +44,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from acgp_magnetic import ACGP_MAX_POINTS, ACGP_REFINEMENTS, EXACT_POINTS, aalto_dir
+from acgp_magnetic import ACGP_MAX_POINTS, ACGP_REFINEMENTS, EXACT_POINTS
 from common import (
+    aalto_dir,
     add_run_arguments,
     coverage95,
     format_table,

@@ -57,6 +57,7 @@ from common import (
     data_dir,
     format_table,
     header,
+    rmse,
     warm_up,
     width95,
     write_json,
@@ -180,10 +181,6 @@ def kernel() -> Matern32:
 def log_lik(mean: np.ndarray, var_y: np.ndarray, y: np.ndarray) -> float:
     """Mean test log-likelihood log N(y | mean, var_y) per point [nats]."""
     return float(np.mean(-0.5 * np.log(2.0 * math.pi * var_y) - 0.5 * (y - mean) ** 2 / var_y))
-
-
-def rmse(mean: np.ndarray, y: np.ndarray) -> float:
-    return float(np.sqrt(np.mean((mean - y) ** 2)))
 
 
 def mean_se(values: list[float]) -> tuple[float, float]:

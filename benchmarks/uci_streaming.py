@@ -49,6 +49,7 @@ from common import (
     data_dir,
     format_table,
     header,
+    mean_std,
     nlpd,
     rmse,
     warm_up,
@@ -220,10 +221,6 @@ def relative_pct(value: float, exact: float, noise: float) -> float:
     return (value - exact) / abs(noise - exact) * 100.0
 
 
-def mean_std(values: list[float]) -> tuple[float, float]:
-    return float(np.mean(values)), float(np.std(values))
-
-
 def summarise(folds: list[dict[str, Any]], methods: list[str]) -> dict[str, Any]:
     """Fold means, then the relative metric from the means (as the authors' tables)."""
     out: dict[str, Any] = {}
@@ -232,7 +229,7 @@ def summarise(folds: list[dict[str, Any]], methods: list[str]) -> dict[str, Any]
     out["exact"], out["noise"] = exact, noise
     for method in methods:
         runs = [f["methods"][method] for f in folds]
-        m_mean, m_std = mean_std([r["M"][-1] for r in runs])
+        m_mean, m_std = mean_std([r["M"][-1] for r in runs], ddof=0)
         entry = {"M_mean": m_mean, "M_std": m_std}
         for key in ("rmse", "nlpd"):
             value = float(np.mean([r[key] for r in runs]))

@@ -68,9 +68,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import (
+    aalto_dir,
     add_run_arguments,
     coverage95,
-    data_dir,
     format_table,
     header,
     nlpd,
@@ -139,10 +139,6 @@ class Split:
     X_all: np.ndarray
     B_all: np.ndarray
     t_all: np.ndarray
-
-
-def aalto_dir() -> Path:
-    return data_dir() / "magnetic" / "aalto-magnetic-data" / "data"
 
 
 def load(run: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
