@@ -22,13 +22,9 @@ from gp_mapper.io import (
     write_building_bag,
     yaw_from_quaternion,
 )
-from gp_mapper.io.building import (
-    CORRIDOR_WIDTH_M,
-    MAX_TURN_RATE_RADPS,
-    PATH_RADIUS_M,
-    WALL_M,
-    FloorPlan,
-)
+from gp_mapper.io.building import PATH_RADIUS_M, FloorPlan
+from gp_mapper.io.building.plan import CORRIDOR_WIDTH_M, WALL_M
+from gp_mapper.io.building.walk import MAX_TURN_RATE_RADPS
 from gp_mapper.mapping.records import FieldReading, Pose
 
 SPEED_MPS = 1.2

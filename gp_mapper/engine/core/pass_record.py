@@ -5,7 +5,7 @@ calibration residue, a pose offset: ``pass_noise_variance``, σ²_pass). The str
 count it once per cell of a window, as if each cell drew its own: a map of a place one pass
 walked then averages that pass's offset over its cells and windows and reports a fraction of
 it, while the map's error there is the whole offset. Where the error stays the same for
-metres (the office floor of ``io/building.py``: for a whole pass) that leaves the intervals
+metres (the office floor of ``io/building``: for a whole pass) that leaves the intervals
 on the path too narrow (95 % intervals holding 0.79 of the truth there), and no window can
 see it: each shows one pass.
 
