@@ -22,6 +22,7 @@ from typing import Any, NamedTuple
 from gp_mapper.engine import EngineSpec, build_model, model_names, set_cpu_threads
 from gp_mapper.engine.registry import model_kind
 from gp_mapper.io import bag_info, write_grids_npz, write_nav2_map, write_png
+from gp_mapper.io.bag_writer import DEFAULT_MAG_TOPIC, DEFAULT_POSE_TOPIC
 from gp_mapper.io.errors import IoLayerError
 from gp_mapper.mapping import MapperConfig, MapSnapshot
 from gp_mapper.mapping.batch_fit import (
@@ -39,9 +40,10 @@ from gp_mapper.mapping.params_file import parse_overrides, theta_yaml
 from gp_mapper.mapping.persistence import load_model_map
 from gp_mapper.mapping.tiled_fit import RayRuntime, TileFitError, fit_tiled
 
+from . import options
 from .bag_input import bag_records
 from .progress import Progress
-from .replay import DEFAULT_MAG_TOPIC, DEFAULT_POSE_TOPIC, replay_bag
+from .replay import replay_bag
 
 # Tile fits in parallel on a local Ray runtime: the two cores of a small machine.
 DEFAULT_WORKERS = 2
@@ -108,15 +110,9 @@ def add_fit_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--model", default="acgp", choices=model_names(), help="the model to fit (default acgp)"
     )
-    parser.add_argument("--out", type=Path, required=True, help="output directory")
-    parser.add_argument("--params", type=Path, help="node parameters YAML (config/gp_mapper.yaml)")
-    parser.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="override a parameter or a model setting, e.g. --set acgp_rel_tol=0.005",
-    )
+    options.add_out(parser)
+    options.add_params(parser)
+    options.add_set(parser, "a parameter or a model setting", "acgp_rel_tol=0.005")
     parser.add_argument(
         "--max-samples",
         type=int,
@@ -130,8 +126,8 @@ def add_fit_arguments(parser: argparse.ArgumentParser) -> None:
         help="refuse a batch fit estimated to take longer than M minutes on this machine (the "
         f"estimate is printed first); 0 = no limit (default {DEFAULT_MAX_MINUTES:g})",
     )  # fmt: skip
-    parser.add_argument("--mag-topic", default=DEFAULT_MAG_TOPIC, help="magnetometer topic")
-    parser.add_argument("--pose-topic", default=DEFAULT_POSE_TOPIC, help="pose topic")
+    options.add_mag_topic(parser)
+    options.add_pose_topic(parser)
     parser.add_argument(
         "--workers", type=int, metavar="N",
         help="fit the map's tiles as independent tasks on a local Ray runtime with N "

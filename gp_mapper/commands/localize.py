@@ -30,6 +30,7 @@ import numpy as np
 
 from gp_mapper.io import bag_info, read_bag
 from gp_mapper.io.bag_source import TF_SOURCE, TOPIC_SOURCE, BagInfo
+from gp_mapper.io.bag_writer import DEFAULT_MAG_TOPIC
 from gp_mapper.io.errors import BagError, IoLayerError
 from gp_mapper.io.odometry import align_to_start
 from gp_mapper.io.pose_types import TF_TOPIC
@@ -57,11 +58,11 @@ from gp_mapper.mapping.localization.tf_odometry import (
 from gp_mapper.mapping.params_file import parse_overrides
 from gp_mapper.mapping.records import StaticTransform
 
+from . import options
 from .progress import Progress
 
 _LOG = logging.getLogger(__name__)
 
-DEFAULT_MAG_TOPIC = "/imu/mag"
 DEFAULT_ODOM_TOPIC = "/odom"
 DEFAULT_TRUTH_TOPIC = "/pose"
 MICROTESLA_PER_TESLA = 1e6
@@ -79,10 +80,10 @@ class LocalizeResult(NamedTuple):
 
 
 def add_localize_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("bag", type=Path, help="rosbag2 directory (MCAP or sqlite3) or .mcap file")
+    options.add_bag(parser)
     parser.add_argument("--map", type=Path, required=True, help="map file (map_state.npz)")
-    parser.add_argument("--out", type=Path, required=True, help="output directory")
-    parser.add_argument("--mag-topic", default=DEFAULT_MAG_TOPIC, help="magnetometer topic")
+    options.add_out(parser)
+    options.add_mag_topic(parser)
     parser.add_argument("--odom-source", choices=ODOM_SOURCES, default=AUTO_SOURCE,
                         help="where the odometry comes from: topic = --odom-topic; tf = "
                         "--odom-frame -> --base-frame on /tf and the magnetometer's mounting "
@@ -103,9 +104,7 @@ def add_localize_arguments(parser: argparse.ArgumentParser) -> None:
                         "AMCL's initialpose; default: a global start over the map's known "
                         "area")  # fmt: skip
     parser.add_argument("--seed", type=int, default=0, help="the filter's random stream")
-    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
-                        help="a filter setting, e.g. --set batch_distance_m=0.2 (repeatable; "
-                        "docs/localization.md)")  # fmt: skip
+    options.add_set(parser, "a filter setting (docs/localization.md)", "batch_distance_m=0.2")
 
 
 def _poses(bag: Path, mag_topic: str, pose_topic: str) -> tuple[np.ndarray, np.ndarray]:

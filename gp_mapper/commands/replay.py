@@ -16,18 +16,17 @@ from typing import NamedTuple
 
 from gp_mapper.engine import set_cpu_threads
 from gp_mapper.io import bag_info, write_grids_npz, write_nav2_map, write_png
+from gp_mapper.io.bag_writer import DEFAULT_MAG_TOPIC, DEFAULT_POSE_TOPIC
 from gp_mapper.io.errors import IoLayerError
 from gp_mapper.mapping import MappingPipeline, MapSnapshot
 from gp_mapper.mapping.errors import ConfigError, MapFileError
 from gp_mapper.mapping.params_file import config_from_params_file, parse_overrides
 
+from . import options
 from .bag_input import bag_records
 from .progress import Progress
 
 _LOG = logging.getLogger(__name__)
-
-DEFAULT_MAG_TOPIC = "/imu/mag"
-DEFAULT_POSE_TOPIC = "/pose"
 
 
 class ReplayOutputs(NamedTuple):
@@ -51,23 +50,13 @@ class ReplayResult(NamedTuple):
 
 
 def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("bag", type=Path, help="rosbag2 directory (MCAP or sqlite3) or .mcap file")
-    parser.add_argument("--out", type=Path, required=True, help="output directory")
-    parser.add_argument("--params", type=Path, help="node parameters YAML (config/gp_mapper.yaml)")
+    options.add_bag(parser)
+    options.add_out(parser)
+    options.add_params(parser)
     parser.add_argument("--resume", type=Path, help="engine state (map_state.npz) to continue")
-    parser.add_argument("--mag-topic", default=DEFAULT_MAG_TOPIC, help="magnetometer topic")
-    parser.add_argument(
-        "--pose-topic",
-        default=DEFAULT_POSE_TOPIC,
-        help="pose topic of the sensor (pose_source topic; a bag without /tf is read so)",
-    )
-    parser.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="override a parameter, e.g. --set delta=0.095 (repeatable)",
-    )
+    options.add_mag_topic(parser)
+    options.add_pose_topic(parser)
+    options.add_set(parser, "a parameter", "delta=0.095")
 
 
 def replay_bag(
