@@ -373,19 +373,12 @@ def map_snapshot(
     grid = map_grid(config, extend_box(None, samples.X[:, :2]))
     assert grid is not None  # a box is given
     products = predict_products(gp.posterior, grid, config)
-    return MapSnapshot(
+    return MapSnapshot.from_products(
+        products,
         seq=1,
         stamp_ns=int(samples.stamps_ns.max()),
-        grid=products.grid,
-        mean=products.mean,
-        variance=products.variance,
-        prior_variance=products.prior_variance,
-        support_m=products.support_m,
-        layers=products.layers,
-        field_mean=products.field_mean,
-        field_variance=products.field_variance,
         trajectory_m=samples.trajectory_m,
+        model=model,
         report=gp.report.as_dict() if gp.report is not None else {},
         num_samples=len(samples.y),
-        model=model,
     )

@@ -493,22 +493,15 @@ class MappingPipeline:
             if job is not None and job.generation != self._generation:
                 return False
             self._seq += 1
-            snapshot = MapSnapshot(
+            snapshot = MapSnapshot.from_products(
+                products,
                 seq=self._seq,
                 stamp_ns=stamp_ns,
-                grid=products.grid,
-                mean=products.mean,
-                variance=products.variance,
-                prior_variance=products.prior_variance,
-                support_m=products.support_m,
-                layers=products.layers,
-                model=model.name,
-                field_mean=products.field_mean,
-                field_variance=products.field_variance,
-                fine=None if self._drawn_fine is None else self._drawn_fine[1],
                 trajectory_m=trajectory,
+                model=model.name,
                 report=report,
                 num_samples=num_samples,
+                fine=None if self._drawn_fine is None else self._drawn_fine[1],
             )
             self._latest = snapshot
             if not provisional:

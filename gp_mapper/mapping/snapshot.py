@@ -110,6 +110,39 @@ class MapSnapshot:
                       if (a := getattr(fine, n)) is not None}  # fmt: skip
             object.__setattr__(self, "fine", fine._replace(**frozen, **vector, layers=layers))
 
+    @classmethod
+    def from_products(
+        cls,
+        products: MapProducts,
+        *,
+        seq: int,
+        stamp_ns: int,
+        trajectory_m: np.ndarray,
+        model: str,
+        report: dict[str, Any] | None = None,
+        num_samples: int = 0,
+        fine: MapProducts | None = None,
+    ) -> MapSnapshot:
+        """The snapshot of a map drawn as ``products`` (``map_products.predict_products``):
+        the one way the pipeline and a batch fit make one."""
+        return cls(
+            seq=seq,
+            stamp_ns=stamp_ns,
+            grid=products.grid,
+            mean=products.mean,
+            variance=products.variance,
+            prior_variance=products.prior_variance,
+            support_m=products.support_m,
+            layers=products.layers,
+            model=model,
+            field_mean=products.field_mean,
+            field_variance=products.field_variance,
+            fine=fine,
+            trajectory_m=trajectory_m,
+            report=report or {},
+            num_samples=num_samples,
+        )
+
     @property
     def exact(self) -> MapProducts:
         """The arrays of the exact values (the ``~/field`` cloud, ``grids.npz``): the
