@@ -23,8 +23,10 @@ from gp_mapper.engine import (
     NumericalError,
     build_model,
     model_entry,
+    resolve_device,
     saved_model_name,
 )
+from gp_mapper.engine.cost import measured_flop_rate
 from gp_mapper.engine.model import Model, Report
 from gp_mapper.engine.settings import SETTING_BY_NAME
 from gp_mapper.mapping.config import PARAMETER_BY_NAME, MapperConfig, check_components_model
@@ -201,9 +203,6 @@ class FitEstimate(NamedTuple):
 def fit_estimate(spec: EngineSpec, n: int) -> FitEstimate | None:
     """The time a fit of ``n`` samples takes here, from the model's cost (``engine.cost``) and
     this machine's measured rate; None for a model without a cost or a fit on a GPU."""
-    from gp_mapper.engine import resolve_device
-    from gp_mapper.engine.cost import measured_flop_rate
-
     cost_of = model_entry(spec.model).fit_cost
     if cost_of is None or resolve_device(spec.device).type != "cpu":
         return None

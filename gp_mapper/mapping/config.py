@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from gp_mapper.engine import EngineSpec, model_entry, model_names
+from gp_mapper.engine.gam.settings import GAM_MAP_LAYER, parse_components
 from gp_mapper.engine.settings import Setting, node_settings
 from gp_mapper.engine.settings.setting import AUTO, SettingValue
 from gp_mapper.mapping.errors import ConfigError
@@ -281,8 +283,6 @@ def _check_target_model(target: str, model: str) -> None:
     Raises:
         ConfigError: naming both settings and the models that fit.
     """
-    from gp_mapper.engine import model_entry, model_names  # deferred: the engine pulls in torch
-
     vector_model = model_entry(model).target == VECTOR_TARGET
     if vector_model == (target == VECTOR_TARGET):
         return
@@ -305,9 +305,6 @@ def check_components_model(components: str, model: str) -> None:
     Raises:
         ConfigError: naming the components and the models that take them.
     """
-    from gp_mapper.engine import model_entry, model_names
-    from gp_mapper.engine.gam.settings import GAM_MAP_LAYER, parse_components
-
     nuisance = [c for c in parse_components(components) if c not in GAM_MAP_LAYER]
     if nuisance and not model_entry(model).takes_components:
 
@@ -326,8 +323,6 @@ def _default(name: str) -> Any:
 
 
 def _default_engine_spec() -> EngineSpec:
-    from gp_mapper.engine import EngineSpec  # deferred: the engine pulls in torch
-
     return EngineSpec(**NODE_ENGINE_DEFAULTS)
 
 

@@ -26,6 +26,7 @@ from typing import IO, TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 from numpy.lib import format as npy_format
 
+from gp_mapper.engine import StateError, model_from_state, saved_model_name
 from gp_mapper.mapping.atomic import TemporaryFileError, atomic_write, temporary_pattern
 from gp_mapper.mapping.errors import MapFileError
 
@@ -415,8 +416,6 @@ def _explored_box(array: np.ndarray, path: Path) -> tuple[float, float, float, f
 
 
 def _model_name(engine_state: Mapping[str, np.ndarray], path: Path) -> str:
-    from gp_mapper.engine import StateError, saved_model_name  # deferred: torch
-
     try:
         return saved_model_name(engine_state)
     except StateError as err:
@@ -445,8 +444,6 @@ def model_from_map(
         MapFileError: the engine refused the state (a malformed or inconsistent field, a
             carried factor that is not a Cholesky factor); the message names the path.
     """
-    from gp_mapper.engine import model_from_state  # deferred: torch
-
     try:
         # The registry picks the model class by the state's "model" entry.
         return model_from_state(data.engine_state, device=device, expected=expected_model)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from gp_mapper.engine.tiled import TiledModel, is_tiled_state
 from gp_mapper.mapping.config import MapperConfig
 from gp_mapper.mapping.errors import MapFileError
 from gp_mapper.mapping.map_file import MapData, PathLike, load_map, model_from_map
@@ -30,9 +31,7 @@ def load_model_map(path: PathLike, config: MapperConfig) -> tuple[Model, MapData
             f"{path}: the map's inputs have {int(posterior.support.shape[1])} dimensions, "
             f"this mapper uses input_dims={config.input_dims}"
         )
-    if config.tile_layout() is not None:
-        from gp_mapper.engine.tiled import TiledModel, is_tiled_state  # deferred: torch
-
-        if not is_tiled_state(data.engine_state):  # saved before tiles: a one-tile map
-            model = TiledModel.one_tile(model)
+    # A map saved before tiles, loaded by a tiled mapper: a one-tile map.
+    if config.tile_layout() is not None and not is_tiled_state(data.engine_state):
+        model = TiledModel.one_tile(model)
     return model, data

@@ -28,7 +28,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import torch
 
+from gp_mapper.engine import build_model, model_names
+from gp_mapper.engine.registry import model_kind
+from gp_mapper.engine.tiled import UNANCHORED, TiledModel, TileLayout
 from gp_mapper.mapping.config import MapperConfig
 from gp_mapper.mapping.errors import ConfigError, MapFileError
 from gp_mapper.mapping.fit_schedule import FitSchedule
@@ -266,9 +270,6 @@ class MappingPipeline:
         }
 
     def _new_model(self) -> StreamingModel:
-        from gp_mapper.engine import build_model, model_names  # deferred: torch
-        from gp_mapper.engine.registry import model_kind
-
         name = self._config.engine.model
         if model_kind(name) != "streaming":
             raise ConfigError(
@@ -280,8 +281,6 @@ class MappingPipeline:
         layout = self._config.tile_layout()
         if layout is None:
             return model
-        from gp_mapper.engine.tiled import UNANCHORED, TiledModel, TileLayout
-
         return TiledModel(model, TileLayout(*layout, UNANCHORED))  # centred on the 1st reading
 
     def _process(self, job: WindowJob) -> None:
@@ -633,8 +632,6 @@ class MappingPipeline:
         be blank): the model is at its cap there. 0 when it took them all."""
         if posterior is None or len(X) == 0:
             return 0
-        import torch  # deferred: the mapping layer loads torch only with a model
-
         support = posterior.support
         Xs = torch.as_tensor(X, dtype=support.dtype, device=support.device)
         _, var = posterior.predict(Xs)

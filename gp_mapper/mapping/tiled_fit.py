@@ -27,7 +27,10 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
+import torch
 
+from gp_mapper.engine import build_model, model_from_state
+from gp_mapper.engine.tiled import TiledModel, TileLayout
 from gp_mapper.mapping.config import MapperConfig, offline_engine
 from gp_mapper.mapping.errors import MappingError
 from gp_mapper.mapping.fit_schedule import FitSchedule
@@ -93,8 +96,6 @@ def fit_tile(task: TileTask) -> dict[str, np.ndarray]:
     Raises:
         TileFitError: a window the model refused.
     """
-    import torch  # deferred: the driver of a Ray fit need not import it
-
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # one thread per task: the same numbers in any process
     try:
@@ -104,8 +105,6 @@ def fit_tile(task: TileTask) -> dict[str, np.ndarray]:
 
 
 def _stream_tile(task: TileTask) -> dict[str, np.ndarray]:
-    from gp_mapper.engine import model_from_state  # deferred: torch
-
     model = model_from_state(task.start, device="cpu")
     if model.kind == "batch":  # fitted once on the tile's readings, θ its own
         report = model.fit(task.X, task.y)
@@ -150,8 +149,6 @@ def fit_tiled(
     Raises:
         TileFitError: tiles that failed twice (named); ConfigError: no tiles configured.
     """
-    from gp_mapper.engine import build_model, model_from_state  # deferred: torch
-    from gp_mapper.engine.tiled import TiledModel, TileLayout
     from gp_mapper.mapping.batch_fit import check_memory, check_time
 
     # The same map from the same log on any machine, under any load.
