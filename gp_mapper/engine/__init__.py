@@ -30,8 +30,9 @@ from .errors import EngineError, NotSupportedError, NumericalError, StateError
 from .exact import ExactGP
 from .exact.posterior import ExactPosterior
 from .model import BatchModel, Model, ModelPosterior, Report, StreamingModel
-from .registry import model_entry, model_from_state, model_names, saved_model_name
+from .registry import model_entry, model_names, saved_model_name
 from .report import FitReport
+from .restore import model_from_state
 from .spec import EngineSpec, build_kernel, build_model, build_selector
 from .vips import (
     CarriedPosterior,

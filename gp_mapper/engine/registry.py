@@ -125,31 +125,3 @@ def saved_model_name(state: Mapping[str, Any]) -> str:
     if value.shape != () or value.dtype.kind not in "US":
         raise StateError(f"the saved model name must be a string; got {value!r}")
     return str(value)
-
-
-def model_from_state(
-    state: Mapping[str, Any], device: str | torch.device = "auto", expected: str | None = None
-) -> Model:
-    """Rebuild whichever model saved ``state``.
-
-    Args:
-        state: a ``state_dict()`` (or ``np.load`` of one).
-        device: where to put it.
-        expected: if given, the state must be this model's.
-
-    Raises:
-        StateError: the state names another model than ``expected``, an unknown model, or is
-            malformed (the model's own ``from_state`` says how).
-    """
-    from .tiled import TiledModel, is_tiled_state  # deferred: tiled reads the registry
-
-    name = saved_model_name(state)
-    if expected is not None and name != expected:
-        raise StateError(f"the state holds a {name!r} model; expected a {expected!r} model")
-    try:
-        entry = model_entry(name)
-    except ValueError as err:
-        raise StateError(str(err)) from err
-    if is_tiled_state(state):  # a tiled map of that model
-        return TiledModel.from_state(state, device)
-    return entry.from_state(state, device)

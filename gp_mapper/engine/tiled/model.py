@@ -41,6 +41,7 @@ from torch import Tensor
 from ..core.pass_record import PassRecord
 from ..errors import StateError
 from ..model import Hyperparameters, ModelPosterior, StreamingModel
+from ..registry import model_entry
 from .layout import ONE_TILE, UNANCHORED, TileKey, TileLayout
 from .posterior import BlendedPosterior
 
@@ -351,8 +352,6 @@ class TiledModel:
         self, saved: Mapping[TileKey, dict[str, np.ndarray]], updated: Mapping[TileKey, Any]
     ) -> None:
         """Put back every tile this window had changed, from its state before."""
-        from ..registry import model_entry  # deferred: the registry imports this package
-
         entry = model_entry(self.name)
         for key in updated:
             if key in saved:
@@ -438,8 +437,6 @@ class TiledModel:
         Raises:
             StateError: a missing or malformed field, or a tile its model refuses.
         """
-        from ..registry import model_entry  # deferred: the registry imports this package
-
         try:
             version = int(np.asarray(state["tiles.format_version"]))
             if version != STATE_FORMAT_VERSION:
