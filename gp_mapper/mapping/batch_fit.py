@@ -26,7 +26,7 @@ from gp_mapper.engine import (
     resolve_device,
     saved_model_name,
 )
-from gp_mapper.engine.cost import measured_flop_rate
+from gp_mapper.engine import cost as engine_cost
 from gp_mapper.engine.model import Model, Report
 from gp_mapper.engine.settings import SETTING_BY_NAME
 from gp_mapper.mapping.config import PARAMETER_BY_NAME, MapperConfig, check_components_model
@@ -206,7 +206,7 @@ def fit_estimate(spec: EngineSpec, n: int) -> FitEstimate | None:
     cost_of = model_entry(spec.model).fit_cost
     if cost_of is None or resolve_device(spec.device).type != "cpu":
         return None
-    rate = measured_flop_rate()
+    rate = engine_cost.measured_flop_rate()  # looked up at the call: a test sets one rate
     cost = cost_of(spec, n)
     return FitEstimate(cost.seconds(rate), cost.describe(rate), rate)
 
