@@ -15,7 +15,7 @@ import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 import torch
@@ -122,6 +122,31 @@ class _State:
     num_updates: int
     posterior: Posterior | None
     theta_fitted: bool  # a fit has been accepted: θ is no longer the configured guess
+
+
+class _Window(NamedTuple):
+    """A window as the update uses it (``OnlineSparseGP._screen``)."""
+
+    X: Tensor  # the screened readings' inputs, or their cells'
+    y: Tensor
+    group: Tensor | None  # each row's target group (a vector model's component)
+    cells: Cells | None
+    stats: GroupedStats  # the running target statistics with this window's
+    l_noise: float  # the window's log likelihood under a noise-only model
+    n_batch: int  # readings the window came with
+    num_outliers: int
+
+
+class _Fitted(NamedTuple):
+    """θ after a window's fit (``OnlineSparseGP._fit_theta``)."""
+
+    kernel: Kernel
+    noise: GaussianNoise
+    fit: FitResult
+    region: FitProblem  # the points and carried posterior θ was fitted on
+    fitting: bool  # a fit was asked for and had points to fit on
+    refused: str  # why a fitted θ was refused (health.py), "" if it was not
+    memory: ThetaMemory | None
 
 
 class OnlineSparseGP(PlainInputs):
@@ -380,92 +405,153 @@ class OnlineSparseGP(PlainInputs):
         fit_theta: bool = True,
         theta_start: _State | None = None,
     ) -> UpdateReport:
-        """The update itself; ``update`` keeps its report."""
+        """The update itself, in its steps (screen, select, fit θ, commit); ``update`` keeps
+        its report."""
         X_t, y_t = self._validate(X, y)
         start = time.perf_counter()
         state = self._state
         # The θ the fit starts from and, unfitted, the batch is committed under.
         origin = state if theta_start is None else theta_start
         m_before = self.num_inducing
-        n_batch = X_t.shape[0]
-        # Outliers reach neither the running statistics, nor the selection, nor the fit.
-        group = state.kernel.target_groups(X_t)
-        screen = screen_outliers(
-            X_t, y_t, state.kernel, state.noise.variance, state.posterior, self.outlier_z, group
-        )
-        num_outliers = screen.num_outliers
-        if num_outliers == n_batch:
+        window = self._screen(X_t, y_t, state)
+        if isinstance(window, str):  # every reading an outlier
             return UpdateReport(
-                False,
-                f"all {n_batch} readings are outliers (robust z from {float(screen.z.min()):.3g})",
-                n_batch,
-                m_before,
-                m_before,
-                num_outliers=num_outliers,
+                False, window, X_t.shape[0], m_before, m_before, num_outliers=X_t.shape[0],
                 hyperparameters=self.hyperparameters(),
                 seconds_total=time.perf_counter() - start,
-            )
-        if num_outliers:
-            X_t, y_t = X_t[screen.keep], y_t[screen.keep]
-            group = None if group is None else group[screen.keep]
-        stats = state.stats.updated(y_t, group)
-        # One observation per cell of the window (core.cells), from the screened readings.
-        cells = self._cells(X_t, y_t, state.kernel)
-        if cells is not None:
-            X_t, y_t = cells.X, cells.y
-            group = state.kernel.target_groups(X_t)
-        l_noise = stats.log_likelihood(y_t, group)
-        problem = SelectionProblem(
-            X_t,
-            y_t,
-            state.kernel,
-            _row_noise(state.noise, cells).detach(),
-            state.carried,
-            l_noise,
-            self.max_inducing,
-            self.jitter,
-            self.seed + state.num_updates,
-        )
+            )  # fmt: skip
 
         def rejected(reason: str, **extra: Any) -> UpdateReport:
             return UpdateReport(
                 False,
                 reason,
-                n_batch,
+                window.n_batch,
                 m_before,
                 m_before,
-                num_outliers=num_outliers,
-                noise_model=l_noise,
+                num_outliers=window.num_outliers,
+                noise_model=window.l_noise,
                 hyperparameters=self.hyperparameters(),
                 seconds_total=time.perf_counter() - start,
                 **extra,
             )
 
         try:
-            with torch.no_grad():
-                selection: Selection = self.selector.select(problem)
+            selection = self._select(window, state)
         except NumericalError as err:
             return rejected(f"selection failed: {err}")
         selected = time.perf_counter()
         if on_selected is not None:
-            try:
-                _, _, provisional = _posterior_at(
-                    state.kernel, state.noise, selection.Z, X_t, y_t, state.carried, self.jitter,
-                    same_prior=True, cells=cells,
-                )  # fmt: skip
-            except NumericalError:
-                provisional = None  # the fit may still succeed; the caller sees no early map
-            if provisional is not None:
-                on_selected(provisional)
+            self._show_provisional(window, state, selection.Z, on_selected)
         fit_start = time.perf_counter()
+        fitted = self._fit_theta(window, state, origin, selection.Z, fit_theta)
+        try:
+            terms, carried = self._commit(window, state, origin, selection.Z, fitted)
+        except NumericalError as err:
+            return rejected(f"posterior failed: {err}", seconds_select=selected - start)
+        # The readings' bound: the cells' plus what their means leave out (core.cells).
+        scatter = 0.0
+        if window.cells is not None:
+            with torch.no_grad():
+                scatter = float(scatter_log_likelihood(window.cells, fitted.noise.fitted_variance))
+        end = time.perf_counter()
+        return UpdateReport(
+            True,
+            selection.stop_reason,
+            window.n_batch,
+            m_before,
+            carried.num_inducing,
+            num_added=selection.num_added,
+            num_outliers=window.num_outliers,
+            reference=selection.reference,
+            noise_model=window.l_noise,
+            bound_at_selection=selection.bound,
+            threshold=selection.threshold,
+            bound_after_fit=float(terms.value) + scatter,
+            num_cells=0 if window.cells is None else int(window.cells.counts.shape[0]),
+            fit_ok=fitted.fit.ok,
+            fit_iterations=fitted.fit.iterations,
+            fit_message=fitted.fit.reason,
+            fit_inducing=int(fitted.region.Z.shape[0]) if fitted.fitting else 0,
+            fit_refused=fitted.refused,
+            hyperparameters=self.hyperparameters(),
+            seconds_select=selected - start,
+            seconds_provisional=fit_start - selected,
+            seconds_fit=end - fit_start,
+            seconds_total=end - start,
+        )
 
+    def _screen(self, X: Tensor, y: Tensor, state: _State) -> _Window | str:
+        """The window as the update uses it: outliers out (they reach neither the running
+        statistics, nor the selection, nor the fit), readings in cells where they share one;
+        the reason instead when every reading is an outlier."""
+        n_batch = X.shape[0]
+        group = state.kernel.target_groups(X)
+        screen = screen_outliers(
+            X, y, state.kernel, state.noise.variance, state.posterior, self.outlier_z, group
+        )
+        num_outliers = screen.num_outliers
+        if num_outliers == n_batch:
+            return (
+                f"all {n_batch} readings are outliers (robust z from {float(screen.z.min()):.3g})"
+            )
+        if num_outliers:
+            X, y = X[screen.keep], y[screen.keep]
+            group = None if group is None else group[screen.keep]
+        stats = state.stats.updated(y, group)
+        # One observation per cell of the window (core.cells), from the screened readings.
+        cells = self._cells(X, y, state.kernel)
+        if cells is not None:
+            X, y = cells.X, cells.y
+            group = state.kernel.target_groups(X)
+        l_noise = stats.log_likelihood(y, group)
+        return _Window(X, y, group, cells, stats, l_noise, n_batch, num_outliers)
+
+    def _select(self, window: _Window, state: _State) -> Selection:
+        """The window's inducing points (the selector's rule under the current θ).
+
+        Raises:
+            NumericalError: the selection failed (the window is rejected).
+        """
+        problem = SelectionProblem(
+            window.X,
+            window.y,
+            state.kernel,
+            _row_noise(state.noise, window.cells).detach(),
+            state.carried,
+            window.l_noise,
+            self.max_inducing,
+            self.jitter,
+            self.seed + state.num_updates,
+        )
+        with torch.no_grad():
+            return self.selector.select(problem)
+
+    def _show_provisional(
+        self, window: _Window, state: _State, Z: Tensor, on_selected: Callable[[Posterior], None]
+    ) -> None:
+        """The window under the current θ at the selected points, shown before the fit."""
+        try:
+            _, _, provisional = _posterior_at(
+                state.kernel, state.noise, Z, window.X, window.y, state.carried, self.jitter,
+                same_prior=True, cells=window.cells,
+            )  # fmt: skip
+        except NumericalError:
+            return  # the fit may still succeed; the caller sees no early map
+        on_selected(provisional)
+
+    def _fit_theta(
+        self, window: _Window, state: _State, origin: _State, Z: Tensor, fit_theta: bool
+    ) -> _Fitted:
+        """θ fitted on the window's bound from ``origin``'s (or kept), checked for collapse,
+        and the window's evidence about it absorbed into the θ memory."""
+        X_t, y_t, cells = window.X, window.y, window.cells
         kernel = copy.deepcopy(origin.kernel)
         noise = copy.deepcopy(origin.noise)
         for p in (*kernel.parameters(), *noise.parameters()):
             p.requires_grad_(True)
-        old, Z, n = state.carried, selection.Z, X_t.shape[0]
+        old, n = state.carried, X_t.shape[0]
 
-        prior = self._hyperprior(stats)
+        prior = self._hyperprior(window.stats)
         params = [*kernel.parameters(), *noise.parameters()]
         memory = self._memory if self.theta_memory else None
 
@@ -523,7 +609,7 @@ class OnlineSparseGP(PlainInputs):
                 y_t,
                 X_t,
                 guess=not origin.theta_fitted,
-                group=group,
+                group=window.group,
             )
             if fitting
             else ""
@@ -538,55 +624,35 @@ class OnlineSparseGP(PlainInputs):
                     if memory is None
                     else memory.absorbed(window_bound, params)
                 )
+        return _Fitted(kernel, noise, fit, region, fitting, fit_refused, memory)
+
+    def _commit(
+        self, window: _Window, state: _State, origin: _State, Z: Tensor, fitted: _Fitted
+    ) -> tuple[BoundTerms, CarriedPosterior]:
+        """The window's posterior at the selected points under the fitted θ, made the
+        engine's state (atomically: nothing changes if it fails).
+
+        Raises:
+            NumericalError: the posterior failed (the window is rejected).
+        """
+        kernel, noise = fitted.kernel, fitted.noise
         same_prior = _same_theta(kernel, state.kernel)
-        try:
-            terms, carried, posterior = _posterior_at(
-                kernel, noise, Z, X_t, y_t, old, self.jitter, same_prior=same_prior,
-                cells=cells,
-            )  # fmt: skip
-        except NumericalError as err:
-            return rejected(f"posterior failed: {err}", seconds_select=selected - start)
+        terms, carried, posterior = _posterior_at(
+            kernel, noise, Z, window.X, window.y, state.carried, self.jitter,
+            same_prior=same_prior, cells=window.cells,
+        )  # fmt: skip
         for p in (*kernel.parameters(), *noise.parameters()):
             p.requires_grad_(False)
         # A fit that failed or ran out before its first step left θ at its start.
-        moved = fitting and fit.ok and fit.iterations > 0 and not fit_refused
+        fit = fitted.fit
+        moved = fitted.fitting and fit.ok and fit.iterations > 0 and not fitted.refused
         theta_fitted = origin.theta_fitted or moved
         self._state = _State(
-            kernel, noise, carried, stats, state.num_updates + 1, posterior, theta_fitted
+            kernel, noise, carried, window.stats, state.num_updates + 1, posterior, theta_fitted
         )
-        self._memory = memory
-        self._input_dim = X_t.shape[1]
-        # The readings' bound: the cells' plus what their means leave out (core.cells).
-        scatter = 0.0
-        if cells is not None:
-            with torch.no_grad():
-                scatter = float(scatter_log_likelihood(cells, noise.fitted_variance))
-        end = time.perf_counter()
-        return UpdateReport(
-            True,
-            selection.stop_reason,
-            n_batch,
-            m_before,
-            carried.num_inducing,
-            num_added=selection.num_added,
-            num_outliers=num_outliers,
-            reference=selection.reference,
-            noise_model=l_noise,
-            bound_at_selection=selection.bound,
-            threshold=selection.threshold,
-            bound_after_fit=float(terms.value) + scatter,
-            num_cells=0 if cells is None else int(cells.counts.shape[0]),
-            fit_ok=fit.ok,
-            fit_iterations=fit.iterations,
-            fit_message=fit.reason,
-            fit_inducing=int(region.Z.shape[0]) if fitting else 0,
-            fit_refused=fit_refused,
-            hyperparameters=self.hyperparameters(),
-            seconds_select=selected - start,
-            seconds_provisional=fit_start - selected,
-            seconds_fit=end - fit_start,
-            seconds_total=end - start,
-        )
+        self._memory = fitted.memory
+        self._input_dim = window.X.shape[1]
+        return terms, carried
 
     def _cells(self, X: Tensor, y: Tensor, kernel: Kernel) -> Cells | None:
         """The window's cells at the current lengthscale; None where no cell holds two
