@@ -37,7 +37,6 @@ from gp_mapper.mapping.errors import ConfigError, MapFileError
 from gp_mapper.mapping.inputs import collect_samples, concat_samples
 from gp_mapper.mapping.map_file import save_map
 from gp_mapper.mapping.params_file import parse_overrides, theta_yaml
-from gp_mapper.mapping.persistence import load_model_map
 from gp_mapper.mapping.tiled_fit import RayRuntime, TileFitError, fit_tiled
 
 from . import options
@@ -303,7 +302,6 @@ def _fit_streaming(
         }
         outputs.report.write_text(json.dumps(report, indent=2, default=str))
         return FitResult(None, report, outputs)
-    gp, _ = load_model_map(result.outputs.state, config)
     d = result.diagnostics
     report = {
         "model": spec.model,
@@ -314,15 +312,14 @@ def _fit_streaming(
         "M_over_N": int(d["inducing_points"]) / max(int(d["samples"]), 1),
         "updates": int(d["updates"]),
         "seconds": time.perf_counter() - start,
-        "hyperparameters": gp.hyperparameters(),
-        "last_update": gp.report.as_dict() if gp.report is not None else result.snapshot.report,
+        "hyperparameters": result.hyperparameters,
+        "last_update": result.snapshot.report,
         "drops": {k.removeprefix("drop_"): v for k, v in d.items() if k.startswith("drop_")},
     }
-    nuisance = gp.nuisance_summary()
-    if nuisance:  # an additive model: its heading curve, drift and run offset
-        report["nuisance"] = nuisance
+    if result.nuisance:  # an additive model: its heading curve, drift and run offset
+        report["nuisance"] = result.nuisance
     outputs.report.write_text(json.dumps(report, indent=2, default=str))
-    outputs.theta.write_text(theta_yaml(gp.hyperparameters()))
+    outputs.theta.write_text(theta_yaml(result.hyperparameters))
     return FitResult(result.snapshot, report, outputs)
 
 

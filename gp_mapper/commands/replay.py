@@ -12,7 +12,7 @@ import logging
 import sys
 import time
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from gp_mapper.engine import set_cpu_threads
 from gp_mapper.io import bag_info, write_grids_npz, write_nav2_map, write_png
@@ -43,10 +43,15 @@ class ReplayOutputs(NamedTuple):
 
 
 class ReplayResult(NamedTuple):
+    """What a replay made: the last map, the pipeline's diagnostics, the files written, the
+    wall time, and the map's θ and nuisance estimates (``MappingPipeline.theta``)."""
+
     snapshot: MapSnapshot | None
     diagnostics: dict[str, str | int | float]
     outputs: ReplayOutputs
     seconds: float
+    hyperparameters: dict[str, Any]
+    nuisance: dict[str, float | list[float]]
 
 
 def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
@@ -107,6 +112,7 @@ def replay_bag(
         pipeline.wait_idle()
         snapshot = pipeline.latest()
         diagnostics = pipeline.diagnostics()
+        hyperparameters, nuisance = pipeline.theta()
         if snapshot is not None:
             pipeline.save(outputs.state)
     if bar is not None:
@@ -115,7 +121,8 @@ def replay_bag(
         write_png(outputs.png, snapshot, unknown_ratio=config.unknown_variance_ratio)
         write_nav2_map(outputs.nav2_yaml, snapshot)
         write_grids_npz(outputs.grids, snapshot)
-    return ReplayResult(snapshot, diagnostics, outputs, time.perf_counter() - start)
+    seconds = time.perf_counter() - start
+    return ReplayResult(snapshot, diagnostics, outputs, seconds, hyperparameters, nuisance)
 
 
 def summary(result: ReplayResult) -> str:

@@ -737,6 +737,13 @@ class MappingPipeline:
 
     # ----------------------------------------------------------------- status
 
+    def theta(self) -> tuple[dict[str, Any], dict[str, float | list[float]]]:
+        """θ of the map as it stands (the model's ``hyperparameters()``, in the node's
+        parameter names) and an additive model's nuisance estimates (empty for the others):
+        what a fit by streaming hands back. Waits for an update in progress."""
+        with self._model_lock:
+            return dict(self._model.hyperparameters()), self._model.nuisance_summary()
+
     def diagnostics(self) -> dict[str, str | int | float]:
         """Flat key -> value status for `/diagnostics` (never waits on a model update).
 
