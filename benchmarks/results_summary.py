@@ -525,6 +525,13 @@ def building_rows(data: dict[str, Any], path: Path) -> Iterator[Row]:
             f"{capped['rss_mb']:.0f} MB", "", "", None,
         )  # fmt: skip
     serial, ray = runs.get("offline_serial"), runs.get("offline_ray")
+    if serial is not None:  # the map `gp-mapper fit` makes of the floor: its intervals
+        coverage = serial["coverage95"]
+        yield _row(
+            data, bench, "offline tiled fit: 95 % coverage of the true field",
+            f"{coverage:.3f} ({serial['rmse']:.2f} µT)", "", "[0.92, 0.97]",
+            0.92 <= coverage <= 0.97,
+        )  # fmt: skip
     if serial is not None and ray is not None:
         speedup = serial["wall_s"] / ray["wall_s"]
         same = serial.get("map_digest") == ray.get("map_digest")
