@@ -30,10 +30,18 @@ from .errors import EngineError, NotSupportedError, NumericalError, StateError
 from .exact import ExactGP
 from .exact.posterior import ExactPosterior
 from .model import BatchModel, Model, ModelPosterior, Report, StreamingModel
-from .registry import model_entry, model_names, saved_model_name
+from .model_table import ModelEntry
+from .registry import (
+    build_model,
+    model_entry,
+    model_names,
+    register_model,
+    saved_model_name,
+    unregister_model,
+)
 from .report import FitReport
 from .restore import model_from_state
-from .spec import EngineSpec, build_kernel, build_model, build_selector
+from .spec import EngineSpec, build_kernel, build_selector
 from .vips import (
     CarriedPosterior,
     OnlineSparseGP,
@@ -74,6 +82,7 @@ __all__ = [
     "Matern32",
     "Matern52",
     "Model",
+    "ModelEntry",
     "ModelPosterior",
     "NotSupportedError",
     "NumericalError",
@@ -104,10 +113,12 @@ __all__ = [
     "noise_model_log_likelihood",
     "online_bound",
     "reference_bound",
+    "register_model",
     "resolve_device",
     "saved_model_name",
     "selector_from_spec",
     "set_cpu_threads",
+    "unregister_model",
     "upper_bound",
     "warm_up",
 ]

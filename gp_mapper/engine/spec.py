@@ -17,13 +17,13 @@ import torch
 from .core.kernels import Constant, Kernel, kernel_from_spec
 from .core.linalg import Jitter
 from .gam.settings import parse_components
-from .registry import model_names
-from .settings import SETTING_BY_NAME, default
-from .settings.setting import AUTO
+from .model_table import model_names
+from .setting import AUTO
+from .settings import default, setting_by_name
 from .vips.selectors import ConditionalVariance, FixedSize, Oips, Selector, Vips
 
 if TYPE_CHECKING:
-    from .model import Model
+    pass
 
 DTYPES = {"float64": torch.float64, "float32": torch.float32}
 
@@ -57,6 +57,8 @@ class EngineSpec:
         gam_*: gam only (see gam/settings.py); components, the heading, run and drift
             settings: gam_stream too.
         seed: acgp, solvegp, cagp, cagp_cg, gam.
+        options: the settings of a model registered from outside the engine
+            (``register_model``), as (name, value) pairs; ``option(name)`` reads one.
     """
 
     model: str = default("model")
@@ -133,20 +135,42 @@ class EngineSpec:
     gam_drift_spacing: float = default("gam_drift_spacing")
     gam_drift_window: float = default("gam_drift_window")
     seed: int = default("seed")
+    options: tuple[tuple[str, Any], ...] = ()
 
     def __post_init__(self) -> None:
+        table = setting_by_name()
         for f in fields(self):
+            if f.name == "options":
+                continue
             # Raises ValueError naming the setting; stores the canonical type (5 -> 5.0).
-            object.__setattr__(self, f.name, SETTING_BY_NAME[f.name].check(getattr(self, f.name)))
+            object.__setattr__(self, f.name, table.check(f.name, getattr(self, f.name)))
         if self.model not in model_names():  # the registry's, read now: a model added later
             raise ValueError(
                 f"model must be one of: {', '.join(model_names())}; got {self.model!r}"
             )
+        options = {}
+        for name, value in dict(self.options).items():
+            if name not in table or name in self.field_names():
+                raise ValueError(f"options holds the settings of registered models outside the "
+                                 f"engine; {name!r} is not one")  # fmt: skip
+            options[name] = table.check(name, value)
+        object.__setattr__(self, "options", tuple(sorted(options.items())))
         Jitter(self.jitter, self.jitter_relative)  # raises ValueError on a bad pair
         parse_components(self.components)  # raises ValueError naming a bad component
 
+    def option(self, name: str) -> Any:
+        """A setting of a model registered from outside the engine: as set, else its default.
+
+        Raises:
+            KeyError: no such setting.
+        """
+        return dict(self.options).get(name, setting_by_name().default(name))
+
     def to_dict(self) -> dict[str, object]:
-        return asdict(self)
+        """Every setting by name, a registered model's own (``options``) among them."""
+        out = asdict(self)
+        del out["options"]
+        return {**out, **dict(self.options)}
 
     @property
     def pass_noise_auto(self) -> bool:
@@ -155,8 +179,14 @@ class EngineSpec:
         return self.pass_noise_variance == AUTO
 
     def replace(self, **changes: Any) -> EngineSpec:
-        """A copy with some settings changed, validated."""
-        return dataclasses.replace(self, **changes)
+        """A copy with some settings changed, validated; a setting that is not a field goes to
+        ``options`` (a registered model's own)."""
+        names = self.field_names()
+        own = {k: v for k, v in changes.items() if k in names}
+        others = {k: v for k, v in changes.items() if k not in names}
+        if others:
+            own["options"] = tuple({**dict(own.get("options", self.options)), **others}.items())
+        return dataclasses.replace(self, **own)
 
     @classmethod
     def field_names(cls) -> tuple[str, ...]:
@@ -210,10 +240,3 @@ def vips_options(spec: EngineSpec) -> dict[str, Any]:
         "local_fit_inducing": spec.local_fit_inducing,
         "fit_max_seconds": spec.fit_max_seconds,
     }
-
-
-def build_model(spec: EngineSpec, input_dim: int) -> Model:
-    """A fresh model as the spec describes it (the registry dispatches on ``spec.model``)."""
-    from .registry import model_entry
-
-    return model_entry(spec.model).build(spec, input_dim)

@@ -15,8 +15,8 @@ import torch
 
 from .auxiliary import NS_PER_S, auxiliary_columns, yaw_to_quaternion
 from .model import Model
-from .registry import model_entry
-from .spec import EngineSpec, build_model
+from .registry import build_model, model_entry
+from .spec import EngineSpec
 
 WARMUP_POINTS = 32
 # Seconds between the throwaway readings of a model that reads time (gam_stream).

@@ -28,7 +28,7 @@ from gp_mapper.engine import (
 )
 from gp_mapper.engine import cost as engine_cost
 from gp_mapper.engine.model import Model, Report
-from gp_mapper.engine.settings import SETTING_BY_NAME
+from gp_mapper.engine.settings import setting_by_name
 from gp_mapper.mapping.config import PARAMETER_BY_NAME, MapperConfig, check_components_model
 from gp_mapper.mapping.errors import ConfigError
 from gp_mapper.mapping.grid import extend_box
@@ -98,7 +98,7 @@ def split_overrides(values: dict[str, object]) -> tuple[dict[str, object], dict[
     """
     node = {k: v for k, v in values.items() if k in PARAMETER_BY_NAME and k != "model"}
     model = {k: v for k, v in values.items() if k not in node}
-    unknown = sorted(k for k in model if k not in SETTING_BY_NAME)
+    unknown = sorted(k for k in model if k not in setting_by_name())
     if unknown:
         raise ConfigError(f"unknown parameter(s): {', '.join(unknown)}")
     return node, model
@@ -131,7 +131,7 @@ def fit_config(
             together (each says which).
     """
     node_values, model_settings = split_overrides(overrides)
-    own = {k: v for k, v in FIT_MODEL_DEFAULTS.items() if model in SETTING_BY_NAME[k].models}
+    own = {k: v for k, v in FIT_MODEL_DEFAULTS.items() if model in setting_by_name()[k].models}
     model_settings = {**own, **model_settings}
     entry = model_entry(model)
     if entry.kind == "streaming":
@@ -182,7 +182,7 @@ def check_memory(spec: EngineSpec, n: int, messages: int) -> None:
     if dense_points is None:
         return
     points = dense_points(spec, n)
-    if spec.model in SETTING_BY_NAME["acgp_max_points"].models:
+    if spec.model in setting_by_name()["acgp_max_points"].models:
         advice += " or cap its factor with --set acgp_max_points=K"
     if 8.0 * points * points > limit:
         need = 8.0 * points * points / 1e9

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from gp_mapper.engine import EngineSpec, model_entry, model_names
 from gp_mapper.engine.gam.settings import GAM_MAP_LAYER, parse_components
+from gp_mapper.engine.setting import AUTO, SettingValue
 from gp_mapper.engine.settings import Setting, node_settings
-from gp_mapper.engine.settings.setting import AUTO, SettingValue
 from gp_mapper.mapping.errors import ConfigError
 from gp_mapper.mapping.fit_schedule import LEVEL_WINDOWS
 from gp_mapper.mapping.windowing import TARGETS, VECTOR_TARGET

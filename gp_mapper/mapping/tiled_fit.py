@@ -31,6 +31,7 @@ import torch
 
 from gp_mapper.engine import build_model, model_from_state
 from gp_mapper.engine.tiled import TiledModel, TileLayout
+from gp_mapper.mapping.batch_fit import check_memory, check_time
 from gp_mapper.mapping.config import MapperConfig, offline_engine
 from gp_mapper.mapping.errors import MappingError
 from gp_mapper.mapping.fit_schedule import FitSchedule
@@ -149,7 +150,6 @@ def fit_tiled(
     Raises:
         TileFitError: tiles that failed twice (named); ConfigError: no tiles configured.
     """
-    from gp_mapper.mapping.batch_fit import check_memory, check_time
 
     # The same map from the same log on any machine, under any load.
     config = config.offline()

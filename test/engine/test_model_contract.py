@@ -250,13 +250,13 @@ def test_a_streaming_model_takes_a_measured_pass_noise_for_the_windows_to_come(n
 
 @pytest.mark.parametrize("name", model_names())
 def test_its_entry_says_what_the_cli_and_the_png_need(name: str) -> None:
-    from gp_mapper.engine.settings import SETTING_BY_NAME
+    from gp_mapper.engine.settings import setting_by_name
 
     entry = model_entry(name)
     assert entry.kind in ("streaming", "batch") and name in model_names(entry.kind)
     assert entry.support_label.endswith("points")
     # The models that remove nuisance components are those the components setting is for.
-    assert entry.takes_components == (name in SETTING_BY_NAME["components"].models)
+    assert entry.takes_components == (name in setting_by_name()["components"].models)
 
 
 def _caches(model) -> list:

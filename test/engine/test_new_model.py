@@ -1,5 +1,7 @@
-"""Adding a model is its own package and one line of the registry: a toy model (the exact GP at
-fixed θ) written to a package outside the engine is built, fitted, saved and read back by name."""
+"""Adding a model is its own package and one call: a toy model (the exact GP at fixed θ, its
+noise scaled by a setting of its own) written to a package outside the engine is registered
+with ``register_model``, built, fitted, saved and read back by name, and its setting joins the
+engine's table and reaches its builder."""
 
 from __future__ import annotations
 
@@ -19,17 +21,32 @@ from gp_mapper.engine import (
     model_entry,
     model_from_state,
     model_names,
+    register_model,
     registry,
+    unregister_model,
 )
+from gp_mapper.engine.settings import setting_by_name
+from gp_mapper.mapping.batch_fit import fit_config
+from gp_mapper.mapping.errors import ConfigError
+
+SETTINGS = """
+from gp_mapper.engine.setting import Setting
+
+SETTINGS = (
+    Setting("fixed_theta_noise_scale", 1.0, "float",
+            "the configured noise variance is multiplied by this",
+            min=0.01, max=100.0, models=("fixed_theta",)),
+)
+"""
 
 ENTRY = '''
 """A toy model: the exact GP with θ as configured (no fit)."""
 
 from typing import ClassVar
 
+from gp_mapper.engine import EngineSpec, ModelEntry
 from gp_mapper.engine.exact.gp import ExactGP
-from gp_mapper.engine.registry import ModelEntry, model_kind
-from gp_mapper.engine.spec import DTYPES, EngineSpec, build_kernel
+from gp_mapper.engine.spec import DTYPES, build_kernel
 
 
 class FixedThetaGP(ExactGP):
@@ -37,12 +54,13 @@ class FixedThetaGP(ExactGP):
 
 
 def build(spec: EngineSpec, input_dim: int) -> FixedThetaGP:
-    return FixedThetaGP(build_kernel(spec, input_dim), spec.noise_variance,
-                        device=spec.device, dtype=DTYPES[spec.dtype], fit_iterations=0)
+    noise = spec.noise_variance * spec.option("fixed_theta_noise_scale")
+    return FixedThetaGP(build_kernel(spec, input_dim), noise, device=spec.device,
+                        dtype=DTYPES[spec.dtype], fit_iterations=0)
 
 
 def entry(name: str) -> ModelEntry:
-    return ModelEntry(name, model_kind(name), "the exact GP at the configured θ", build,
+    return ModelEntry(name, "batch", "the exact GP at the configured θ", build,
                       FixedThetaGP.from_state, lambda n: {}, support_label="data points")
 '''
 
@@ -53,11 +71,12 @@ def toy_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     package.mkdir(parents=True)
     (package.parent / "__init__.py").write_text("")
     (package / "__init__.py").write_text("")
+    (package / "settings.py").write_text(textwrap.dedent(SETTINGS))
     (package / "entry.py").write_text(textwrap.dedent(ENTRY))
     monkeypatch.syspath_prepend(str(tmp_path))
-    # The one line of the registry.
-    monkeypatch.setitem(registry._MODELS, "fixed_theta", ("batch", "toys.fixed_theta"))
+    register_model("fixed_theta", "batch", "toys.fixed_theta")  # the one call
     yield "fixed_theta"
+    unregister_model("fixed_theta")
     for name in [m for m in sys.modules if m.startswith("toys")]:
         del sys.modules[name]
 
@@ -81,3 +100,46 @@ def test_a_model_in_its_own_package_is_built_fitted_and_read_back(toy_package: s
     for a, b in zip(model.predict(Xs), again.predict(Xs), strict=True):
         torch.testing.assert_close(a, b, rtol=0.0, atol=0.0)
     assert model_entry(toy_package).support_label == "data points"
+
+
+def test_its_setting_joins_the_table_and_reaches_its_builder(toy_package: str) -> None:
+    row = setting_by_name()["fixed_theta_noise_scale"]
+    assert row.models == (toy_package,) and row.default == 1.0
+    _, spec = fit_config(toy_package, {"fixed_theta_noise_scale": 4.0, "noise_variance": 0.5})
+    assert spec.option("fixed_theta_noise_scale") == 4.0
+    assert spec.to_dict()["fixed_theta_noise_scale"] == 4.0
+    model = build_model(spec.replace(device="cpu"), 2)
+    assert model.noise_variance == pytest.approx(2.0)
+    assert EngineSpec(model=toy_package).option("fixed_theta_noise_scale") == 1.0
+    with pytest.raises(ConfigError, match="fixed_theta_noise_scale"):
+        fit_config(toy_package, {"fixed_theta_noise_scale": 1000.0})
+    with pytest.raises(ValueError, match="not one"):
+        EngineSpec(options=(("lengthscale", 2.0),))  # a field is not an option
+
+
+def test_the_table_refuses_what_it_cannot_hold(toy_package: str) -> None:
+    register_model(toy_package, "batch", "toys.fixed_theta")  # the same again: allowed
+    with pytest.raises(ValueError, match="already registered"):
+        register_model(toy_package, "streaming", "toys.fixed_theta")
+    with pytest.raises(ValueError, match="already registered"):
+        register_model("acgp", "batch", "toys.fixed_theta")
+    with pytest.raises(ValueError, match="name"):
+        register_model("Fixed-Theta", "batch", "toys.fixed_theta")
+    with pytest.raises(ValueError, match="kind"):
+        register_model("other", "online", "toys.fixed_theta")
+    with pytest.raises(ValueError, match="package"):
+        register_model("other", "batch", "toys/fixed_theta")
+    with pytest.raises(ValueError, match="engine's own"):
+        unregister_model("acgp")
+
+
+def test_an_unregistered_model_leaves_with_its_settings(toy_package: str) -> None:
+    assert "fixed_theta_noise_scale" in setting_by_name()
+    unregister_model(toy_package)
+    try:
+        assert toy_package not in model_names()
+        assert "fixed_theta_noise_scale" not in setting_by_name()
+        with pytest.raises(ValueError, match="unknown model"):
+            model_entry(toy_package)
+    finally:
+        register_model(toy_package, "batch", "toys.fixed_theta")  # for the fixture's teardown

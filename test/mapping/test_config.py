@@ -5,8 +5,8 @@ import dataclasses
 import pytest
 
 from gp_mapper.engine import EngineSpec, Oips, Vips
-from gp_mapper.engine.settings import ENGINE_SETTINGS, SETTING_BY_NAME, STREAMING_MODELS
-from gp_mapper.engine.settings.setting import GROUPS, SETTING_TYPES
+from gp_mapper.engine.settings import engine_settings, setting_by_name, streaming_models
+from gp_mapper.engine.setting import GROUPS, SETTING_TYPES
 from gp_mapper.mapping import (
     ENGINE_PARAMETER_NAMES,
     PARAMETER_BY_NAME,
@@ -44,20 +44,20 @@ def test_engine_rows_are_the_engine_settings_the_node_uses() -> None:
     # declares those of its streaming model (and the shared ones), with the same defaults and
     # ranges, and the spec's defaults are the table's; the node's own defaults
     # (NODE_ENGINE_DEFAULTS) are the node config's and its parameter rows'.
-    assert {f.name for f in dataclasses.fields(EngineSpec)} == set(SETTING_BY_NAME)
+    assert {f.name for f in dataclasses.fields(EngineSpec)} - {"options"} == set(setting_by_name())
     node = {
-        s.name for s in ENGINE_SETTINGS if not s.models or set(s.models) & set(STREAMING_MODELS)
+        s.name for s in engine_settings() if not s.models or set(s.models) & set(streaming_models())
     }
     assert set(ENGINE_PARAMETER_NAMES) == node
     assert set(NODE_ENGINE_DEFAULTS) <= node
     spec, node_spec = EngineSpec(), MapperConfig().engine
     for name in ENGINE_PARAMETER_NAMES:
-        row, setting = PARAMETER_BY_NAME[name], SETTING_BY_NAME[name]
+        row, setting = PARAMETER_BY_NAME[name], setting_by_name()[name]
         assert getattr(spec, name) == setting.default, name
         assert getattr(node_spec, name) == row.default, name
         assert row.default == NODE_ENGINE_DEFAULTS.get(name, setting.default), name
         assert (row.min, row.max) == (setting.min, setting.max), name
-    assert PARAMETER_BY_NAME["model"].choices == STREAMING_MODELS  # the node streams
+    assert PARAMETER_BY_NAME["model"].choices == streaming_models()  # the node streams
 
 
 @pytest.mark.parametrize(("name", "value"), [("delta", 0.0), ("rho", 0.0), ("delta", 1.0)])
@@ -70,7 +70,7 @@ def test_a_value_the_table_refuses_is_one_the_engine_refuses(name: str, value: f
     selector = {"delta": Vips, "rho": Oips}[name]
     with pytest.raises(ValueError, match=name):
         selector(value)
-    edge = SETTING_BY_NAME[name].min if value == 0.0 else SETTING_BY_NAME[name].max
+    edge = setting_by_name()[name].min if value == 0.0 else setting_by_name()[name].max
     MapperConfig.from_dict({name: edge})  # the table's own edge is accepted...
     selector(edge)  # ...and so is it by the engine
 

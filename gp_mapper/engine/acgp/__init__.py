@@ -10,27 +10,35 @@ with its closed-form backward), ``refinement`` (L-BFGS with the r = (2/3)^{k+1} 
 
 from __future__ import annotations
 
-from ..exports import lazy_exports
+from .bounds import BlockBounds, BlockStatistics, block_statistics, evaluate_bounds, should_stop
+from .cholesky import StoppedCholesky, stopped_cholesky
+from .model import AdaptiveCholeskyGP
+from .objective import (
+    SubsetDataFit,
+    acgp_objective,
+    extrapolated_log_evidence,
+    midpoint_log_evidence,
+    subset_data_fit,
+    subset_matrix,
+)
+from .refinement import RefinementResult, refine_hyperparameters, refinement_tolerance
 
-# Exported name -> the module of this package that defines it (imported on first use).
-_EXPORTS = {
-    "AdaptiveCholeskyGP": ".model",
-    "BlockBounds": ".bounds",
-    "BlockStatistics": ".bounds",
-    "RefinementResult": ".refinement",
-    "StoppedCholesky": ".cholesky",
-    "SubsetDataFit": ".objective",
-    "acgp_objective": ".objective",
-    "block_statistics": ".bounds",
-    "evaluate_bounds": ".bounds",
-    "extrapolated_log_evidence": ".objective",
-    "midpoint_log_evidence": ".objective",
-    "refine_hyperparameters": ".refinement",
-    "refinement_tolerance": ".refinement",
-    "should_stop": ".bounds",
-    "stopped_cholesky": ".cholesky",
-    "subset_data_fit": ".objective",
-    "subset_matrix": ".objective",
-}
-__getattr__ = lazy_exports(__name__, _EXPORTS)
-__all__ = list(_EXPORTS)
+__all__ = [
+    "AdaptiveCholeskyGP",
+    "BlockBounds",
+    "BlockStatistics",
+    "RefinementResult",
+    "StoppedCholesky",
+    "SubsetDataFit",
+    "acgp_objective",
+    "block_statistics",
+    "evaluate_bounds",
+    "extrapolated_log_evidence",
+    "midpoint_log_evidence",
+    "refine_hyperparameters",
+    "refinement_tolerance",
+    "should_stop",
+    "stopped_cholesky",
+    "subset_data_fit",
+    "subset_matrix",
+]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..core.linalg import Jitter
 from ..cost import FitCost
-from ..registry import ModelEntry, model_kind
+from ..model_table import ModelEntry, model_kind
 from ..spec import DTYPES, EngineSpec, build_kernel
 from .model import AdaptiveCholeskyGP
 

@@ -28,7 +28,6 @@ from ..errors import NumericalError, StateError
 from ..exact.posterior import ExactPosterior
 from ..model import ModelKind, PlainInputs
 from ..report import FitReport
-from ..settings import default as setting_default
 from ..state import (
     freeze_parameters,
 )
@@ -36,6 +35,7 @@ from .bounds import MIN_BLOCK_FOR_BOUNDS, BlockBounds
 from .cholesky import StoppedCholesky, stopped_cholesky
 from .objective import acgp_objective, extrapolated_log_evidence, subset_data_fit, subset_matrix
 from .refinement import RefinementResult, refine_hyperparameters
+from .settings import default as setting_default
 
 # The paper's synthetic setting and the node's default (acgp/settings.py): a magnetometer log of
 # 10⁴–10⁵ samples then stops after a few blocks; the authors use ~10⁴ on 40k-point UCI sets.

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from ..settings.setting import Setting
+from ..common_settings import COMMON_SETTINGS
+from ..setting import Setting, SettingTable
 
 ACGP = ("acgp",)
 
@@ -38,3 +39,8 @@ SETTINGS: tuple[Setting, ...] = (
             "start and the map's inducing points (gam)",
             min=0, max=2**31 - 1, models=("acgp", "solvegp", "cagp", "cagp_cg", "gam")),
 )  # fmt: skip
+
+# This package's table: its rows and the ones its code reads of others (the model's code reads
+# this, never the engine's whole table).
+TABLE = SettingTable(COMMON_SETTINGS, SETTINGS)
+default, check = TABLE.default, TABLE.check

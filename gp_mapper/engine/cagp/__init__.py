@@ -12,27 +12,29 @@ variance), ``trainer`` (Adam with a linear schedule, L-BFGS, early stopping) and
 
 from __future__ import annotations
 
-from ..exports import lazy_exports
+from .actions import Actions, BlockSparseActions, CGActions, block_layout, cg_actions
+from .elbo import Elbo, cagp_elbo, evaluate_elbo, gram_factor
+from .kernel_actions import kernel_action_product
+from .model import CaGP, CaGPCG
+from .posterior import CaGPPosterior
+from .trainer import EpochRecord, TrainerConfig, TrainResult, train
 
-# Exported name -> the module of this package that defines it (imported on first use).
-_EXPORTS = {
-    "Actions": ".actions",
-    "BlockSparseActions": ".actions",
-    "CGActions": ".actions",
-    "CaGP": ".model",
-    "CaGPCG": ".model",
-    "CaGPPosterior": ".posterior",
-    "Elbo": ".elbo",
-    "EpochRecord": ".trainer",
-    "TrainResult": ".trainer",
-    "TrainerConfig": ".trainer",
-    "block_layout": ".actions",
-    "cagp_elbo": ".elbo",
-    "cg_actions": ".actions",
-    "evaluate_elbo": ".elbo",
-    "gram_factor": ".elbo",
-    "kernel_action_product": ".kernel_actions",
-    "train": ".trainer",
-}
-__getattr__ = lazy_exports(__name__, _EXPORTS)
-__all__ = list(_EXPORTS)
+__all__ = [
+    "Actions",
+    "BlockSparseActions",
+    "CGActions",
+    "CaGP",
+    "CaGPCG",
+    "CaGPPosterior",
+    "Elbo",
+    "EpochRecord",
+    "TrainResult",
+    "TrainerConfig",
+    "block_layout",
+    "cagp_elbo",
+    "cg_actions",
+    "evaluate_elbo",
+    "gram_factor",
+    "kernel_action_product",
+    "train",
+]

@@ -27,8 +27,8 @@ import torch
 from torch import Tensor, nn
 
 from ..core.kernels import Kernel
-from ..settings import default as setting_default
 from .kernel_actions import DEFAULT_CHUNK, block_rows, kernel_action_product
+from .settings import default as setting_default
 
 # A block of all-zero entries has no direction; its norm is floored so that normalising it
 # stays finite (a random initialisation never produces one).

@@ -8,7 +8,7 @@ from ..core.fit import LINE_SEARCH_EVALUATIONS
 from ..core.linalg import Jitter
 from ..cost import FitCost
 from ..exact.entry import prefit_flops
-from ..registry import ModelEntry, model_kind
+from ..model_table import ModelEntry, model_kind
 from ..spec import DTYPES, EngineSpec, build_kernel
 from .actions import dense_cg
 from .model import CaGP, CaGPCG

@@ -28,7 +28,7 @@ from torch import Tensor
 from torch.autograd.function import FunctionCtx, once_differentiable
 
 from ..core.kernels import Kernel
-from ..settings import default as setting_default
+from .settings import default as setting_default
 
 # Rows of X per kernel block: 256 rows of a 10⁵-point log are a 200 MB float64 block, the
 # largest transient the op holds (plus autograd's recomputation in the backward, a few more).

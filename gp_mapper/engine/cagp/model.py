@@ -37,7 +37,6 @@ from ..errors import NumericalError, StateError
 from ..exact.prefit import prefit_theta
 from ..model import ModelKind, PlainInputs, ProgressCallback
 from ..report import FitReport
-from ..settings import default as setting_default
 from ..state import (
     freeze_parameters,
 )
@@ -52,6 +51,7 @@ from .actions import (
 from .elbo import evaluate_elbo
 from .kernel_actions import DEFAULT_CHUNK
 from .posterior import CaGPPosterior
+from .settings import default as setting_default
 from .trainer import (
     DEFAULT_LEARNING_RATE,
     DEFAULT_PATIENCE,

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from ..settings.setting import Setting
+from ..common_settings import COMMON_SETTINGS
+from ..setting import Setting, SettingTable
 
 CAGP = ("cagp", "cagp_cg")
 
@@ -54,3 +55,8 @@ SETTINGS: tuple[Setting, ...] = (
             "cagp_cg: stop CG once the residual is below this share of ‖y‖ (the paper: 1e-4)",
             min=0.0, max=1.0, models=("cagp_cg",)),
 )  # fmt: skip
+
+# This package's table: its rows and the ones its code reads of others (the model's code reads
+# this, never the engine's whole table).
+TABLE = SettingTable(COMMON_SETTINGS, SETTINGS)
+default, check = TABLE.default, TABLE.check

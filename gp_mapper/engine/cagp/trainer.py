@@ -28,7 +28,7 @@ from torch import Tensor
 from ..core.fit import single_step_lbfgs
 from ..errors import NumericalError
 from ..model import ProgressCallback
-from ..settings import default as setting_default
+from .settings import default as setting_default
 
 Optimizer = Literal["adam", "lbfgs"]
 OPTIMIZERS: tuple[str, ...] = ("adam", "lbfgs")

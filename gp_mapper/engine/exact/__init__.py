@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-from ..exports import lazy_exports
+from .gp import ExactGP
 
-# Exported name -> the module of this package that defines it (imported on first use).
-_EXPORTS = {
-    "ExactGP": ".gp",
-}
-__getattr__ = lazy_exports(__name__, _EXPORTS)
-__all__ = list(_EXPORTS)
+__all__ = [
+    "ExactGP",
+]

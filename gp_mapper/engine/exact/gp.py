@@ -12,6 +12,7 @@ import torch
 from torch import Tensor, nn
 
 from ..batch import BatchModelBase, StateSetting
+from ..common_settings import COMMON
 from ..core.device import resolve_device
 from ..core.fit import FitResult, fit_hyperparameters
 from ..core.kernels import Kernel
@@ -20,11 +21,10 @@ from ..core.noise import GaussianNoise
 from ..errors import NumericalError
 from ..model import Hyperparameters, ModelKind, PlainInputs, ProgressCallback
 from ..report import FitReport
-from ..settings import default as setting_default
 from ..state import describe_hyperparameters
 from .posterior import ExactPosterior
 
-DEFAULT_FIT_ITERATIONS = setting_default("fit_iterations")
+DEFAULT_FIT_ITERATIONS = COMMON.default("fit_iterations")
 # O(N²) memory and O(N³) time: 20 000 points is a 3.2 GB float64 matrix and minutes per
 # L-BFGS step on a CPU. Past it, subsample (gp-mapper fit --max-samples) or use acgp.
 MAX_EXACT_POINTS = 20000

@@ -15,43 +15,51 @@ rows), ``block_selector.py`` (VIPS for the map, fixed rules for the nuisance), `
 
 from __future__ import annotations
 
-from ..exports import lazy_exports
+from .block_kernel import COMPONENT_TAGS, OBSERVATION, BlockKernel, tagged_rows
+from .block_selector import AdditiveVips
+from .component import Component, component_kernel_from_spec, grid_inducing
+from .heading import HEADING_INDUCING_RAD, CompassDeviation, deviation_features
+from .magnetic import AUXILIARY_ORDER, auxiliary_inputs, nuisance_components
+from .model import POSTERIOR_FORMS, AdditiveGP
+from .posterior import AdditivePosterior, MapLayerPosterior, PrecisionPosterior, WhitenedPosterior
+from .precision import default_rank, optimal_alpha, precision_elbo
+from .run_offset import RunOffset
+from .stream import AdditiveUpdateReport, Clock, StreamingAdditiveGP
+from .whitened import optimal_whitened_q, titsias_bound, whitened_elbo, whitened_features
+from .zero_mean import ZeroMeanMatern32, ZeroMeanSE
 
-# Exported name -> the module of this package that defines it (imported on first use).
-_EXPORTS = {
-    "AUXILIARY_ORDER": ".magnetic",
-    "COMPONENT_TAGS": ".block_kernel",
-    "HEADING_INDUCING_RAD": ".heading",
-    "OBSERVATION": ".block_kernel",
-    "POSTERIOR_FORMS": ".model",
-    "AdditiveGP": ".model",
-    "AdditivePosterior": ".posterior",
-    "AdditiveUpdateReport": ".stream",
-    "AdditiveVips": ".block_selector",
-    "BlockKernel": ".block_kernel",
-    "Clock": ".stream",
-    "CompassDeviation": ".heading",
-    "Component": ".component",
-    "MapLayerPosterior": ".posterior",
-    "PrecisionPosterior": ".posterior",
-    "RunOffset": ".run_offset",
-    "StreamingAdditiveGP": ".stream",
-    "WhitenedPosterior": ".posterior",
-    "ZeroMeanMatern32": ".zero_mean",
-    "ZeroMeanSE": ".zero_mean",
-    "auxiliary_inputs": ".magnetic",
-    "component_kernel_from_spec": ".component",
-    "default_rank": ".precision",
-    "deviation_features": ".heading",
-    "grid_inducing": ".component",
-    "nuisance_components": ".magnetic",
-    "optimal_alpha": ".precision",
-    "optimal_whitened_q": ".whitened",
-    "precision_elbo": ".precision",
-    "tagged_rows": ".block_kernel",
-    "titsias_bound": ".whitened",
-    "whitened_elbo": ".whitened",
-    "whitened_features": ".whitened",
-}
-__getattr__ = lazy_exports(__name__, _EXPORTS)
-__all__ = list(_EXPORTS)
+__all__ = [
+    "AUXILIARY_ORDER",
+    "COMPONENT_TAGS",
+    "HEADING_INDUCING_RAD",
+    "OBSERVATION",
+    "POSTERIOR_FORMS",
+    "AdditiveGP",
+    "AdditivePosterior",
+    "AdditiveUpdateReport",
+    "AdditiveVips",
+    "BlockKernel",
+    "Clock",
+    "CompassDeviation",
+    "Component",
+    "MapLayerPosterior",
+    "PrecisionPosterior",
+    "RunOffset",
+    "StreamingAdditiveGP",
+    "WhitenedPosterior",
+    "ZeroMeanMatern32",
+    "ZeroMeanSE",
+    "auxiliary_inputs",
+    "component_kernel_from_spec",
+    "default_rank",
+    "deviation_features",
+    "grid_inducing",
+    "nuisance_components",
+    "optimal_alpha",
+    "optimal_whitened_q",
+    "precision_elbo",
+    "tagged_rows",
+    "titsias_bound",
+    "whitened_elbo",
+    "whitened_features",
+]

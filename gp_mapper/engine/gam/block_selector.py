@@ -30,7 +30,6 @@ from torch import Tensor
 
 from ..core.greedy import PivotedCholesky
 from ..core.linalg import cholesky_with_jitter
-from ..settings import check, default
 from ..vips.bound import whitened_bound_prefixes
 from ..vips.selectors import (
     REFERENCE_PIVOTS,
@@ -42,6 +41,7 @@ from ..vips.selectors import (
 )
 from .block_kernel import COMPONENT_TAGS, OBSERVATION, BlockKernel, tags_of
 from .heading import HEADING_INDUCING_RAD
+from .settings import check, default
 
 
 def retagged(rows: Tensor, tag: int) -> Tensor:

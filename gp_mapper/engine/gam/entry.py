@@ -7,7 +7,7 @@ import torch
 from ..core.kernels import Constant, Kernel, kernel_from_spec
 from ..core.linalg import Jitter
 from ..cost import FitCost
-from ..registry import ModelEntry, model_kind
+from ..model_table import ModelEntry, model_kind
 from ..spec import DTYPES, EngineSpec, build_kernel, build_selector, stream_options
 from ..vips.options import StreamOptions
 from ..vips.selectors import Selector

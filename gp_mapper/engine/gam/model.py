@@ -46,10 +46,10 @@ from ..core.noise import GaussianNoise
 from ..errors import NumericalError, StateError
 from ..model import Hyperparameters, ModelKind, PlainInputs, ProgressCallback
 from ..report import FitReport
-from ..settings import default as setting_default
 from ..state import freeze_parameters, validate_data
 from .blocks import Blocks, kernel_blocks
 from .component import Component, check_components, component_kernel_from_spec
+from .heading import CompassDeviation, deviation_features
 from .posterior import (
     AdditivePosterior,
     MapLayerPosterior,
@@ -57,7 +57,10 @@ from .posterior import (
     WhitenedPosterior,
 )
 from .precision import default_rank, optimal_alpha, precision_core, precision_elbo
+from .run_offset import RunOffset
+from .settings import default as setting_default
 from .whitened import optimal_whitened_q, whitened_elbo, whitened_features
+from .zero_mean import ZeroMeanMatern32
 
 PosteriorForm = Literal["coupled_precision", "full_coupled", "mean_field"]
 POSTERIOR_FORMS: tuple[str, ...] = ("coupled_precision", "full_coupled", "mean_field")
@@ -334,9 +337,6 @@ class AdditiveGP(PlainInputs, BatchModelBase):
         (B, C, D, E of B sin ψ + C cos ψ + D sin 2ψ + E cos 2ψ) [µT]; ``drift``: the drift at
         evenly spaced times with its sd [µT]; ``run_offsets``: each run's offset and sd [µT].
         """
-        from .heading import CompassDeviation, deviation_features
-        from .run_offset import RunOffset
-        from .zero_mean import ZeroMeanMatern32
 
         out: dict[str, Any] = {}
         width = int(posterior.components[0].inducing.shape[1])

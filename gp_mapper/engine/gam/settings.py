@@ -5,7 +5,9 @@ The model of Adam, Durrande & John 2018.
 
 from __future__ import annotations
 
-from ..settings.setting import Setting
+from ..common_settings import COMMON_SETTINGS
+from ..setting import Setting, SettingTable
+from ..vips.settings import SETTINGS as VIPS_SETTINGS
 
 GAM = ("gam",)
 # Settings the streaming additive model reads too.
@@ -94,3 +96,9 @@ def parse_components(text: str) -> tuple[str, ...]:
     if "map" not in names:
         raise ValueError(f"components: {text!r} has no map (the component that is the map)")
     return tuple(n for n in GAM_COMPONENT_NAMES if n in names)
+
+
+# This package's table: its rows and the ones its code reads of others (the model's code reads
+# this, never the engine's whole table).
+TABLE = SettingTable(COMMON_SETTINGS, VIPS_SETTINGS, SETTINGS)
+default, check = TABLE.default, TABLE.check

@@ -31,7 +31,6 @@ from torch import Tensor
 from ..core.hyperparameters import node_hyperparameters
 from ..errors import StateError
 from ..model import Hyperparameters, ModelKind
-from ..settings import check, default
 from ..vips import OnlineSparseGP, Posterior, UpdateReport
 from ..vips.options import StreamOptions
 from ..vips.posterior import BLOCK_CUTOFF, RebuiltMatrix
@@ -40,6 +39,7 @@ from ..vips.wrapped import EngineViews
 from .block_kernel import COMPONENT_TAGS, OBSERVATION, BlockKernel, tagged_rows, tags_of
 from .block_selector import AdditiveVips
 from .heading import deviation_features
+from .settings import check, default
 
 # The heading curve in the report: every 10° of a turn (as the batch model's fit report).
 REPORT_HEADINGS = 36

@@ -9,25 +9,27 @@ with inducing variables on the potential chosen by VIPS (``selector.py``).
 
 from __future__ import annotations
 
-from ..exports import lazy_exports
+from .exact import ExactFieldGP
+from .functionals import field_rows, field_targets, potential_rows, spatial
+from .kernel import EARTH, FIELD, POTENTIAL, CurlFreeKernel
+from .model import VectorFieldGP
+from .posterior import FieldPosterior, norm_moments
+from .selector import FieldPivots, FieldReadings, PotentialVips
 
-# Exported name -> the module of this package that defines it (imported on first use).
-_EXPORTS = {
-    "EARTH": ".kernel",
-    "FIELD": ".kernel",
-    "POTENTIAL": ".kernel",
-    "CurlFreeKernel": ".kernel",
-    "ExactFieldGP": ".exact",
-    "FieldPivots": ".selector",
-    "FieldPosterior": ".posterior",
-    "FieldReadings": ".selector",
-    "PotentialVips": ".selector",
-    "VectorFieldGP": ".model",
-    "field_rows": ".functionals",
-    "field_targets": ".functionals",
-    "norm_moments": ".posterior",
-    "potential_rows": ".functionals",
-    "spatial": ".functionals",
-}
-__getattr__ = lazy_exports(__name__, _EXPORTS)
-__all__ = list(_EXPORTS)
+__all__ = [
+    "EARTH",
+    "FIELD",
+    "POTENTIAL",
+    "CurlFreeKernel",
+    "ExactFieldGP",
+    "FieldPivots",
+    "FieldPosterior",
+    "FieldReadings",
+    "PotentialVips",
+    "VectorFieldGP",
+    "field_rows",
+    "field_targets",
+    "norm_moments",
+    "potential_rows",
+    "spatial",
+]

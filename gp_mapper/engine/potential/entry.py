@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..core.kernels import kernel_from_spec
-from ..registry import ModelEntry, model_kind
+from ..model_table import ModelEntry, model_kind
 from ..spec import EngineSpec, stream_options
 from ..vips.options import StreamOptions
 from .kernel import SPATIAL_DIMS, CurlFreeKernel

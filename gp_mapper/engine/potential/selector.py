@@ -30,7 +30,6 @@ from torch import Tensor
 
 from ..core.greedy import CONDITIONAL_VARIANCE_FLOOR, PivotedCholesky
 from ..core.linalg import Jitter, cholesky_with_jitter
-from ..settings import check, default
 from ..vips.bound import whitened_bound_prefixes
 from ..vips.selectors import (
     GREEDY_REFERENCE_FRACTION,
@@ -43,6 +42,7 @@ from ..vips.selectors import (
 )
 from .functionals import earth_rows, hard_iron_rows, is_global, potential_rows
 from .kernel import SPATIAL_DIMS, CurlFreeKernel
+from .settings import check, default
 
 # Vertices of a regular tetrahedron (times 1/√3: unit radius), the stencil around a reading.
 TETRAHEDRON = ((1.0, 1.0, 1.0), (1.0, -1.0, -1.0), (-1.0, 1.0, -1.0), (-1.0, -1.0, 1.0))

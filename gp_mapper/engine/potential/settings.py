@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from ..settings.setting import Setting
+from ..common_settings import COMMON_SETTINGS
+from ..setting import Setting, SettingTable
+from ..vips.settings import SETTINGS as VIPS_SETTINGS
 
 POTENTIAL = ("potential",)
 
@@ -25,3 +27,8 @@ SETTINGS: tuple[Setting, ...] = (
             "orientations and left out of the published map; 0 leaves it out",
             min=0.0, max=1e6, models=POTENTIAL),
 )  # fmt: skip
+
+# This package's table: its rows and the ones its code reads of others (the model's code reads
+# this, never the engine's whole table).
+TABLE = SettingTable(COMMON_SETTINGS, VIPS_SETTINGS, SETTINGS)
+default, check = TABLE.default, TABLE.check

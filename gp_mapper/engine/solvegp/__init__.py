@@ -10,34 +10,48 @@ posterior as the streaming engine's carried posterior) and ``model`` (the batch 
 
 from __future__ import annotations
 
-from ..exports import lazy_exports
+from .continuation import min_carried_precision, to_carried, to_online_sgp, to_streaming_state
+from .init import INIT_METHODS, initial_inducing, kmeans
+from .model import SolveGP, build_posterior, rescaled_kernel
+from .predict import LAYER_NAMES, SolvePosterior
+from .svgp import (
+    FAMILIES,
+    ElboTerms,
+    Marginals,
+    PriorFactors,
+    Variational,
+    VariationalParameters,
+    WhitenedQ,
+    elbo,
+    full_elbo,
+    optimal_q,
+    prior_factors,
+    project,
+)
 
-# Exported name -> the module of this package that defines it (imported on first use).
-_EXPORTS = {
-    "FAMILIES": ".svgp",
-    "INIT_METHODS": ".init",
-    "LAYER_NAMES": ".predict",
-    "ElboTerms": ".svgp",
-    "Marginals": ".svgp",
-    "PriorFactors": ".svgp",
-    "SolveGP": ".model",
-    "SolvePosterior": ".predict",
-    "Variational": ".svgp",
-    "VariationalParameters": ".svgp",
-    "WhitenedQ": ".svgp",
-    "build_posterior": ".model",
-    "elbo": ".svgp",
-    "full_elbo": ".svgp",
-    "initial_inducing": ".init",
-    "kmeans": ".init",
-    "min_carried_precision": ".continuation",
-    "optimal_q": ".svgp",
-    "prior_factors": ".svgp",
-    "project": ".svgp",
-    "rescaled_kernel": ".model",
-    "to_carried": ".continuation",
-    "to_online_sgp": ".continuation",
-    "to_streaming_state": ".continuation",
-}
-__getattr__ = lazy_exports(__name__, _EXPORTS)
-__all__ = list(_EXPORTS)
+__all__ = [
+    "FAMILIES",
+    "INIT_METHODS",
+    "LAYER_NAMES",
+    "ElboTerms",
+    "Marginals",
+    "PriorFactors",
+    "SolveGP",
+    "SolvePosterior",
+    "Variational",
+    "VariationalParameters",
+    "WhitenedQ",
+    "build_posterior",
+    "elbo",
+    "full_elbo",
+    "initial_inducing",
+    "kmeans",
+    "min_carried_precision",
+    "optimal_q",
+    "prior_factors",
+    "project",
+    "rescaled_kernel",
+    "to_carried",
+    "to_online_sgp",
+    "to_streaming_state",
+]

@@ -7,7 +7,7 @@ import numpy as np
 from ..core.linalg import Jitter
 from ..cost import FitCost
 from ..exact.entry import prefit_flops
-from ..registry import ModelEntry, model_kind
+from ..model_table import ModelEntry, model_kind
 from ..spec import DTYPES, EngineSpec, build_kernel, build_selector, stream_options, vips_options
 from .continuation import to_streaming_state
 from .model import SolveGP

@@ -36,13 +36,13 @@ from ..errors import NumericalError, StateError
 from ..exact.prefit import prefit_theta
 from ..model import ModelKind, PlainInputs, ProgressCallback
 from ..report import FitReport
-from ..settings import default as setting_default
 from ..state import (
     describe_hyperparameters,
 )
 from .adam import Adam
 from .init import INIT_METHODS, InitMethod, initial_inducing
 from .predict import PREDICT_CHUNK, SolvePosterior
+from .settings import default as setting_default
 from .svgp import (
     FAMILIES,
     PRIOR_DTYPE,

@@ -8,7 +8,8 @@ values.
 
 from __future__ import annotations
 
-from ..settings.setting import Setting
+from ..common_settings import COMMON_SETTINGS
+from ..setting import Setting, SettingTable
 
 SOLVEGP = ("solvegp",)
 
@@ -64,3 +65,8 @@ SETTINGS: tuple[Setting, ...] = (
             "0 = off, the paper's start [samples]",
             min=0, max=20000, models=SOLVEGP),
 )  # fmt: skip
+
+# This package's table: its rows and the ones its code reads of others (the model's code reads
+# this, never the engine's whole table).
+TABLE = SettingTable(COMMON_SETTINGS, SETTINGS)
+default, check = TABLE.default, TABLE.check

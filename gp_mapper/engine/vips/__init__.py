@@ -8,28 +8,40 @@ the bound, its carried posterior and the prediction cache are this model's own.
 
 from __future__ import annotations
 
-from ..exports import lazy_exports
+from .bound import online_bound, reference_bound, upper_bound
+from .online_sgp import OnlineSparseGP
+from .options import StreamOptions
+from .posterior import CarriedPosterior, Posterior
+from .report import UpdateReport
+from .selectors import (
+    ConditionalVariance,
+    FixedSize,
+    Oips,
+    Selection,
+    SelectionProblem,
+    Selector,
+    Vips,
+    selector_from_spec,
+)
+from .stats import RunningStats, noise_model_log_likelihood
 
-# Exported name -> the module of this package that defines it (imported on first use).
-_EXPORTS = {
-    "StreamOptions": ".options",
-    "CarriedPosterior": ".posterior",
-    "ConditionalVariance": ".selectors",
-    "FixedSize": ".selectors",
-    "Oips": ".selectors",
-    "OnlineSparseGP": ".online_sgp",
-    "Posterior": ".posterior",
-    "RunningStats": ".stats",
-    "Selection": ".selectors",
-    "SelectionProblem": ".selectors",
-    "Selector": ".selectors",
-    "UpdateReport": ".report",
-    "Vips": ".selectors",
-    "noise_model_log_likelihood": ".stats",
-    "online_bound": ".bound",
-    "reference_bound": ".bound",
-    "selector_from_spec": ".selectors",
-    "upper_bound": ".bound",
-}
-__getattr__ = lazy_exports(__name__, _EXPORTS)
-__all__ = list(_EXPORTS)
+__all__ = [
+    "CarriedPosterior",
+    "ConditionalVariance",
+    "FixedSize",
+    "Oips",
+    "OnlineSparseGP",
+    "Posterior",
+    "RunningStats",
+    "Selection",
+    "SelectionProblem",
+    "Selector",
+    "StreamOptions",
+    "UpdateReport",
+    "Vips",
+    "noise_model_log_likelihood",
+    "online_bound",
+    "reference_bound",
+    "selector_from_spec",
+    "upper_bound",
+]

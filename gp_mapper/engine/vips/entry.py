@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..registry import ModelEntry, model_kind
+from ..model_table import ModelEntry, model_kind
 from ..spec import EngineSpec, build_kernel, build_selector, stream_options, vips_options
 from .online_sgp import OnlineSparseGP
 

@@ -30,8 +30,6 @@ from ..core.linalg import JITTER_LADDER, Jitter, cholesky_with_jitter
 from ..core.noise import NOISE_FLOOR, GaussianNoise
 from ..errors import NumericalError, StateError
 from ..model import Hyperparameters, ModelKind, PlainInputs
-from ..settings import check as check_setting
-from ..settings import default as setting_default
 from ..state import describe_hyperparameters, raw_parameters
 from .bound import BoundTerms, carry, online_bound
 from .health import fit_problem
@@ -40,6 +38,8 @@ from .posterior import CarriedPosterior, Posterior
 from .report import UpdateReport
 from .robust import screen_outliers
 from .selectors import Selection, SelectionProblem, Selector, Vips, selector_from_spec
+from .settings import check as check_setting
+from .settings import default as setting_default
 from .stats import GroupedStats
 from .theta_memory import ThetaMemory
 

@@ -17,9 +17,9 @@ from torch import Tensor
 from ..core.greedy import PivotedCholesky
 from ..core.kernels import Kernel
 from ..core.linalg import Jitter
-from ..settings import check, default
 from .bound import whitened_bound_last, whitened_bound_prefixes
 from .posterior import CarriedPosterior
+from .settings import check, default
 
 # Above this many new points L* is no longer the value with every datum inducing but the bound
 # with this many greedy pivots, a lower proxy of it (the authors' code uses 5000 random points;

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from ..settings.setting import Setting
+from ..common_settings import COMMON_SETTINGS
+from ..setting import Setting, SettingTable
 
 VIPS = ("vips",)
 # The potential model runs the same VIPS rule and engine over its three-axis observations, the
@@ -87,3 +88,8 @@ SETTINGS: tuple[Setting, ...] = (
             "until enough are seen); 0 = white noise only, as in the paper [µT²]",
             min=0.0, max=1.0e4, models=VIPS_ENGINE),
 )  # fmt: skip
+
+# This package's table: its rows and the ones its code reads of others (the model's code reads
+# this, never the engine's whole table).
+TABLE = SettingTable(COMMON_SETTINGS, SETTINGS)
+default, check = TABLE.default, TABLE.check

@@ -22,6 +22,7 @@ import numpy as np
 
 from gp_mapper.mapping.errors import MapFileError
 from gp_mapper.mapping.grid import GridSpec, grid_for, predict_grid_map
+from gp_mapper.mapping.map_file import load_map, model_from_map
 
 if TYPE_CHECKING:
     from gp_mapper.engine import Model
@@ -187,7 +188,6 @@ class FieldLookup:
             MapFileError: the file is faulty, or holds no map a localizer can read (a vector
                 map, no data); the message names the path.
         """
-        from gp_mapper.mapping.map_file import load_map, model_from_map
 
         path = Path(path).expanduser()
         data = load_map(path)

@@ -1,5 +1,5 @@
 """One setting, of the engine or of the node: its name, default, type, range, unit, group and
-the models that read it. The engine's table (``settings/``) and the node's parameter table
+the models that read it. The engine's table (``settings.py``) and the node's parameter table
 (``gp_mapper.mapping.config.PARAMETERS``, which adds the node's and the pipeline's own) are rows
 of this one record, so one rule checks a value wherever it is given."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 SettingValue = bool | int | float | str | tuple[float, ...] | None
@@ -88,6 +88,41 @@ class Setting(NamedTuple):
             if low or high:
                 raise ValueError(f"{self.name} must be {self.allowed()}; got {value!r}")
         return value
+
+
+class SettingTable(Mapping[str, Setting]):
+    """Settings by name, with the default and the check of each: a model's code reads its own
+    package's table (its rows and the shared ones), never the engine's whole table, so a model
+    imports no other model.
+
+    Raises:
+        ValueError: two rows of one name.
+    """
+
+    def __init__(self, *groups: Iterable[Setting]) -> None:
+        self._by_name: dict[str, Setting] = {}
+        for group in groups:
+            for s in group:
+                if s.name in self._by_name:
+                    raise ValueError(f"setting {s.name!r} is declared twice")
+                self._by_name[s.name] = s
+
+    def __getitem__(self, name: str) -> Setting:
+        return self._by_name[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._by_name)
+
+    def __len__(self) -> int:
+        return len(self._by_name)
+
+    def default(self, name: str) -> Any:
+        """The default of the setting ``name``."""
+        return self._by_name[name].default
+
+    def check(self, name: str, value: Any) -> Any:
+        """``value`` if the setting ``name`` allows it, else ValueError naming both."""
+        return self._by_name[name].check(value)
 
 
 def _coerce(setting: Setting, value: Any) -> SettingValue:
