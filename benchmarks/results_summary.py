@@ -903,7 +903,7 @@ def rows(results_dir: Path = RESULTS_DIR) -> list[Row]:
     runs = []
     for path in sorted(results_dir.rglob("*.json")):
         if VARIANTS in path.relative_to(results_dir).parts:
-            continue  # runs off the defaults on the test split: quoted in RESULTS.md, not rows
+            continue  # runs off the defaults on the test split: in docs/decisions.md, not rows
         key = extractor_key(path.relative_to(results_dir))
         if key is not None:
             data = json.loads(path.read_text())

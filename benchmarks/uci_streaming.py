@@ -7,7 +7,7 @@ one isotropic lengthscale 1), noise variance 0.1, maximum likelihood (no hyperpr
 The numerics follow the authors' code: an absolute jitter 1e-6 on K(Z, Z) (``--jitter
 relative``: the engine's default, 1e-8 times the kernel variance) and, for VIPS and CV, the SE
 variance held below 2000 (``--variance-limit 0``: no limit). Both matter on near-noiseless
-naval only; RESULTS.md compares them.
+naval only; docs/decisions.md compares them.
 The reference is an exact GP fitted afresh from the same initialisation on the training data of
 the whole stream; the score is the paper's "% difference to the full-batch GP relative to a
 noise model", ``(metric − exact) / |noise − exact| × 100``, with the noise model the constant

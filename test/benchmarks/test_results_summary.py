@@ -82,7 +82,7 @@ def test_a_later_run_replaces_a_metric_and_a_missed_target_says_no(tmp_path: Pat
 
 def test_a_variant_run_is_kept_but_gives_no_row(tmp_path: Path) -> None:
     """A default tried on the test split and not kept: its JSON is committed under
-    ``variants/`` and quoted in RESULTS.md, while the rows stay the defaults' run."""
+    ``variants/`` and quoted in docs/decisions.md, while the rows stay the defaults' run."""
 
     def run(date: str, commit: str, ms: float) -> dict:
         return {"device": "GPU X, 80 GiB", "env": {"date": date, "commit": commit},

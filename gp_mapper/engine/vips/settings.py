@@ -61,7 +61,7 @@ SETTINGS: tuple[Setting, ...] = (
             models=STREAMING_THETA),
     # 1000: a fit over the whole map past it takes minutes on a CPU while a 200 Hz stream piles
     # up. 250 cut a building's late fits 8x on the validation floor, but the localizer did worse
-    # on the maps it made there (known start 0.77 -> 1.21 m): benchmarks/RESULTS.md, building.py.
+    # on the maps it made there (known start 0.77 -> 1.21 m): docs/decisions.md, the office floor.
     Setting("local_fit_inducing", 1000, "int",
             "from this many inducing points on, the hyperparameters are fitted on the bound of "
             "the window's neighbourhood (the inducing points within the kernel's range of it, "
