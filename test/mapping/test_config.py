@@ -5,8 +5,8 @@ import dataclasses
 import pytest
 
 from gp_mapper.engine import EngineSpec, Oips, Vips
-from gp_mapper.engine.settings import engine_settings, setting_by_name, streaming_models
 from gp_mapper.engine.setting import GROUPS, SETTING_TYPES
+from gp_mapper.engine.settings import engine_settings, setting_by_name, streaming_models
 from gp_mapper.mapping import (
     ENGINE_PARAMETER_NAMES,
     PARAMETER_BY_NAME,
