@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 from pathlib import Path
 
 from gp_mapper.engine import model_names
+from gp_mapper.engine.settings import model_settings
 from gp_mapper.io.errors import IoLayerError
 from gp_mapper.mapping.batch_fit import DEFAULT_MAX_MINUTES
 from gp_mapper.mapping.errors import ConfigError, MapFileError
@@ -50,7 +52,7 @@ def add_fit_arguments(parser: argparse.ArgumentParser) -> None:
         "map products, a report and theta.yaml: the fitted hyperparameters as a parameter\n"
         "file for the node."
     )
-    parser.epilog = EXAMPLES
+    parser.epilog = EXAMPLES + "\n" + _settings_epilog()
     parser.add_argument(
         "bags", type=Path, nargs="+", metavar="BAG",
         help="rosbag2 directory (MCAP or sqlite3) or .mcap file; several for a tiled map "
@@ -87,6 +89,17 @@ def add_fit_arguments(parser: argparse.ArgumentParser) -> None:
         "--ray-address", metavar="ADDRESS",
         help="fit the tiles on this Ray cluster (what `ray start --head` prints) instead",
     )  # fmt: skip
+
+
+def _settings_epilog() -> str:
+    """Each registered model's own settings (``--set NAME=VALUE``), from the settings table."""
+    lines = ["model settings (--set NAME=VALUE; the shared ones and the node's parameters too):"]
+    for model in model_names():
+        names = ", ".join(s.name for s in model_settings(model)) or "none of its own"
+        lines += textwrap.wrap(
+            f"{model}: {names}", width=88, initial_indent="  ", subsequent_indent="    "
+        )
+    return "\n".join(lines)
 
 
 def run_fit(args: argparse.Namespace) -> int:
