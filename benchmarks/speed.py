@@ -29,7 +29,13 @@ A size whose predicted time exceeds ``--budget`` seconds is skipped with a note.
 ``torch.cuda.max_memory_allocated`` on CUDA; on the CPU the peak resident set size above the
 one before the step (Linux VmHWM, reset through /proc/self/clear_refs, with glibc's mmap
 threshold fixed so that freed tensors leave the RSS; tracemalloc cannot see torch's buffers).
-The log-log slopes show the O(N M² + M³) shape.
+The log-log slopes show the O(N M² + M³) shape. Each row also says where the no-fit update's
+time goes (the selection, the rest: the bound and the commit, from the update's own report)
+and how far it is from the machine's limit: its dense linear algebra counted in flops
+(``torch.utils.flop_counter`` with the factorizations and solves added: a Cholesky n³/3, a
+triangular solve n² k, a Cholesky solve 2 n² k, a matrix-vector product 2 m n; elementwise
+kernel evaluations not counted) over its time, against the float64 GEMM rate of the same
+device measured in the same run (a 2048² product on the CPU, 8192² on a GPU, median of 3).
 
     python benchmarks/speed.py [--uci elevators] [--exact-cap 1000] [--sgpr-steps 20]
         [--sweep] [--budget 120] [--device cpu] [--threads 1] [--json out.json]
@@ -98,6 +104,48 @@ SWEEP_DIM, SWEEP_LENGTHSCALE = 8, 2.0
 def sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
+
+
+_ATEN = torch.ops.aten
+
+
+def _batch(shape: tuple[int, ...]) -> int:
+    return math.prod(shape[:-2]) if len(shape) > 2 else 1
+
+
+# The dense linear algebra flop_counter does not count by itself (per call, from the shapes).
+FLOP_FORMULAS: dict[Any, Callable[..., int]] = {
+    _ATEN.linalg_cholesky_ex: lambda a, *_, **__: _batch(a) * a[-1] ** 3 // 3,
+    _ATEN.linalg_solve_triangular: lambda a, b, *_, **__: _batch(b) * a[-1] ** 2 * b[-1],
+    _ATEN.cholesky_solve: lambda b, a, *_, **__: 2 * _batch(b) * a[-1] ** 2 * b[-1],
+    _ATEN.addmv: lambda _v, m, *_, **__: 2 * m[0] * m[1],
+    _ATEN.mv: lambda m, *_, **__: 2 * m[0] * m[1],
+}
+
+
+def counted_flops(step: Callable[[], object]) -> int:
+    """The dense linear algebra's flops of ``step()`` (run once under the counter)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with FlopCounterMode(display=False, custom_mapping=FLOP_FORMULAS) as counter:
+        step()
+    return int(counter.get_total_flops())
+
+
+def gemm_peak_gflops(device: torch.device, dtype: torch.dtype, repeats: int = 3) -> float:
+    """The device's rate on one large matrix product [GFLOP/s], median of ``repeats``."""
+    n = 8192 if device.type == "cuda" else 2048
+    a = torch.randn(n, n, dtype=dtype, device=device)
+    b = torch.randn(n, n, dtype=dtype, device=device)
+    a @ b  # warm
+    times = []
+    for _ in range(repeats):
+        sync(device)
+        start = time.perf_counter()
+        a @ b
+        sync(device)
+        times.append(time.perf_counter() - start)
+    return 2.0 * n**3 / float(np.median(times)) / 1e9
 
 
 # --------------------------------------------------------------------------- streams
@@ -489,6 +537,10 @@ def measure_point(
     row["peak_nofit_mb"] = mem.peak / 2**20
     row["M"] = report.m_after
     row["memory_method"] = mem.method
+    phases = report.as_dict()
+    row["select_s"] = float(phases.get("seconds_select", math.nan))
+    row["gflop_nofit"] = counted_flops(lambda: copy.deepcopy(engine).update(X, y)) / 1e9
+    row["gflops_nofit"] = row["gflop_nofit"] / row["update_nofit_s"]
 
     row["bound_grad_s"] = bound_grad_seconds(engine, X, y, nofit.carried.Z)
 
@@ -550,7 +602,9 @@ def sweep_one(
     return rows, notes
 
 
-def print_sweep(label: str, rows: list[dict[str, Any]], notes: list[str], fixed: str) -> None:
+def print_sweep(
+    label: str, rows: list[dict[str, Any]], notes: list[str], fixed: str, peak: float
+) -> None:
     print(f"\n### against {label} ({fixed})\n")
     table = []
     for r in rows:
@@ -559,6 +613,8 @@ def print_sweep(label: str, rows: list[dict[str, Any]], notes: list[str], fixed:
                 str(r[label]),
                 str(r["N"] if label == "M" else r["M"]),
                 f"{r['update_nofit_s']:.3f}",
+                f"{r['select_s']:.3f}",
+                f"{r['gflops_nofit']:.1f} ({100.0 * r['gflops_nofit'] / peak:.1f} %)",
                 f"{r['bound_grad_s']:.4f}",
                 f"{r['update_fit_s']:.2f} ({r['fit_iterations']} it.)"
                 if "update_fit_s" in r
@@ -574,6 +630,8 @@ def print_sweep(label: str, rows: list[dict[str, Any]], notes: list[str], fixed:
                 label,
                 other,
                 "update, no fit (s)",
+                "of it selection (s)",
+                "GFLOP/s (of peak)",
                 "bound + grad (s)",
                 "update with fit (s)",
                 "peak MB (no fit)",
@@ -600,10 +658,12 @@ def sweep(args: argparse.Namespace, requested: torch.device, dtype: torch.dtype)
     out: dict[str, Any] = {}
     for device in devices:
         warm_up(device, dtype)
+        peak = gemm_peak_gflops(device, dtype)
         print(
             f"\n## scaling of one update on {device}: synthetic N(0, I_{SWEEP_DIM}) inputs, "
             f"SE(1, {SWEEP_LENGTHSCALE}), FixedSize(M) on an engine primed with M points; "
-            f"peak memory: {PeakMemory(device).method}"
+            f"peak memory: {PeakMemory(device).method}; {dtype} GEMM on this device: "
+            f"{peak:.1f} GFLOP/s (the peak the GFLOP/s column is a share of)"
         )
         print(f"sweep on {device}: against M", file=sys.stderr, flush=True)
         m_rows, m_notes = sweep_one(
@@ -613,7 +673,7 @@ def sweep(args: argparse.Namespace, requested: torch.device, dtype: torch.dtype)
             3.0,
             args.budget,
         )
-        print_sweep("M", m_rows, m_notes, f"N = {SWEEP_FIXED_N}")
+        print_sweep("M", m_rows, m_notes, f"N = {SWEEP_FIXED_N}", peak)
         print(f"sweep on {device}: against N", file=sys.stderr, flush=True)
         n_rows, n_notes = sweep_one(
             "N",
@@ -622,8 +682,10 @@ def sweep(args: argparse.Namespace, requested: torch.device, dtype: torch.dtype)
             1.0,
             args.budget,
         )
-        print_sweep("N", n_rows, n_notes, f"M = {SWEEP_FIXED_M}")
-        out[str(device)] = {"M": m_rows, "N": n_rows, "notes": m_notes + n_notes}
+        print_sweep("N", n_rows, n_notes, f"M = {SWEEP_FIXED_M}", peak)
+        out[str(device)] = {
+            "M": m_rows, "N": n_rows, "notes": m_notes + n_notes, "gemm_peak_gflops": peak,
+        }  # fmt: skip
     print(
         "\nexpected shape: one bound evaluation is O(N M² + M³), so the slope against M lies "
         "between 2 and 3 and the slope against N tends to 1 once N M² dominates M³; the "

@@ -1,4 +1,5 @@
-"""No module of gp_mapper imports itself back, however long the way round.
+"""No module of gp_mapper imports itself back, however long the way round, and no layer
+imports a layer after it (engine, mapping, io, ros, commands: the project's layering).
 
 The graph: every ``import`` and ``from ... import`` of a module, at its top or inside a function
 (a deferred import is still a dependency), less those under ``if TYPE_CHECKING:`` (never run).
@@ -15,8 +16,6 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from gp_mapper.engine.model_table import model_packages
 
@@ -165,15 +164,23 @@ def test_the_walk_finds_a_cycle_through_a_deferred_import_and_a_package(tmp_path
     assert cycles(graph) == [["toy.a", "toy.sub"]]
 
 
-@pytest.mark.parametrize("layer", ["engine"])
-def test_the_engine_imports_no_layer_above_it(layer: str) -> None:
+# The layers, each importing only those before it (the node and the commands are entry points:
+# the command line may start a node; no node runs a command).
+LAYERS = ("engine", "mapping", "io", "ros", "commands")
+
+
+def _layer(module: str) -> int | None:
+    parts = module.split(".")
+    return LAYERS.index(parts[1]) if len(parts) > 1 and parts[1] in LAYERS else None
+
+
+def test_each_layer_imports_only_the_layers_before_it() -> None:
     graph = import_graph()
-    above = ("gp_mapper.mapping", "gp_mapper.io", "gp_mapper.ros", "gp_mapper.commands")
-    leaks = {
+    upward = sorted(
         (name, target)
         for name, targets in graph.items()
-        if name.startswith(f"gp_mapper.{layer}")
         for target in targets
-        if target.startswith(above)
-    }
-    assert leaks == set()
+        if _layer(name) is not None and _layer(target) is not None and _layer(target) > _layer(name)
+    )
+    assert upward == []
+    assert {_layer(name) for name in graph} >= set(range(len(LAYERS)))

@@ -43,3 +43,9 @@ def test_the_localization_page_holds_its_parameter_table_as_generated() -> None:
 
     text = (REPO_ROOT / "docs" / "localization.md").read_text()
     assert localizer_table() in text
+
+
+def test_the_engine_page_holds_the_settings_table_as_generated() -> None:
+    from gp_mapper.engine.settings import settings_markdown
+
+    assert settings_markdown() in (REPO_ROOT / "docs" / "engine.md").read_text()

@@ -16,7 +16,7 @@ import json
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -30,48 +30,13 @@ from .errors import NumericalError, StateError
 from .model import Hyperparameters, ModelKind
 from .report import FitReport
 from .state import (
+    StateSetting,
     describe_hyperparameters,
     freeze_parameters,
     load_raw_parameters,
     raw_parameters,
     validate_data,
 )
-
-
-class StateSetting(NamedTuple):
-    """A constructor setting a state keeps.
-
-    Attributes:
-        name: the constructor's keyword.
-        kind: the type it is read back as (int, float, bool or str).
-        key: the state's field (default: ``name``).
-        attr: where the model holds it, dotted (default: ``name``).
-        none: the value that stands for None in the state (None: never None).
-        missing: read when an older state lacks the field (None: required).
-    """
-
-    name: str
-    kind: type
-    key: str | None = None
-    attr: str | None = None
-    none: Any = None
-    missing: Any = None
-
-    @property
-    def field(self) -> str:
-        return self.key or self.name
-
-    def read_from(self, model: object) -> Any:
-        value = model
-        for part in (self.attr or self.name).split("."):
-            value = getattr(value, part)
-        return self.none if value is None and self.none is not None else value
-
-    def parse(self, state: Mapping[str, Any]) -> Any:
-        if self.field not in state and self.missing is not None:
-            return self.missing
-        value = self.kind(np.asarray(state[self.field]).item())
-        return None if self.none is not None and value == self.none else value
 
 
 @contextmanager

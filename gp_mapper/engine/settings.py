@@ -24,8 +24,10 @@ __all__ = [
     "check",
     "default",
     "engine_settings",
+    "model_settings",
     "node_settings",
     "setting_by_name",
+    "settings_markdown",
     "streaming_models",
 ]
 
@@ -92,3 +94,23 @@ def node_settings() -> tuple[Setting, ...]:
         elif not s.models or any(m in streaming for m in s.models):
             out.append(s)
     return tuple(out)
+
+
+def model_settings(model: str) -> tuple[Setting, ...]:
+    """The settings of one model's own (not the shared ones every model reads)."""
+    return tuple(s for s in engine_settings() if s.models and model in s.models)
+
+
+def settings_markdown() -> str:
+    """Every setting of every registered model as Markdown, as docs/engine.md shows it."""
+    lines = [
+        "| setting | default | type | allowed | models | description |",
+        "|---|---|---|---|---|---|",
+    ]
+    for s in engine_settings():
+        default = "[]" if s.default is None else repr(s.default)
+        models = ", ".join(s.models) if s.models else "all"
+        lines.append(
+            f"| `{s.name}` | `{default}` | {s.type} | {s.allowed()} | {models} | {s.description} |"
+        )
+    return "\n".join(lines)

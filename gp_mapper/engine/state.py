@@ -4,7 +4,7 @@ the node's parameter names."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -14,6 +14,43 @@ from .core.hyperparameters import node_hyperparameters
 from .core.kernels import Kernel
 from .errors import StateError
 from .model import Hyperparameters
+
+
+class StateSetting(NamedTuple):
+    """A constructor setting a state keeps (the batch models' ``STATE_SETTINGS``, the
+    stream's ``OnlineSparseGP.STATE_SETTINGS``).
+
+    Attributes:
+        name: the constructor's keyword.
+        kind: the type it is read back as (int, float, bool or str).
+        key: the state's field (default: ``name``).
+        attr: where the model holds it, dotted (default: ``name``).
+        none: the value that stands for None in the state (None: never None).
+        missing: read when an older state lacks the field (None: required).
+    """
+
+    name: str
+    kind: type
+    key: str | None = None
+    attr: str | None = None
+    none: Any = None
+    missing: Any = None
+
+    @property
+    def field(self) -> str:
+        return self.key or self.name
+
+    def read_from(self, model: object) -> Any:
+        value = model
+        for part in (self.attr or self.name).split("."):
+            value = getattr(value, part)
+        return self.none if value is None and self.none is not None else value
+
+    def parse(self, state: Mapping[str, Any]) -> Any:
+        if self.field not in state and self.missing is not None:
+            return self.missing
+        value = self.kind(np.asarray(state[self.field]).item())
+        return None if self.none is not None and value == self.none else value
 
 
 def raw_parameters(module: nn.Module) -> dict[str, np.ndarray]:

@@ -362,7 +362,7 @@ def map_file_data(
     node_config = {**config.to_dict(), "model": name}
     stamp_ns = int(samples.stamps_ns.max())
     n = len(samples.y)
-    return MapData(state, node_config, samples.trajectory_m, box, n, stamp_ns, samples.drops)
+    return MapData.of(state, node_config, samples.trajectory_m, box, n, stamp_ns, samples.drops)
 
 
 def map_snapshot(

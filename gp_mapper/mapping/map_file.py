@@ -115,6 +115,29 @@ class MapData(NamedTuple):
     stamp_ns: int
     drops: dict[str, int]
 
+    @classmethod
+    def of(
+        cls,
+        engine_state: Mapping[str, Any],
+        config: Mapping[str, Any],
+        trajectory_m: np.ndarray,
+        explored_box: tuple[float, float, float, float] | None,
+        num_samples: int,
+        stamp_ns: int,
+        drops: Mapping[str, int],
+    ) -> MapData:
+        """The one constructor: a live map's, a fit's and a file's contents all come in here,
+        in the types a map file holds (the path [K, 2] in float64, counts as ints)."""
+        return cls(
+            dict(engine_state),
+            dict(config),
+            np.asarray(trajectory_m, dtype=np.float64).reshape(-1, 2),
+            explored_box,
+            int(num_samples),
+            int(stamp_ns),
+            dict(drops),
+        )
+
 
 def _arrays(data: MapData, path: Path) -> dict[str, np.ndarray]:
     arrays: dict[str, np.ndarray] = {}
@@ -389,15 +412,7 @@ def _load(
             f"map file {path} holds {_article(model)} {model} model; "
             f"this mapper runs {expected_model}"
         )
-    return MapData(
-        engine_state=engine_state,
-        config=config,
-        trajectory_m=trajectory.astype(np.float64),
-        explored_box=box,
-        num_samples=num_samples,
-        stamp_ns=stamp_ns,
-        drops=drop_counts,
-    )
+    return MapData.of(engine_state, config, trajectory, box, num_samples, stamp_ns, drop_counts)
 
 
 def _explored_box(array: np.ndarray, path: Path) -> tuple[float, float, float, float] | None:

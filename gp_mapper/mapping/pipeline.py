@@ -684,14 +684,8 @@ class MappingPipeline:
         with self._input_lock:
             trajectory = self._inputs.trajectory()
             drops = self._inputs.drops.as_dict()
-        data = MapData(
-            engine_state=state,
-            config=self._config.to_dict(),
-            trajectory_m=trajectory,
-            explored_box=box,
-            num_samples=num_samples,
-            stamp_ns=stamp_ns,
-            drops=drops,
+        data = MapData.of(
+            state, self._config.to_dict(), trajectory, box, num_samples, stamp_ns, drops
         )
         save_map(path, data)
         logger.info("map saved to %s (%d samples)", path, num_samples)

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+import yaml
 
 from gp_mapper.cli import main as cli_main
 from gp_mapper.commands.fit import fit_bag
@@ -137,6 +138,24 @@ def test_exact_and_vips_fits(synthetic_bag: Path, tmp_path: Path) -> None:
     vips = fit_bag(synthetic_bag, tmp_path / "vips", model="vips", overrides=FAST, progress=False)
     assert vips.snapshot is not None and vips.outputs.theta.is_file()
     assert 0 < vips.report["M"] < vips.report["samples_used"]
+    tiled = fit_bag(
+        synthetic_bag, tmp_path / "tiled", model="vips", overrides={**FAST, "tile_size": 8.0},
+        workers=0, progress=False,
+    )  # fmt: skip
+    # One summary for every route: the same fields, the report what the file holds, and θ
+    # as the node's parameter file (the streaming route's from the pipeline, not the file).
+    for result, route in ((exact, "batch"), (vips, "streaming"), (tiled, "tiled")):
+        summary = result.summary
+        assert summary.route == route and summary.accepted and summary.support > 0
+        assert summary.samples_used > 0 and summary.hyperparameters
+        assert json.loads(result.outputs.report.read_text()) == json.loads(
+            json.dumps(result.report, default=str)
+        )
+        assert result.report["route"] == route and result.report["M"] == summary.support
+        theta = yaml.safe_load(result.outputs.theta.read_text())
+        assert theta == yaml.safe_load(theta_yaml(dict(summary.hyperparameters)))
+        text = result.text()
+        assert f"M = {summary.support}" in text and str(result.outputs.state) in text
 
 
 def test_a_potential_fit_streams_the_field_vector(synthetic_bag: Path, tmp_path: Path) -> None:

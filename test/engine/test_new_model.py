@@ -5,6 +5,7 @@ engine's table and reaches its builder."""
 
 from __future__ import annotations
 
+import argparse
 import io
 import sys
 import textwrap
@@ -14,6 +15,7 @@ import numpy as np
 import pytest
 import torch
 
+from gp_mapper.commands.fit import add_fit_arguments
 from gp_mapper.engine import (
     BatchModel,
     EngineSpec,
@@ -25,7 +27,7 @@ from gp_mapper.engine import (
     registry,
     unregister_model,
 )
-from gp_mapper.engine.settings import setting_by_name
+from gp_mapper.engine.settings import setting_by_name, settings_markdown
 from gp_mapper.mapping.batch_fit import fit_config
 from gp_mapper.mapping.errors import ConfigError
 
@@ -115,6 +117,11 @@ def test_its_setting_joins_the_table_and_reaches_its_builder(toy_package: str) -
         fit_config(toy_package, {"fixed_theta_noise_scale": 1000.0})
     with pytest.raises(ValueError, match="not one"):
         EngineSpec(options=(("lengthscale", 2.0),))  # a field is not an option
+    # In the generated documentation and the fit command's help.
+    assert "`fixed_theta_noise_scale`" in settings_markdown()
+    parser = argparse.ArgumentParser()
+    add_fit_arguments(parser)
+    assert "fixed_theta: fixed_theta_noise_scale" in parser.format_help()
 
 
 def test_the_table_refuses_what_it_cannot_hold(toy_package: str) -> None:

@@ -30,7 +30,7 @@ from ..core.linalg import JITTER_LADDER, Jitter, cholesky_with_jitter
 from ..core.noise import NOISE_FLOOR, GaussianNoise
 from ..errors import NumericalError, StateError
 from ..model import Hyperparameters, ModelKind, PlainInputs
-from ..state import describe_hyperparameters, raw_parameters
+from ..state import StateSetting, describe_hyperparameters, raw_parameters
 from .bound import BoundTerms, carry, online_bound
 from .health import fit_problem
 from .local_fit import FitProblem, local_fit_problem
@@ -190,6 +190,22 @@ class OnlineSparseGP(PlainInputs):
     """
 
     name: ClassVar[str] = "vips"
+    # The constructor settings a state keeps, read back as saved; an older state that lacks
+    # one gets the value its version ran with (no outlier screen's default, no θ memory, no
+    # local fit or budget, every reading as its own cell).
+    STATE_SETTINGS: ClassVar[tuple[StateSetting, ...]] = (
+        StateSetting("max_inducing", int),
+        StateSetting("fit_iterations", int),
+        StateSetting("seed", int),
+        StateSetting("hyperprior_scale", float),
+        StateSetting("outlier_z", float, missing=DEFAULT_OUTLIER_Z),
+        StateSetting("theta_memory", bool, missing=False),
+        StateSetting("local_fit_inducing", int, missing=0),
+        StateSetting("fit_max_seconds", float, missing=0.0),
+        StateSetting("cell_size", float, missing=0.0),
+        StateSetting("cell_columns", int, missing=0),
+        StateSetting("cell_direction_columns", int, missing=0),
+    )
     kind: ClassVar[ModelKind] = "streaming"
 
     def __init__(
@@ -688,20 +704,10 @@ class OnlineSparseGP(PlainInputs):
             "selector_spec": np.array(json.dumps(self.selector.to_spec())),
             "dtype": np.array(str(self.dtype).removeprefix("torch.")),
             "noise_variance": np.array(float(s.noise.variance.detach())),
-            "max_inducing": np.array(self.max_inducing),
-            "fit_iterations": np.array(self.fit_iterations),
             "jitter": np.array(self.jitter.value),
             "jitter_relative": np.array(self.jitter.relative),
-            "seed": np.array(self.seed),
-            "hyperprior_scale": np.array(self.hyperprior_scale),
-            "outlier_z": np.array(self.outlier_z),
             "pass_noise_variance": np.array(self.pass_noise_variance),
-            "theta_memory": np.array(self.theta_memory),
-            "local_fit_inducing": np.array(self.local_fit_inducing),
-            "fit_max_seconds": np.array(self.fit_max_seconds),
-            "cell_size": np.array(self.cell_size),
-            "cell_columns": np.array(self.cell_columns),
-            "cell_direction_columns": np.array(self.cell_direction_columns),
+            **{f.field: np.array(f.read_from(self)) for f in self.STATE_SETTINGS},
             "initial_hyperparameters": np.array(json.dumps(self._initial)),
             "num_updates": np.array(s.num_updates),
             "theta_fitted": np.array(s.theta_fitted),
@@ -754,22 +760,9 @@ class OnlineSparseGP(PlainInputs):
                 selector,
                 device=device,
                 dtype=dtype,
-                max_inducing=int(np.asarray(state["max_inducing"])),
-                fit_iterations=int(np.asarray(state["fit_iterations"])),
                 jitter=_jitter_field(state, "jitter"),
-                seed=int(np.asarray(state["seed"])),
-                hyperprior_scale=float(np.asarray(state["hyperprior_scale"])),
-                # States from before the outlier screen: the engine's default screen.
-                outlier_z=float(np.asarray(state.get("outlier_z", DEFAULT_OUTLIER_Z))),
                 pass_noise_variance=pass_noise,
-                # States from before the θ memory: none.
-                theta_memory=bool(np.asarray(state.get("theta_memory", False))),
-                local_fit_inducing=int(np.asarray(state.get("local_fit_inducing", 0))),
-                fit_max_seconds=float(np.asarray(state.get("fit_max_seconds", 0.0))),
-                # States from before the cells: every reading.
-                cell_size=float(np.asarray(state.get("cell_size", 0.0))),
-                cell_columns=int(np.asarray(state.get("cell_columns", 0))),
-                cell_direction_columns=int(np.asarray(state.get("cell_direction_columns", 0))),
+                **{f.name: f.parse(state) for f in cls.STATE_SETTINGS},
             )
             engine._initial = {
                 k: float(v)
