@@ -389,6 +389,23 @@ def speed_rows(data: dict[str, Any], path: Path) -> Iterator[Row]:
             f"VIPS {vips['rmse']:.4g} in {vips['total_s']:.1f} s (M {vips['M'][-1]})",
             "; ".join(peers), "", None,
         )  # fmt: skip
+    for device, res in data.get("sweep", {}).items():
+        # The largest M measured against the smallest: how far from the device's GEMM rate.
+        measured = [r for r in res["M"] if "gflops_nofit" in r]
+        if not measured:
+            continue
+        peak = res["gemm_peak_gflops"]
+
+        def at(r: dict[str, Any], peak: float = peak) -> str:
+            share = 100.0 * r["gflops_nofit"] / peak
+            return (f"M {r['size']}: {r['update_nofit_s']:.3g} s, {r['gflops_nofit']:.1f} "
+                    f"GFLOP/s ({share:.0f} % of GEMM)")  # fmt: skip
+
+        yield _row(
+            data, "speed.py", f"one update, no fit, N {measured[0]['N']} ({device}): time, rate",
+            f"{at(measured[-1])}; {at(measured[0])}", f"float64 GEMM {peak:.1f} GFLOP/s", "",
+            None,
+        )  # fmt: skip
 
 
 def solvegp_snelson_rows(data: dict[str, Any], path: Path) -> Iterator[Row]:
