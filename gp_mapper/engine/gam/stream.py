@@ -31,6 +31,7 @@ from torch import Tensor
 from ..core.hyperparameters import node_hyperparameters
 from ..errors import StateError
 from ..model import Hyperparameters, ModelKind
+from ..state import StateSetting
 from ..vips import OnlineSparseGP, Posterior, UpdateReport
 from ..vips.options import StreamOptions
 from ..vips.posterior import BLOCK_CUTOFF, RebuiltMatrix
@@ -85,6 +86,10 @@ class StreamingAdditiveGP(EngineViews):
 
     name: ClassVar[str] = "gam_stream"
     kind: ClassVar[ModelKind] = "streaming"
+    # This model's own setting in a state, beside the stream's; its clock is an array, by hand.
+    STATE_SETTINGS: ClassVar[tuple[StateSetting, ...]] = (
+        StateSetting("run_gap", float, key="gam_stream.run_gap"),
+    )
 
     def __init__(
         self,
@@ -375,7 +380,7 @@ class StreamingAdditiveGP(EngineViews):
         out = {
             **self._stream.state_dict(),
             "model": np.array(self.name),
-            "gam_stream.run_gap": np.array(self.run_gap),
+            **{f.field: np.array(f.read_from(self)) for f in self.STATE_SETTINGS},
         }
         if self._clock is not None:
             out["gam_stream.clock"] = np.array(
@@ -396,7 +401,8 @@ class StreamingAdditiveGP(EngineViews):
         if saved != cls.name:
             raise StateError(f"the state holds a {saved!r} model, not a {cls.name!r} one")
         try:
-            run_gap = float(check("gam_run_gap", float(np.asarray(state["gam_stream.run_gap"]))))
+            (run_gap_setting,) = cls.STATE_SETTINGS
+            run_gap = float(check("gam_run_gap", run_gap_setting.parse(state)))
             clock = None
             if "gam_stream.clock" in state:
                 origin, last, run = np.asarray(state["gam_stream.clock"], dtype=np.float64)

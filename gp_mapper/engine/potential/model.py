@@ -25,6 +25,7 @@ from torch import Tensor
 from ..auxiliary import ORIENTATION_NAMES
 from ..errors import StateError
 from ..model import Hyperparameters, ModelKind
+from ..state import StateSetting
 from ..vips import OnlineSparseGP, Posterior, UpdateReport
 from ..vips.options import StreamOptions
 from ..vips.selectors import Selector
@@ -53,6 +54,10 @@ class VectorFieldGP(EngineViews):
 
     name: ClassVar[str] = "potential"
     kind: ClassVar[ModelKind] = "streaming"
+    # This model's own setting in a state, beside the stream's (``OnlineSparseGP``'s).
+    STATE_SETTINGS: ClassVar[tuple[StateSetting, ...]] = (
+        StateSetting("input_dim", int, key="potential.input_dim"),
+    )
 
     def __init__(
         self,
@@ -201,7 +206,7 @@ class VectorFieldGP(EngineViews):
         return {
             **self._stream.state_dict(),
             "model": np.array(self.name),
-            "potential.input_dim": np.array(self.input_dim),
+            **{f.field: np.array(f.read_from(self)) for f in self.STATE_SETTINGS},
         }
 
     @classmethod
@@ -217,12 +222,14 @@ class VectorFieldGP(EngineViews):
         if saved != cls.name:
             raise StateError(f"the state holds a {saved!r} model, not a {cls.name!r} one")
         try:
-            input_dim = int(np.asarray(state["potential.input_dim"]))
+            settings = {f.name: f.parse(state) for f in cls.STATE_SETTINGS}
         except (KeyError, TypeError, ValueError) as err:
             raise StateError(f"potential state has no valid input_dim: {err}") from err
+        input_dim = settings["input_dim"]
         if input_dim not in INPUT_DIMS:
             raise StateError(f"potential state's input_dim must be 2 or 3; got {input_dim}")
-        inner = {k: v for k, v in state.items() if k != "potential.input_dim"}
+        own = {f.field for f in cls.STATE_SETTINGS}
+        inner = {k: v for k, v in state.items() if k not in own}
         inner["model"] = np.array(OnlineSparseGP.name)
         stream = OnlineSparseGP.from_state(inner, device)
         if not isinstance(stream.kernel, CurlFreeKernel):
