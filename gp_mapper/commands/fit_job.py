@@ -12,6 +12,7 @@ with either kind of model. Each ends in the same summary and the same files: ``m
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import time
 from collections.abc import Mapping, Sequence
@@ -323,8 +324,7 @@ def _fit_tiled(job: FitJob, config: MapperConfig, spec: EngineSpec) -> _Fitted:
 
 def _fit_streaming(job: FitJob, config: MapperConfig, spec: EngineSpec) -> _Fitted:
     """A streaming model streams the bag through the pipeline, as ``replay`` does."""
-    mapping = {k: v for k, v in config.__dict__.items() if k != "engine"}
-    config = MapperConfig(**mapping, engine=spec)
+    config = dataclasses.replace(config, engine=spec)
     start = time.perf_counter()
     bag = job.bags[0]
     result = replay_bag(

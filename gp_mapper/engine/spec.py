@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import asdict, dataclass, fields
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
@@ -21,9 +21,6 @@ from .model_table import model_names
 from .setting import AUTO
 from .settings import default, setting_by_name
 from .vips.selectors import ConditionalVariance, FixedSize, Oips, Selector, Vips
-
-if TYPE_CHECKING:
-    pass
 
 DTYPES = {"float64": torch.float64, "float32": torch.float32}
 
