@@ -155,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     parser.add_argument(
         "--set", action="append", default=[], metavar="NAME=VALUE",
-        help="a node or model setting for every fit, e.g. --set solve_epochs=30 (repeatable)",
+        help="a node or model setting for every fit, e.g. --set solvegp.epochs=30 (repeatable)",
     )  # fmt: skip
     args = parser.parse_args(argv)
     settings = parse_overrides(args.set)
@@ -175,8 +175,8 @@ def main(argv: list[str] | None = None) -> int:
         for model in args.models.split(","):
             print(f"  {split}: fitting {model} ...", file=sys.stderr, flush=True)
             acgp = {
-                "acgp_max_points": args.acgp_max_points,
-                "acgp_refinements": args.acgp_refinements,
+                "acgp.max_points": args.acgp_max_points,
+                "acgp.refinements": args.acgp_refinements,
             }
             row = run_model(
                 model, bag, args.scratch / split, Xt, yt, acgp, args.cagp_points, settings

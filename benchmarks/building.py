@@ -64,7 +64,7 @@ def row_overrides(row: str, args: argparse.Namespace) -> dict[str, Any]:
     if row in ("tiled", "offline_serial", "offline_ray"):
         return tiles
     if row == "global_cap":
-        return {"tile_size": 0.0, "max_inducing": args.raised_cap}
+        return {"tile_size": 0.0, "vips.max_inducing": args.raised_cap}
     raise ValueError(f"unknown row {row!r}; known: {ROWS}")
 
 
@@ -172,7 +172,7 @@ def offline_row(
 
     samples = collect_samples(read_bag(bag, pose_type="auto"), config)
     auxiliary = build_model(config.engine, config.input_dims).auxiliary_inputs
-    samples = samples.with_auxiliary_inputs(auxiliary, config.engine.gam_run_gap)
+    samples = samples.with_auxiliary_inputs(auxiliary, config.engine.get("gam.run_gap"))
     workers = 2 if row == "offline_ray" else 0
     walls, digests = [], set()
     for _ in range(args.repeats):  # this machine is noisy: the median of several fits

@@ -274,20 +274,20 @@ def diagnose_variants(base: dict[str, Any]) -> dict[str, dict[str, Any]]:
         "node defaults": dict(base),
         # The pass noise held by hand instead of measured (the defaults' auto): none (white
         # noise alone), the former node default (1 µT²) and near what the readings show.
-        "pass noise 0": {**base, "pass_noise_variance": 0.0},
-        "pass noise 1 µT²": {**base, "pass_noise_variance": 1.0},
-        "pass noise 2 µT²": {**base, "pass_noise_variance": 2.0},
+        "pass noise 0": {**base, "vips.pass_noise_variance": 0.0},
+        "pass noise 1 µT²": {**base, "vips.pass_noise_variance": 1.0},
+        "pass noise 2 µT²": {**base, "vips.pass_noise_variance": 2.0},
         # The fit's scheduling and cost bounds (the 200 Hz soak's settings): θ fitted on the
         # whole map past 1000 points, fits without a time budget, fits on more windows.
-        "whole-map fits": {**base, "local_fit_inducing": 0},
-        "no fit budget": {**base, "fit_max_seconds": 0.0},
+        "whole-map fits": {**base, "vips.local_fit_inducing": 0},
+        "no fit budget": {**base, "vips.fit_max_seconds": 0.0},
         "fit every 5th window": {**base, "fit_every_windows": 5},
         # Thinning: one reading per 5 cm of path (~3.5 Hz at the robot's 0.18 m/s).
-        "stream thinned to 0.05 m": {**base, "min_spacing": 0.05, "pass_noise_variance": 0.0},
+        "stream thinned to 0.05 m": {**base, "min_spacing": 0.05, "vips.pass_noise_variance": 0.0},
         # The lengthscale: θ held at the seed split's fitted values (magnetic_streaming.py).
         "θ fixed: 0.7 m, 300 µT², σ² 0.2": {
             **base, "fit_iterations": 0, "lengthscale": 0.7, "kernel_variance": 300.0,
-            "noise_variance": 0.2, "pass_noise_variance": 0.0,
+            "noise_variance": 0.2, "vips.pass_noise_variance": 0.0,
         },
     }  # fmt: skip
 

@@ -134,9 +134,9 @@ def heading_world(args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for row, components in (("single", "offset+map"), ("additive", "offset+map+heading")):
         overrides = {
-            "components": components,
-            "gam_map_inducing": args.map_inducing,
-            "gam_iterations": args.iterations,
+            "gam.components": components,
+            "gam.map_inducing": args.map_inducing,
+            "gam.iterations": args.iterations,
             "device": args.device,
         }
         start = time.perf_counter()
@@ -166,7 +166,7 @@ def heading_world(args: argparse.Namespace) -> dict[str, Any]:
         print(f"  heading_world {row}: RMSE {entry['rmse']:.3f} µT in {seconds:.0f} s", flush=True)
     for row, components in (("single_streamed", "offset+map"),
                             ("additive_streamed", "offset+map+heading")):  # fmt: skip
-        overrides = {"components": components, "device": args.device}
+        overrides = {"gam.components": components, "device": args.device}
         start = time.perf_counter()
         result = fit_bag(
             bag, args.scratch / f"heading_{row}", model="gam_stream", overrides=overrides,
@@ -204,7 +204,7 @@ def aalto_samples(scratch: Path) -> Any:
     config = MapperConfig(pose_source="topic")
     samples = collect_samples(read_bag(bag, pose_type="auto"), config)
     spec = EngineSpec(model="gam")
-    return samples.with_auxiliary_inputs(("run", "time"), spec.gam_run_gap)
+    return samples.with_auxiliary_inputs(("run", "time"), spec.get("gam.run_gap"))
 
 
 def aalto_runs(args: argparse.Namespace) -> dict[str, Any]:
@@ -220,7 +220,7 @@ def aalto_runs(args: argparse.Namespace) -> dict[str, Any]:
                            "exact_reference_rmse": EXACT_REFERENCE_RMSE_UT}  # fmt: skip
     for row, components in rows.items():
         spec = EngineSpec(
-            model="gam", components=components, gam_map_inducing=args.map_inducing,
+            model="gam", gam_components=components, gam_map_inducing=args.map_inducing,
             gam_iterations=args.iterations, device=args.device, seed=SEED,
         )  # fmt: skip
         model = build_model(spec, 2)
@@ -288,7 +288,7 @@ def changing_field(args: argparse.Namespace) -> dict[str, Any]:
             "drift": "offset+map+run+drift"}  # fmt: skip
     out: dict[str, Any] = {}
     for row, components in rows.items():
-        spec = EngineSpec(model="gam_stream", components=components, device=args.device,
+        spec = EngineSpec(model="gam_stream", gam_components=components, device=args.device,
                           fit_iterations=args.stream_iterations, seed=SEED)  # fmt: skip
         model = build_model(spec, 2)
         start = time.perf_counter()

@@ -40,8 +40,8 @@ MODES = ("fixed_theta", "fitted")
 ROUNDING_SCALE = 1.0 + 1e-14
 # A few iterations of each model's own fit, small ACGP blocks: seconds per model on a CPU.
 QUICK: dict[str, Any] = {
-    "fit_iterations": 3, "acgp_block_size": 20, "solve_epochs": 3, "cagp_epochs": 3,
-    "gam_iterations": 3, "kernel": "se", "lengthscale": 0.4, "constant_variance": 4.0,
+    "fit_iterations": 3, "acgp.block_size": 20, "solvegp.epochs": 3, "cagp.epochs": 3,
+    "gam.iterations": 3, "kernel": "se", "lengthscale": 0.4, "constant_variance": 4.0,
 }  # fmt: skip
 TEST_POINTS = np.array([[0.5, 0.5], [1.5, 2.5], [2.9, 0.1], [1.1, 1.9], [8.0, 8.0]])
 

@@ -325,7 +325,7 @@ def section_stream(out: Partial, ctx: Context) -> None:
     out.data.update(train=len(y), test=len(yt))
     for label, device in (("gpu", ctx.device), ("cpu", "cpu")):
         warm_up(torch.device(device), torch.float64)
-        spec = replace(EngineSpec(device=device, fit_max_seconds=0.0), delta=0.095)
+        spec = replace(EngineSpec(device=device, vips_fit_max_seconds=0.0), vips_delta=0.095)
         start = time.perf_counter()
         r = run_stream(spec, X, y, Xt, yt, seen)
         _sync(torch.device(device))

@@ -120,7 +120,7 @@ GRADES = {"robot": ROBOT_ODOMETRY, "pedestrian": OdometryErrors()}
 # (``theta_memory``, which the setting recommends for this model): fitted window by window
 # alone, its tiles' θ wandered on the test floor (lengthscales 3.3-8.8 m, one tile's noise
 # 37 µT²) and the map called rooms it never saw known.
-VECTOR_MAP = {"target": "vector", "model": "potential", "theta_memory": True}
+VECTOR_MAP = {"target": "vector", "model": "potential", "vips.theta_memory": True}
 MAP_KINDS: dict[str, dict[str, Any]] = {"norm": {}, "vector": VECTOR_MAP}
 STARTS = ("known", "uniform", "kidnapped")
 DEFAULT_SEEDS = {"known": 10, "uniform": 20, "kidnapped": 10}

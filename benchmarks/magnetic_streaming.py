@@ -143,13 +143,13 @@ def main(argv: list[str] | None = None) -> int:
 
     # No fit budget: a result of the paper's protocol must not depend on this machine's speed;
     # every fit is the whole map's, as the paper's are.
-    base = EngineSpec(device=str(device), fit_max_seconds=0.0, local_fit_inducing=0)
+    base = EngineSpec(device=str(device), vips_fit_max_seconds=0.0, vips_local_fit_inducing=0)
     methods = {
-        "vips": replace(base, delta=0.095),
+        "vips": replace(base, vips_delta=0.095),
         "vips_default": base,
-        "vips_ml": replace(base, delta=0.095, hyperprior_scale=0.0),
-        "cv": replace(base, selector="cv", eta=0.06, max_inducing=args.cv_cap),
-        "oips": replace(base, selector="oips", rho=0.93),
+        "vips_ml": replace(base, vips_delta=0.095, vips_hyperprior_scale=0.0),
+        "cv": replace(base, vips_selector="cv", vips_eta=0.06, vips_max_inducing=args.cv_cap),
+        "oips": replace(base, vips_selector="oips", vips_rho=0.93),
     }
     if args.quick:
         methods = {k: v for k, v in methods.items() if k in ("vips", "vips_ml")}

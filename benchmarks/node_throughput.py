@@ -136,7 +136,7 @@ def run_rate(rate: float, seconds: float, args: argparse.Namespace, work: Path) 
         "bounds": f"[0.0, {GRID_SIDE_M}, 0.0, {GRID_SIDE_M}]",
         "resolution": GRID_SIDE_M / args.grid,
         "max_cells": args.grid * args.grid,
-        "max_inducing": args.max_inducing,
+        "vips.max_inducing": args.max_inducing,
         "qos_depth": 5000,
         "fit_iterations": args.fit_iterations,
         "executor": args.executor,

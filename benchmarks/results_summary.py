@@ -534,9 +534,11 @@ def building_rows(data: dict[str, Any], path: Path) -> Iterator[Row]:
     if capped is not None:
         p95 = capped["update_s_p95"]
         reached = f"cut at {capped['wall_s']:.0f} s" if capped["cut_at_budget"] else "finished"
+        params = capped["params"]  # the flat name in runs from before the namespaced ones
+        cap = params.get("vips.max_inducing", params.get("max_inducing"))
         yield _row(
             data, bench, "one map with max_inducing raised: how far it runs",
-            f"max_inducing {capped['params'].get('max_inducing')}: {reached}, "
+            f"max_inducing {cap}: {reached}, "
             f"{capped['realtime_factor']:.2f}× real time, M {capped['M_total']}, update p95 "
             f"{p95['first_5min']:.2f} → {p95['last_5min']:.2f} s, {capped['rmse']:.2f} µT, "
             f"{capped['rss_mb']:.0f} MB", "", "", None,

@@ -26,7 +26,7 @@ of run 6 alone, scored on run 6's held-out blocks and on runs 1-5's.
 ``--max-seconds S`` keeps the first S seconds of every run (a reduced slice; the table says so).
 
     python benchmarks/solvegp_magnetic.py [--max-seconds 120] [--models solvegp,vips,exact,acgp]
-        [--set solve_epochs=20] [--json out.json]
+        [--set solvegp.epochs=20] [--json out.json]
 """
 
 from __future__ import annotations
@@ -256,8 +256,8 @@ def main(argv: list[str] | None = None) -> int:
     if sliced:
         print(f"REDUCED SLICE: the first {args.max_seconds:g} s of every run, not whole runs")
     overrides = {
-        "acgp_max_points": ACGP_MAX_POINTS,
-        "acgp_refinements": ACGP_REFINEMENTS,
+        "acgp.max_points": ACGP_MAX_POINTS,
+        "acgp.refinements": ACGP_REFINEMENTS,
         **parse_overrides(args.set),
     }
     args.scratch.mkdir(parents=True, exist_ok=True)

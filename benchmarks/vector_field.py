@@ -24,7 +24,7 @@ approximation). Every model starts from the node's default θ (the VIPS paper's
 magnetometer init, as in ``magnetic_streaming.py``: constant/uniform-field variance 500 µT²,
 kernel variance 1 µT², lengthscale 1 m, noise 0.1 µT²), the node's δ = 0.035, hyperprior 0.5,
 ``fit_iterations`` (100 per fit) and ``cell_size`` (a window's readings within a quarter
-lengthscale are one observation, ``engine/core/cells.py``; ``--set cell_size=0`` for every
+lengthscale are one observation, ``engine/core/cells.py``; ``--set vips.cell_size=0`` for every
 reading, the paper's protocol), with kernel SE (``--kernel matern52`` for Matérn-5/2).
 
 The streams run as the node runs them: θ is re-fitted on the node's schedule (its first 5
@@ -266,7 +266,7 @@ class Protocol:
         """The engine spec of one stream (row: x, y, z, norm or potential)."""
         if self.pass_noise is None:
             return spec
-        return spec.replace(pass_noise_variance=round(self.pass_noise[row], 3))
+        return spec.replace(vips_pass_noise_variance=round(self.pass_noise[row], 3))
 
 
 def travel_orientation(split: Split) -> np.ndarray:
@@ -665,15 +665,16 @@ def main(argv: list[str] | None = None) -> int:
     exact_points = QUICK_EXACT_POINTS if args.quick else args.exact_points
     exact_iterations = QUICK_EXACT_ITERATIONS if args.quick else args.exact_iterations
     # The node's engine defaults but its measured pass noise: each row's is measured here.
-    node = {k: v for k, v in NODE_ENGINE_DEFAULTS.items() if k != "pass_noise_variance"}
+    node = {k: v for k, v in NODE_ENGINE_DEFAULTS.items() if k != "vips.pass_noise_variance"}
     spec = EngineSpec(kernel=args.kernel, device=str(device), **node).replace(
         **parse_overrides(args.set)
     )
     theta = {
-        k: getattr(spec, k)
+        k: spec.get(k)
         for k in (
             "kernel", "constant_variance", "kernel_variance", "lengthscale", "noise_variance",
-            "fit_iterations", "delta", "hyperprior_scale", "max_inducing", "cell_size",
+            "fit_iterations", "vips.delta", "vips.hyperprior_scale", "vips.max_inducing",
+            "vips.cell_size",
         )
     }  # fmt: skip
     print(header("three-axis field maps on the Aalto invensense runs", device, dtype))

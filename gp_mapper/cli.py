@@ -83,7 +83,7 @@ FALLBACK_EXAMPLES: dict[str, str] = {
     "replay": """\
 examples:
   gp-mapper replay walk.mcap --out out/walk
-  gp-mapper replay walk.mcap --out out/tuned --params config/gp_mapper.yaml --set delta=0.095
+  gp-mapper replay walk.mcap --out out/tuned --params config/gp_mapper.yaml --set vips.delta=0.095
   gp-mapper replay more.mcap --out out/more --resume out/walk/map_state.npz
 """,
     "localize": """\

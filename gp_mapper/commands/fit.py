@@ -30,11 +30,11 @@ __all__ = ["FitJob", "FitResult", "add_fit_arguments", "fit_bag", "run_fit", "ru
 EXAMPLES = """examples:
   gp-mapper fit run.mcap --model acgp --out out/acgp
   gp-mapper fit run.mcap --model exact --max-samples 3000 --out out/exact
-  gp-mapper fit run.mcap --model solvegp --set solve_inducing=256 --out out/solve
+  gp-mapper fit run.mcap --model solvegp --set solvegp.inducing=256 --out out/solve
   gp-mapper fit run.mcap --model vips --params config/gp_mapper.yaml --out out/vips
   gp-mapper fit run.mcap --model potential --out out/potential   # the field vector
-  gp-mapper fit run.mcap --model acgp --set acgp_rel_tol=0.005 --set kernel=matern32 --out out/a
-  gp-mapper fit run.mcap --model gam --set components=offset+map+heading+run --out out/gam
+  gp-mapper fit run.mcap --model acgp --set acgp.rel_tol=0.005 --set kernel=matern32 --out out/a
+  gp-mapper fit run.mcap --model gam --set gam.components=offset+map+heading+run --out out/gam
   gp-mapper fit a.mcap b.mcap --model vips --out out/floor       # tiles as tasks on Ray
   gp-mapper fit floor.mcap --model vips --workers 2 --out out/floor   # one bag, the same way
   gp-mapper fit a.mcap b.mcap --model vips --ray-address HOST:6379 --out out/floor
@@ -63,7 +63,7 @@ def add_fit_arguments(parser: argparse.ArgumentParser) -> None:
     )
     options.add_out(parser)
     options.add_params(parser)
-    options.add_set(parser, "a parameter or a model setting", "acgp_rel_tol=0.005")
+    options.add_set(parser, "a parameter or a model setting", "acgp.rel_tol=0.005")
     parser.add_argument(
         "--max-samples",
         type=int,

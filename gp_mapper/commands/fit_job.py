@@ -298,7 +298,7 @@ def _fit_tiled(job: FitJob, config: MapperConfig, spec: EngineSpec) -> _Fitted:
         for bag in job.bags:
             bag_config, records = bag_records(bag, config, job.mag_topic, job.pose_topic)
             parts.append(collect_samples(records, bag_config))
-        samples = concat_samples(parts).with_auxiliary_inputs(auxiliary, spec.gam_run_gap)
+        samples = concat_samples(parts).with_auxiliary_inputs(auxiliary, spec.get("gam.run_gap"))
         if len(samples.y) == 0:
             names = ", ".join(map(str, job.bags))
             raise ConfigError(f"{names}: no reading could be paired with a pose")

@@ -61,7 +61,7 @@ def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--resume", type=Path, help="engine state (map_state.npz) to continue")
     options.add_mag_topic(parser)
     options.add_pose_topic(parser)
-    options.add_set(parser, "a parameter", "delta=0.095")
+    options.add_set(parser, "a parameter", "vips.delta=0.095")
 
 
 def replay_bag(
@@ -139,7 +139,7 @@ def summary(result: ReplayResult) -> str:
     if d.get("lost_readings"):
         lines.append(
             f"WARNING: the map was full in {d['lost_windows']} window(s): {d['lost_readings']} "
-            "readings are not in it (max_inducing reached; raise it, or map with tiles: "
+            "readings are not in it (vips.max_inducing reached; raise it, or map with tiles: "
             "--set tile_size=...)"
         )
     if result.snapshot is not None:

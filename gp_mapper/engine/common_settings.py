@@ -11,7 +11,7 @@ COMMON_SETTINGS: tuple[Setting, ...] = (
     Setting("model", "vips", "str",
             "the model: vips = the streaming sparse GP (the node's); potential = the "
             "three-axis curl-free field, streamed by VIPS (needs target: vector); gam_stream = "
-            "the additive map (components) streamed by VIPS; exact, acgp, "
+            "the additive map (gam.components) streamed by VIPS; exact, acgp, "
             "solvegp, cagp, cagp_cg, gam = batch models for gp-mapper fit",
             pattern=r"[a-z][a-z0-9_]*", rule="a registered model (gp_mapper.engine.registry)",
             read_only=True),
@@ -43,6 +43,11 @@ COMMON_SETTINGS: tuple[Setting, ...] = (
             pattern=r"auto|cpu|cuda(:[0-9]+)?", read_only=True),
     Setting("dtype", "float64", "str", "engine floating-point type",
             choices=("float64", "float32"), read_only=True),
+    Setting("seed", 0, "int",
+            "seed of the random permutation (acgp), of the initialisation, split and "
+            "minibatches (solvegp), of the actions and the validation split (cagp), of B's "
+            "start and the map's inducing points (gam)",
+            min=0, max=2**31 - 1, models=("acgp", "solvegp", "cagp", "cagp_cg", "gam")),
 )  # fmt: skip
 
 # Their defaults and checks, for a model's code.

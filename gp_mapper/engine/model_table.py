@@ -1,7 +1,7 @@
 """The engine's models by name: each one's kind and the package that holds it, and the record
 (``ModelEntry``) a model's package gives to build it and read it back.
 
-A model is a package: its settings in ``settings.py`` (rows of ``gp_mapper.engine.setting``),
+A model is a package: its settings in ``settings.py`` (a ``ModelSettings`` class, ``SECTION``),
 its builder and entry in ``entry.py`` (``entry(name) -> ModelEntry``). The engine's own models
 are listed below; a package outside the engine joins with one call, ``register_model``, and
 its settings then join the engine's table (``gp_mapper.engine.settings``), the node's
@@ -48,7 +48,7 @@ class ModelEntry(NamedTuple):
             map_frame; the posterior also has ``predict_field``).
         support_label: what the posterior's support is (the PNG's legend and title).
         takes_components: the model removes nuisance components (heading, run, drift) given in
-            ``components``; any other model refuses them.
+            ``gam.components``; any other model refuses them.
         dense_points: for a fit that factors a dense kernel matrix over the data, how many
             points it spans for N samples under a spec (the memory check); None otherwise.
         fit_cost: for a batch model, the work of a fit of N samples under a spec (``cost.py``:
@@ -99,8 +99,10 @@ _version = 0
 
 def register_model(name: str, kind: ModelKind, package: str) -> None:
     """Add a model to the engine: ``package`` (a dotted import path) holds ``entry.py`` with
-    ``entry(name) -> ModelEntry`` and, optionally, ``settings.py`` with its rows ``SETTINGS``.
-    Nothing is imported until the model or the settings table is asked for.
+    ``entry(name) -> ModelEntry`` and, optionally, ``settings.py`` with its settings class
+    ``SECTION`` (a ``ModelSettings``). Nothing is imported until the model or the settings
+    table is asked for. An installed package lists its models as entry points instead
+    (``registry.load_installed_models``).
 
     Raises:
         ValueError: a bad name, kind or package, or a name already registered with another

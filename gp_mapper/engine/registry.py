@@ -9,7 +9,7 @@ before the key existed are the streaming model's (``vips``). The table of models
 from __future__ import annotations
 
 from collections.abc import Mapping
-from importlib import import_module
+from importlib import import_module, metadata
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -31,8 +31,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "LEGACY_MODEL",
+    "MODELS_GROUP",
     "ModelEntry",
     "build_model",
+    "load_installed_models",
     "model_entry",
     "model_kind",
     "model_names",
@@ -44,6 +46,27 @@ __all__ = [
 
 # The model of a state saved before models had names.
 LEGACY_MODEL = "vips"
+# The entry-point group an installed package lists its models in: the name is the model's, the
+# value its package (``[project.entry-points."gp_mapper.models"] my_gp = "my_pkg.my_gp"``).
+MODELS_GROUP = "gp_mapper.models"
+
+
+def load_installed_models() -> list[str]:
+    """Register every model an installed package lists under ``MODELS_GROUP`` (its kind read
+    from its entry), as ``gp-mapper`` and the node do at start; a model that cannot be loaded
+    is left out, and said so.
+
+    Returns:
+        one line per model left out (its name, package and why); [] when all loaded.
+    """
+    problems = []
+    for point in metadata.entry_points(group=MODELS_GROUP):
+        try:
+            kind = import_module(f"{point.value}.entry").entry(point.name).kind
+            register_model(point.name, kind, point.value)
+        except Exception as err:  # a broken plugin must not stop the mapper
+            problems.append(f"model {point.name!r} ({point.value}) not loaded: {err}")
+    return problems
 
 
 def model_entry(name: str) -> ModelEntry:

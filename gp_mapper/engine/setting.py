@@ -23,7 +23,8 @@ class Setting(NamedTuple):
     """One engine setting.
 
     Attributes:
-        name: the setting's name (an ``EngineSpec`` field and a node parameter).
+        name: the setting's name, a node parameter: a model's own setting is namespaced by its
+            package as ROS plugin parameters are (``acgp.block_size``), a shared one is not.
         default: the default value.
         type: one of ``SETTING_TYPES``.
         description: what it sets, with its unit in square brackets.
@@ -35,6 +36,8 @@ class Setting(NamedTuple):
         group: "engine" (an ``EngineSpec`` field), "mapping" (a ``MapperConfig`` field) or
             "node" (the ROS wiring).
         rule: the allowed values in words where they depend on each other (``bounds``).
+        legacy: the flat name of an earlier release (``acgp_block_size``), still read with a
+            deprecation warning; "" for none.
     """
 
     name: str
@@ -49,6 +52,12 @@ class Setting(NamedTuple):
     models: tuple[str, ...] = ()
     group: str = "engine"
     rule: str = ""
+    legacy: str = ""
+
+    @property
+    def keyword(self) -> str:
+        """The name as a Python keyword (``acgp.block_size`` -> ``acgp_block_size``)."""
+        return self.name.replace(".", "_")
 
     def used_by(self, model: str) -> bool:
         """Whether ``model`` reads this setting."""
@@ -101,11 +110,16 @@ class SettingTable(Mapping[str, Setting]):
 
     def __init__(self, *groups: Iterable[Setting]) -> None:
         self._by_name: dict[str, Setting] = {}
+        self._legacy: dict[str, str] = {}
+        self._keyword: dict[str, str] = {}
         for group in groups:
             for s in group:
                 if s.name in self._by_name:
                     raise ValueError(f"setting {s.name!r} is declared twice")
                 self._by_name[s.name] = s
+                self._keyword[s.keyword] = s.name
+                if s.legacy:
+                    self._legacy[s.legacy] = s.name
 
     def __getitem__(self, name: str) -> Setting:
         return self._by_name[name]
@@ -115,6 +129,22 @@ class SettingTable(Mapping[str, Setting]):
 
     def __len__(self) -> int:
         return len(self._by_name)
+
+    def legacy_names(self) -> dict[str, str]:
+        """The flat names of an earlier release -> the names that replace them."""
+        return dict(self._legacy)
+
+    def name_of(self, name: str) -> tuple[str, str | None]:
+        """The setting's name for ``name``, and a deprecation message when ``name`` is the flat
+        name of an earlier release (``delta`` -> ``vips.delta``); unknown names pass through."""
+        if name in self._by_name or name not in self._legacy:
+            return name, None
+        new = self._legacy[name]
+        return new, f"setting {name!r} is deprecated (removed in the next release): use {new!r}"
+
+    def name_of_keyword(self, keyword: str) -> str | None:
+        """The setting a Python keyword names (``acgp_block_size`` -> ``acgp.block_size``)."""
+        return self._keyword.get(keyword)
 
     def default(self, name: str) -> Any:
         """The default of the setting ``name``."""

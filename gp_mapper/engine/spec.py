@@ -1,33 +1,45 @@
-"""A flat, frozen description of a model, and the factories that build one from it.
+"""A frozen description of a model, and the factories that build one from it.
 
-The mapping layer, the node parameters and ``gp-mapper fit`` speak in flat names; this is where
-they become objects. Every default and range comes from the settings table
-(``gp_mapper.engine.settings``); the defaults are the magnetometer model of Pescador-Barrios et
-al. 2024 (Sec. 5.4, App. D.4) with that paper's recommended VIPS δ = 0.035 (App. D.3).
+The mapping layer, the node parameters and ``gp-mapper fit`` speak in settings by name
+(``kernel``, ``acgp.block_size``); this is where they become objects. Every default and range
+comes from the settings table (``gp_mapper.engine.settings``); the defaults are the
+magnetometer model of Pescador-Barrios et al. 2024 (Sec. 5.4, App. D.4) with that paper's
+recommended VIPS δ = 0.035 (App. D.3).
 """
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import asdict, dataclass, fields
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any, TypeVar
 
 import torch
 
+from .common_settings import COMMON_SETTINGS
 from .core.kernels import Constant, Kernel, kernel_from_spec
 from .core.linalg import Jitter
-from .gam.settings import parse_components
+from .gam.settings import GamSettings, parse_components
+from .model_settings import ModelSettings
 from .model_table import model_names
 from .setting import AUTO
-from .settings import default, setting_by_name
+from .settings import name_of, sections, setting_by_name
 from .vips.selectors import ConditionalVariance, FixedSize, Oips, Selector, Vips
+from .vips.settings import VipsSettings
 
 DTYPES = {"float64": torch.float64, "float32": torch.float32}
+S = TypeVar("S", bound=ModelSettings)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class EngineSpec:
-    """Model settings by name (units: inputs in m, targets in µT). See ``settings`` for each.
+    """A model's settings: the shared ones as fields, each model package's own as its typed
+    settings class (``section``). Units: inputs in m, targets in µT; see ``settings`` for each.
+
+    Built from settings by name, namespaced as the node's parameters (``EngineSpec({"model":
+    "acgp", "acgp.block_size": 500})``), or by keyword: a shared setting by its name, a
+    model's by its name with the dot as an underscore (``acgp_block_size=500``) or its whole
+    settings object (``acgp=AcgpSettings(block_size=500)``). A flat name of an earlier release
+    (``delta`` for ``vips.delta``) is read with a ``FutureWarning``.
 
     Attributes:
         model: the model's registered name ("vips", "exact", "acgp").
@@ -41,153 +53,116 @@ class EngineSpec:
         jitter, jitter_relative: the first jitter of every Cholesky, relative or absolute.
         device: "auto", "cpu", "cuda" or "cuda:N".
         dtype: "float64" or "float32".
-        selector, delta, eta, rho, fixed_size, max_inducing, hyperprior_scale, outlier_z,
-            pass_noise_variance, theta_memory, cell_size: vips (all but selector, eta, rho,
-            fixed_size: potential too).
-        local_fit_inducing, fit_max_seconds: vips only.
-        potential_offset, potential_inducing, hard_iron_variance: potential only (see
-            potential/settings.py).
-        acgp_block_size, acgp_initial_block, acgp_rel_tol, acgp_abs_tol, acgp_max_points,
-            acgp_refinements: acgp only.
-        solve_*: solvegp only (see solvegp/settings.py).
-        cagp_*: cagp and cagp_cg only (see cagp/settings.py).
-        gam_*: gam only (see gam/settings.py); components, the heading, run and drift
-            settings: gam_stream too.
         seed: acgp, solvegp, cagp, cagp_cg, gam.
-        options: the settings of a model registered from outside the engine
-            (``register_model``), as (name, value) pairs; ``option(name)`` reads one.
+        sections: every registered model package's settings object (``VipsSettings``,
+            ``AcgpSettings`` ..., a package registered from outside the engine too), in the
+            settings table's order; ``section(cls)`` reads one.
+
+    Raises:
+        ValueError: a value out of range or of the wrong type, an unknown model or setting.
+        TypeError: an unknown keyword.
     """
 
-    model: str = default("model")
-    kernel: str = default("kernel")
-    constant_variance: float = default("constant_variance")
-    kernel_variance: float = default("kernel_variance")
-    lengthscale: float = default("lengthscale")
-    ard: bool = default("ard")
-    noise_variance: float = default("noise_variance")
-    fit_iterations: int = default("fit_iterations")
-    jitter: float = default("jitter")
-    jitter_relative: bool = default("jitter_relative")
-    device: str = default("device")
-    dtype: str = default("dtype")
-    selector: str = default("selector")
-    delta: float = default("delta")
-    eta: float = default("eta")
-    rho: float = default("rho")
-    fixed_size: int = default("fixed_size")
-    max_inducing: int = default("max_inducing")
-    hyperprior_scale: float = default("hyperprior_scale")
-    outlier_z: float = default("outlier_z")
-    pass_noise_variance: float | str = default("pass_noise_variance")
-    theta_memory: bool = default("theta_memory")
-    cell_size: float = default("cell_size")
-    local_fit_inducing: int = default("local_fit_inducing")
-    fit_max_seconds: float = default("fit_max_seconds")
-    potential_offset: float = default("potential_offset")
-    potential_inducing: str = default("potential_inducing")
-    hard_iron_variance: float = default("hard_iron_variance")
-    acgp_block_size: int = default("acgp_block_size")
-    acgp_initial_block: int = default("acgp_initial_block")
-    acgp_rel_tol: float = default("acgp_rel_tol")
-    acgp_abs_tol: float = default("acgp_abs_tol")
-    acgp_max_points: int = default("acgp_max_points")
-    acgp_refinements: int = default("acgp_refinements")
-    solve_inducing: int = default("solve_inducing")
-    solve_orthogonal: int = default("solve_orthogonal")
-    solve_family: str = default("solve_family")
-    solve_whiten: bool = default("solve_whiten")
-    solve_batch_size: int = default("solve_batch_size")
-    solve_epochs: int = default("solve_epochs")
-    solve_learning_rate: float = default("solve_learning_rate")
-    solve_init: str = default("solve_init")
-    solve_validation: float = default("solve_validation")
-    solve_patience: int = default("solve_patience")
-    solve_warm_start: bool = default("solve_warm_start")
-    solve_optimal_q: bool = default("solve_optimal_q")
-    solve_standardise: str = default("solve_standardise")
-    solve_train_inducing: bool = default("solve_train_inducing")
-    solve_prefit_points: int = default("solve_prefit_points")
-    cagp_actions: int = default("cagp_actions")
-    cagp_epochs: int = default("cagp_epochs")
-    cagp_learning_rate: float = default("cagp_learning_rate")
-    cagp_lbfgs: bool = default("cagp_lbfgs")
-    cagp_validation: float = default("cagp_validation")
-    cagp_validate_every: int = default("cagp_validate_every")
-    cagp_patience: int = default("cagp_patience")
-    cagp_prefit_points: int = default("cagp_prefit_points")
-    cagp_chunk: int = default("cagp_chunk")
-    cagp_block_order: str = default("cagp_block_order")
-    cagp_cg_tolerance: float = default("cagp_cg_tolerance")
-    components: str = default("components")
-    gam_posterior: str = default("gam_posterior")
-    gam_rank: int = default("gam_rank")
-    gam_map_inducing: int = default("gam_map_inducing")
-    gam_iterations: int = default("gam_iterations")
-    gam_heading_variance: float = default("gam_heading_variance")
-    gam_run_variance: float = default("gam_run_variance")
-    gam_run_gap: float = default("gam_run_gap")
-    gam_drift_variance: float = default("gam_drift_variance")
-    gam_drift_lengthscale: float = default("gam_drift_lengthscale")
-    gam_drift_inducing: int = default("gam_drift_inducing")
-    gam_drift_spacing: float = default("gam_drift_spacing")
-    gam_drift_window: float = default("gam_drift_window")
-    seed: int = default("seed")
-    options: tuple[tuple[str, Any], ...] = ()
+    model: str
+    kernel: str
+    constant_variance: float
+    kernel_variance: float
+    lengthscale: float
+    ard: bool
+    noise_variance: float
+    fit_iterations: int
+    jitter: float
+    jitter_relative: bool
+    device: str
+    dtype: str
+    seed: int
+    sections: tuple[ModelSettings, ...]
 
-    def __post_init__(self) -> None:
+    def __init__(self, values: Mapping[str, Any] | None = None, /, **keywords: Any) -> None:
         table = setting_by_name()
-        for f in fields(self):
-            if f.name == "options":
-                continue
+        named = {name_of(k): v for k, v in (values or {}).items()}
+        given: dict[str, ModelSettings] = {}
+        namespaces = {cls.NAMESPACE: cls for cls in sections()}
+        for key, value in keywords.items():
+            if key == "sections":
+                given.update({s.NAMESPACE: s for s in value})
+            elif key in namespaces:
+                if not isinstance(value, namespaces[key]):
+                    raise TypeError(f"{key} must be a {namespaces[key].__name__}; got {value!r}")
+                given[key] = value
+            elif key in table:  # a shared setting, or a name unpacked from a mapping
+                named[key] = value
+            elif (name := table.name_of_keyword(key)) is not None:
+                named[name] = value
+            elif key in table.legacy_names():
+                named[name_of(key)] = value
+            else:
+                raise TypeError(f"EngineSpec got an unknown keyword {key!r}")
+        unknown = sorted(n for n in named if n not in table)
+        if unknown:
+            raise ValueError(f"unknown setting(s): {', '.join(unknown)}")
+        for name in COMMON_NAMES:
             # Raises ValueError naming the setting; stores the canonical type (5 -> 5.0).
-            object.__setattr__(self, f.name, table.check(f.name, getattr(self, f.name)))
+            value = named[name] if name in named else table.default(name)
+            object.__setattr__(self, name, table.check(name, value))
+        built = []
+        for cls in namespaces.values():
+            base = given.get(cls.NAMESPACE)
+            own = {k: v for k, v in named.items() if k.startswith(f"{cls.NAMESPACE}.")}
+            built.append(cls.of({**base.values(), **own}) if base is not None else cls.of(own))
+        object.__setattr__(self, "sections", tuple(built))
         if self.model not in model_names():  # the registry's, read now: a model added later
             raise ValueError(
                 f"model must be one of: {', '.join(model_names())}; got {self.model!r}"
             )
-        options = {}
-        for name, value in dict(self.options).items():
-            if name not in table or name in self.field_names():
-                raise ValueError(f"options holds the settings of registered models outside the "
-                                 f"engine; {name!r} is not one")  # fmt: skip
-            options[name] = table.check(name, value)
-        object.__setattr__(self, "options", tuple(sorted(options.items())))
         Jitter(self.jitter, self.jitter_relative)  # raises ValueError on a bad pair
-        parse_components(self.components)  # raises ValueError naming a bad component
+        parse_components(self.section(GamSettings).components)  # names a bad component
 
-    def option(self, name: str) -> Any:
-        """A setting of a model registered from outside the engine: as set, else its default.
+    def section(self, cls: type[S]) -> S:
+        """The settings of one model package (``spec.section(AcgpSettings).block_size``); the
+        defaults for a package registered after this spec was built."""
+        for s in self.sections:
+            if type(s) is cls:
+                return s  # type: ignore[return-value]
+        return cls()
+
+    def get(self, name: str) -> Any:
+        """One setting by name (``"kernel"``, ``"acgp.block_size"``).
 
         Raises:
             KeyError: no such setting.
         """
-        return dict(self.options).get(name, setting_by_name().default(name))
+        name = name_of(name)
+        if name in COMMON_NAMES:
+            return getattr(self, name)
+        values = self.to_dict()
+        if name not in values:
+            raise KeyError(name)
+        return values[name]
 
-    def to_dict(self) -> dict[str, object]:
-        """Every setting by name, a registered model's own (``options``) among them."""
-        out = asdict(self)
-        del out["options"]
-        return {**out, **dict(self.options)}
+    def to_dict(self) -> dict[str, Any]:
+        """Every setting by name: the shared ones, then each model package's."""
+        out: dict[str, Any] = {name: getattr(self, name) for name in COMMON_NAMES}
+        for s in self.sections:
+            out.update(s.values())
+        return out
 
     @property
     def pass_noise_auto(self) -> bool:
         """Whether σ²_pass is measured from the map's data (``pass_noise_variance: auto``)
         rather than set: the model then starts with none."""
-        return self.pass_noise_variance == AUTO
+        return self.section(VipsSettings).pass_noise_variance == AUTO
 
-    def replace(self, **changes: Any) -> EngineSpec:
-        """A copy with some settings changed, validated; a setting that is not a field goes to
-        ``options`` (a registered model's own)."""
-        names = self.field_names()
-        own = {k: v for k, v in changes.items() if k in names}
-        others = {k: v for k, v in changes.items() if k not in names}
-        if others:
-            own["options"] = tuple({**dict(own.get("options", self.options)), **others}.items())
-        return dataclasses.replace(self, **own)
+    def replace(self, values: Mapping[str, Any] | None = None, /, **keywords: Any) -> EngineSpec:
+        """A copy with some settings changed, by name or by keyword as the constructor takes
+        them, validated."""
+        out = EngineSpec({**self.to_dict(), **{name_of(k): v for k, v in (values or {}).items()}})
+        return EngineSpec(out.to_dict(), **keywords) if keywords else out
 
-    @classmethod
-    def field_names(cls) -> tuple[str, ...]:
-        return tuple(f.name for f in fields(cls))
+
+# The shared settings: EngineSpec's own fields.
+COMMON_NAMES: tuple[str, ...] = tuple(s.name for s in COMMON_SETTINGS)
+assert tuple(f.name for f in fields(EngineSpec))[:-1] == COMMON_NAMES
 
 
 def build_kernel(spec: EngineSpec, input_dim: int) -> Kernel:
@@ -206,34 +181,37 @@ def build_kernel(spec: EngineSpec, input_dim: int) -> Kernel:
 
 
 def build_selector(spec: EngineSpec) -> Selector:
+    s = spec.section(VipsSettings)
     return {
-        "vips": lambda: Vips(spec.delta),
-        "cv": lambda: ConditionalVariance(spec.eta),
-        "oips": lambda: Oips(spec.rho),
-        "fixed": lambda: FixedSize(spec.fixed_size),
-    }[spec.selector]()
+        "vips": lambda: Vips(s.delta),
+        "cv": lambda: ConditionalVariance(s.eta),
+        "oips": lambda: Oips(s.rho),
+        "fixed": lambda: FixedSize(s.fixed_size),
+    }[s.selector]()
 
 
 def stream_options(spec: EngineSpec) -> dict[str, Any]:
     """The options of the stream (``OnlineSparseGP``) every streaming model runs."""
+    s = spec.section(VipsSettings)
     return {
         "device": spec.device,
         "dtype": DTYPES[spec.dtype],
-        "max_inducing": spec.max_inducing,
+        "max_inducing": s.max_inducing,
         "fit_iterations": spec.fit_iterations,
-        "hyperprior_scale": spec.hyperprior_scale,
-        "outlier_z": spec.outlier_z,
+        "hyperprior_scale": s.hyperprior_scale,
+        "outlier_z": s.outlier_z,
         # "auto": the map measures it from its data and sets it (mapping/pass_noise.py).
-        "pass_noise_variance": 0.0 if spec.pass_noise_auto else spec.pass_noise_variance,
-        "cell_size": spec.cell_size,
+        "pass_noise_variance": 0.0 if spec.pass_noise_auto else s.pass_noise_variance,
+        "cell_size": s.cell_size,
         "jitter": Jitter(spec.jitter, spec.jitter_relative),
     }
 
 
 def vips_options(spec: EngineSpec) -> dict[str, Any]:
     """The options of the VIPS model's engine beyond the shared ones."""
+    s = spec.section(VipsSettings)
     return {
-        "theta_memory": spec.theta_memory,
-        "local_fit_inducing": spec.local_fit_inducing,
-        "fit_max_seconds": spec.fit_max_seconds,
+        "theta_memory": s.theta_memory,
+        "local_fit_inducing": s.local_fit_inducing,
+        "fit_max_seconds": s.fit_max_seconds,
     }

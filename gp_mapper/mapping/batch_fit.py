@@ -29,7 +29,12 @@ from gp_mapper.engine import (
 from gp_mapper.engine import cost as engine_cost
 from gp_mapper.engine.model import Model, Report
 from gp_mapper.engine.settings import setting_by_name
-from gp_mapper.mapping.config import PARAMETER_BY_NAME, MapperConfig, check_components_model
+from gp_mapper.mapping.config import (
+    PARAMETER_BY_NAME,
+    MapperConfig,
+    check_components_model,
+    parameter_names,
+)
 from gp_mapper.mapping.errors import ConfigError
 from gp_mapper.mapping.grid import extend_box
 from gp_mapper.mapping.inputs import CollectedSamples, collect_samples
@@ -81,21 +86,23 @@ class BatchFit(NamedTuple):
 
 
 # Where `fit`'s default of a batch model's setting differs from the engine's (the paper's).
-# acgp_max_points: on dense magnetometer logs ACGP's rule does not fire (benchmarks/acgp_rule.py:
+# acgp.max_points: on dense magnetometer logs ACGP's rule does not fire (benchmarks/acgp_rule.py:
 # its bounds' gap on Aalto runs 1-2 is still 0.02-1.5 at 6000 of 17 980 readings, against
 # r = 0.01), so without a cap a fit factors every reading (46 h estimated there). Chosen on the
 # validation run 4 (fit_models.py --holdout 4): 4000 points gained 4 % RMSE over 2000 (4.92
 # against 5.13 µT) and lost NLPD (3.00 against 2.89) at 11× the time (1041 s against 92 s,
 # past the quarter hour a fit should take here). The engine's default stays 0 (all points).
-FIT_MODEL_DEFAULTS: dict[str, object] = {"acgp_max_points": 2000}
+FIT_MODEL_DEFAULTS: dict[str, object] = {"acgp.max_points": 2000}
 
 
 def split_overrides(values: dict[str, object]) -> tuple[dict[str, object], dict[str, object]]:
-    """Node parameters, and model settings the node does not declare (``acgp_*``, ...).
+    """Node parameters, and model settings the node does not declare (``acgp.*``, ...); a
+    flat name of an earlier release (``acgp_rel_tol``) is read as its new one with a warning.
 
     Raises:
         ConfigError: a name that is neither.
     """
+    values = parameter_names(values)
     node = {k: v for k, v in values.items() if k in PARAMETER_BY_NAME and k != "model"}
     model = {k: v for k, v in values.items() if k not in node}
     unknown = sorted(k for k in model if k not in setting_by_name())
@@ -111,7 +118,7 @@ def model_spec(config: MapperConfig, model: str, settings: dict[str, object]) ->
         ConfigError: a setting out of its range.
     """
     try:
-        return config.engine.replace(model=model, **settings)
+        return config.engine.replace(settings, model=model)
     except (TypeError, ValueError) as err:
         raise ConfigError(f"invalid model settings {settings}: {err}") from err
 
@@ -123,7 +130,7 @@ def fit_config(
 
     ``overrides`` mixes node parameters and model settings (``--set``); a parameters file
     (``params``) goes under them, and ``FIT_MODEL_DEFAULTS`` under both. A streaming model is
-    judged by the node's checks (it is the node's model); a batch model's ``components`` are
+    judged by the node's checks (it is the node's model); a batch model's ``gam.components`` are
     its own setting; a model of the field vector maps ``target: vector``.
 
     Raises:
@@ -136,11 +143,11 @@ def fit_config(
     entry = model_entry(model)
     if entry.kind == "streaming":
         node_values = {**node_values, "model": model}
-    elif "components" in node_values:
+    elif "gam.components" in node_values:
         # Not the node's parameter here, which the config would judge against its own model.
-        components = node_values.pop("components")
+        components = node_values.pop("gam.components")
         check_components_model(str(components), model)
-        model_settings = {**model_settings, "components": components}
+        model_settings = {**model_settings, "gam.components": components}
     if entry.target == VECTOR_TARGET:
         # The config says target: vector unless the command line says otherwise, which the
         # config then refuses with the reason.
@@ -182,8 +189,8 @@ def check_memory(spec: EngineSpec, n: int, messages: int) -> None:
     if dense_points is None:
         return
     points = dense_points(spec, n)
-    if spec.model in setting_by_name()["acgp_max_points"].models:
-        advice += " or cap its factor with --set acgp_max_points=K"
+    if spec.model in setting_by_name()["acgp.max_points"].models:
+        advice += " or cap its factor with --set acgp.max_points=K"
     if 8.0 * points * points > limit:
         need = 8.0 * points * points / 1e9
         raise ConfigError(
@@ -275,7 +282,7 @@ def fit_records(
     total = len(samples.y)
     gp = build_model(spec, config.input_dims)
     # Auxiliary columns on the whole log before subsampling: run gaps are the log's.
-    samples = samples.with_auxiliary_inputs(gp.auxiliary_inputs, spec.gam_run_gap)
+    samples = samples.with_auxiliary_inputs(gp.auxiliary_inputs, spec.get("gam.run_gap"))
     samples = samples.subsample(max_samples, seed)
     n = len(samples.y)
     read_s = time.perf_counter() - start

@@ -4,13 +4,15 @@
 type, description with unit, range or choices and whether it is read-only. The ROS node declares
 exactly these (with descriptors built from the table), docs/node.md lists them, and
 `MapperConfig` holds their values. The engine's parameters are built from the engine's settings
-table (`gp_mapper.engine.settings`), the one source of their defaults and ranges; they are the
-fields of `gp_mapper.engine.EngineSpec` of the same names.
+table (`gp_mapper.engine.settings`), the one source of their defaults and ranges: the shared ones
+by name (`kernel`), each model's namespaced by its package (`vips.delta`, `acgp.block_size`), the
+settings of `gp_mapper.engine.EngineSpec` of the same names.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -18,8 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 from gp_mapper.engine import EngineSpec, model_entry, model_names
 from gp_mapper.engine.gam.settings import GAM_MAP_LAYER, parse_components
+from gp_mapper.engine.registry import load_installed_models
 from gp_mapper.engine.setting import AUTO, SettingValue
-from gp_mapper.engine.settings import Setting, node_settings
+from gp_mapper.engine.settings import Setting, name_of, node_settings, setting_by_name
 from gp_mapper.mapping.errors import ConfigError
 from gp_mapper.mapping.fit_schedule import LEVEL_WINDOWS
 from gp_mapper.mapping.windowing import TARGETS, VECTOR_TARGET
@@ -171,7 +174,7 @@ PARAMETERS: tuple[Setting, ...] = (
     # --- tiles: a map of any size (engine/tiled) ---
     # 16 m, from the lengthscale and the cap: at the lengthscales indoor fields fit (0.25-0.7 m)
     # a 16 m tile of a walked floor holds a few hundred inducing points (at most ~650 on the
-    # synthetic office floor), a third of max_inducing, so a tile does not fill. A room within
+    # synthetic office floor), a third of vips.max_inducing, so a tile does not fill. A room within
     # 6 m (half a tile less the overlap) of where the map starts is one tile, the map of one
     # model: every Aalto run is (at most 4.2 m); the demo's 8 x 6 m room spills into a second
     # (RMSE 0.552 µT, 0.555 untiled). Smaller tiles fit theta on fewer readings and cover
@@ -180,9 +183,9 @@ PARAMETERS: tuple[Setting, ...] = (
     # README's "Mapping a building" has the figures.
     _parameter("tile_size", 16.0, "float",
                   "side of the square tiles the map is made of, each one model of the "
-                  "configured kind holding at most max_inducing points; tile (0, 0) is "
+                  "configured kind holding at most vips.max_inducing points; tile (0, 0) is "
                   "centred on the first reading; 0 = one model for the whole map (capped at "
-                  "max_inducing) [m]",
+                  "vips.max_inducing) [m]",
                   min=0.0, max=1.0e4, read_only=True),
     _parameter("tile_overlap", 0.0, "float",
                   "readings shared by neighbouring tiles each side of an edge, where their "
@@ -242,7 +245,7 @@ PARAMETERS: tuple[Setting, ...] = (
                   f"{LEVEL_WINDOWS} windows under the current hyperparameters falls this far "
                   f"below that of the first {LEVEL_WINDOWS} after the last fit (the map's "
                   "statistics changed); not while "
-                  "the map is at max_inducing, where the bound falls wherever the data leave "
+                  "the map is at vips.max_inducing, where the bound falls wherever the data leave "
                   "its points; 0 = off [nats/sample]",
                   min=0.0, max=1000.0),
 )  # fmt: skip
@@ -258,17 +261,22 @@ PARAMETERS: tuple[Setting, ...] = (
 # cell_size: readings of one window within a quarter lengthscale are one observation of their
 # mean (engine/core/cells.py). Chosen on validation splits, never on a benchmark's test set:
 # on the calibration's validation blocks (Aalto runs 1-5, phase 3; `calibration.py --diagnose
-# --variants "node defaults" --set cell_size=X`) the norm map's NLPD is 2.62 / 2.46 / 2.57 /
+# --variants "node defaults" --set vips.cell_size=X`) the norm map's NLPD is 2.62 / 2.46 / 2.57 /
 # 2.79 at 0 / 0.25 / 0.5 / 1 lengthscales (RMSE 5.17 / 3.42 / 4.01 / 3.91 µT), and on the
 # three-axis validation split (runs 6-7, `vector_field.py --splits validation`) the norm
 # stream's NLPD is 3.01 / 2.95 / 2.82 / 2.83 / 2.86 at 0 / 0.1 / 0.25 / 0.5 / 1. A quarter
 # lengthscale also keeps the field's change across a cell of second order about its centroid.
-NODE_ENGINE_DEFAULTS: Mapping[str, Any] = {"pass_noise_variance": AUTO, "cell_size": 0.25}
+NODE_ENGINE_DEFAULTS: Mapping[str, Any] = {"vips.pass_noise_variance": AUTO, "vips.cell_size": 0.25}
 
 
 def _engine_parameter(setting: Setting) -> Setting:
     return setting._replace(default=NODE_ENGINE_DEFAULTS.get(setting.name, setting.default))
 
+
+# The models of other installed packages (entry points ``gp_mapper.models``) join the engine's
+# table first, so that a streaming one's settings are the node's parameters too.
+for _problem in load_installed_models():
+    logging.getLogger(__name__).warning(_problem)
 
 # The engine's parameters come from its settings table: one source of defaults and ranges.
 PARAMETERS += tuple(_engine_parameter(s) for s in node_settings())
@@ -323,7 +331,22 @@ def _default(name: str) -> Any:
 
 
 def _default_engine_spec() -> EngineSpec:
-    return EngineSpec(**NODE_ENGINE_DEFAULTS)
+    return EngineSpec(NODE_ENGINE_DEFAULTS)
+
+
+def parameter_names(values: Mapping[str, Any]) -> dict[str, Any]:
+    """``values`` by parameter name: a flat engine name of an earlier release (``delta``)
+    becomes its name (``vips.delta``) with a ``FutureWarning``; the others pass as they are."""
+    return {name_of(k): v for k, v in values.items()}
+
+
+def keyword_name(keyword: str) -> str:
+    """The parameter a Python keyword names: the pipeline's by name, the engine's with its dot
+    as an underscore (``vips_delta`` -> ``vips.delta``); a flat name of an earlier release with
+    a ``FutureWarning``."""
+    if keyword in PARAMETER_BY_NAME:
+        return keyword
+    return setting_by_name().name_of_keyword(keyword) or name_of(keyword)
 
 
 @dataclass(frozen=True)
@@ -388,12 +411,13 @@ class MapperConfig:
                 continue
             value = validate(PARAMETER_BY_NAME[f.name], getattr(self, f.name))
             object.__setattr__(self, f.name, value)
+        engine = self.engine.to_dict()
         for name in ENGINE_PARAMETER_NAMES:
-            if not hasattr(self.engine, name):
-                raise ConfigError(f"engine spec has no field {name!r}")
-            validate(PARAMETER_BY_NAME[name], getattr(self.engine, name))
+            if name not in engine:
+                raise ConfigError(f"engine spec has no setting {name!r}")
+            validate(PARAMETER_BY_NAME[name], engine[name])
         _check_target_model(self.target, self.engine.model)
-        check_components_model(self.engine.components, self.engine.model)
+        check_components_model(engine["gam.components"], self.engine.model)
         if not self.field_min < self.field_max:
             raise ConfigError(
                 f"field_min must be below field_max; got {self.field_min} and {self.field_max}"
@@ -418,7 +442,7 @@ class MapperConfig:
 
     @property
     def pass_noise_auto(self) -> bool:
-        """Whether the map measures σ²_pass from its data (``pass_noise_variance: auto``)."""
+        """Whether the map measures σ²_pass from its data (``vips.pass_noise_variance: auto``)."""
         return self.engine.pass_noise_auto
 
     def tile_layout(self) -> tuple[float, float] | None:
@@ -430,7 +454,8 @@ class MapperConfig:
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> MapperConfig:
-        """Build a config from flat parameter names (engine fields by their `EngineSpec` names).
+        """Build a config from parameter names (the engine's as the node's: ``vips.delta``; a
+        flat name of an earlier release, ``delta``, is read with a warning).
 
         Args:
             values: name -> value; names not given keep their defaults.
@@ -438,6 +463,7 @@ class MapperConfig:
         Raises:
             ConfigError: an unknown name, or a value of the wrong type or out of range.
         """
+        values = parameter_names(values)
         unknown = sorted(set(values) - set(PARAMETER_BY_NAME))
         if unknown:
             raise ConfigError(f"unknown parameter(s): {', '.join(unknown)}")
@@ -449,23 +475,28 @@ class MapperConfig:
         }
         spec = _default_engine_spec()
         try:
-            spec = dataclasses.replace(spec, **engine_values)
+            spec = spec.replace(engine_values)
         except (TypeError, ValueError) as err:
             raise ConfigError(f"invalid engine parameters {engine_values}: {err}") from err
         return cls(**mapping, engine=spec)
 
     def to_dict(self) -> dict[str, Any]:
-        """Flat name -> value for every parameter in `PARAMETERS` order (bounds as list or None)."""
+        """Parameter name -> value for every parameter in `PARAMETERS` order (bounds as list or
+        None)."""
+        engine = self.engine.to_dict()
         out: dict[str, Any] = {}
         for info in PARAMETERS:
-            owner = self.engine if info.group == "engine" else self
-            value = getattr(owner, info.name)
+            value = engine[info.name] if info.group == "engine" else getattr(self, info.name)
             out[info.name] = list(value) if isinstance(value, tuple) else value
         return out
 
-    def replace(self, **changes: Any) -> MapperConfig:
-        """A copy with some flat parameters changed (engine fields included), validated."""
-        return MapperConfig.from_dict({**self.to_dict(), **changes})
+    def replace(self, values: Mapping[str, Any] | None = None, /, **changes: Any) -> MapperConfig:
+        """A copy with some parameters changed (the engine's included), validated: by name
+        (``{"vips.delta": 0.1}``) or by keyword, an engine setting's dot as an underscore
+        (``vips_delta=0.1``)."""
+        by_keyword = {keyword_name(k): v for k, v in changes.items()}
+        return MapperConfig.from_dict({**self.to_dict(), **parameter_names(values or {}),
+                                       **by_keyword})  # fmt: skip
 
     def offline(self) -> MapperConfig:
         """These settings for a replay or an offline fit (:func:`offline_engine`)."""
@@ -474,10 +505,11 @@ class MapperConfig:
 
 def offline_engine(spec: EngineSpec) -> EngineSpec:
     """A model's settings for a replay or an offline fit, where the same bag must give the
-    same map on an idle or a loaded machine: no wall-clock budget (``fit_max_seconds`` is the
-    live node's, which must keep up with the sensor), so a fit of θ stops at its
+    same map on an idle or a loaded machine: no wall-clock budget (``vips.fit_max_seconds`` is
+    the live node's, which must keep up with the sensor), so a fit of θ stops at its
     ``fit_iterations`` whatever the machine's speed."""
-    return spec if spec.fit_max_seconds == 0.0 else spec.replace(fit_max_seconds=0.0)
+    budget = spec.get("vips.fit_max_seconds")
+    return spec if budget == 0.0 else spec.replace({"vips.fit_max_seconds": 0.0})
 
 
 def parameters_markdown() -> str:

@@ -16,9 +16,28 @@ from gp_mapper.mapping.errors import ConfigError
 NODE_NAME = "gp_mapper"
 # ROS-wide parameters a node accepts that are not the mapper's own.
 ROS_ONLY_PARAMETERS = frozenset({"use_sim_time"})
-# The node's parameters that hold θ, written to theta.yaml.
-THETA_PARAMETERS = ("kernel", "constant_variance", "kernel_variance", "lengthscale",
-                    "noise_variance", "pass_noise_variance")  # fmt: skip
+# The node's parameters that hold θ, written to theta.yaml, by the hyperparameter's name.
+THETA_PARAMETERS = {"kernel": "kernel", "constant_variance": "constant_variance",
+                    "kernel_variance": "kernel_variance", "lengthscale": "lengthscale",
+                    "noise_variance": "noise_variance",
+                    "pass_noise_variance": "vips.pass_noise_variance"}  # fmt: skip
+
+
+def flat_parameters(values: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested parameters as ROS reads them: ``{vips: {delta: 0.1}}`` -> ``{"vips.delta": 0.1}``.
+
+    Raises:
+        ConfigError: a name given twice (nested and dotted).
+    """
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        name = f"{prefix}{key}"
+        items = flat_parameters(value, f"{name}.") if isinstance(value, dict) else {name: value}
+        for k, v in items.items():
+            if k in out:
+                raise ConfigError(f"parameter {k} is given twice")
+            out[k] = v
+    return out
 
 
 def load_params_file(path: str | Path, node_name: str = NODE_NAME) -> dict[str, Any]:
@@ -40,7 +59,7 @@ def load_params_file(path: str | Path, node_name: str = NODE_NAME) -> dict[str, 
     for key in ("/**", node_name, f"/{node_name}"):
         section = doc.get(key)
         if isinstance(section, dict) and isinstance(section.get("ros__parameters"), dict):
-            merged.update(section["ros__parameters"])
+            merged.update(flat_parameters(section["ros__parameters"]))
     if not merged and doc:
         raise ConfigError(
             f"{path}: no 'ros__parameters' for node {node_name!r} (sections: {sorted(doc)})"
@@ -75,7 +94,7 @@ def parse_overrides(items: list[str]) -> dict[str, object]:
 def theta_yaml(hyperparameters: dict[str, Any]) -> str:
     """A ``gp_mapper`` parameter file holding θ, every value inside the node's ranges.
 
-    The node adds ``pass_noise_variance`` to the ``noise_variance`` it fits, so the file
+    The node adds ``vips.pass_noise_variance`` to the ``noise_variance`` it fits, so the file
     splits the fitted whole the same way: the model's own pass noise and the rest, or, for a
     model without one, all of it as white noise and no pass noise. A node given the file
     starts from the fit's θ exactly, whatever its defaults.
@@ -93,10 +112,11 @@ def theta_yaml(hyperparameters: dict[str, Any]) -> str:
         "/**:",
         "  ros__parameters:",
     ]
-    for name in THETA_PARAMETERS:
-        if name not in hyperparameters:
+    nested = []
+    for theta_name, name in THETA_PARAMETERS.items():
+        if theta_name not in hyperparameters:
             continue
-        value = hyperparameters[name]
+        value = hyperparameters[theta_name]
         info = PARAMETER_BY_NAME[name]
         note = ""
         if isinstance(value, list):  # ARD: the node takes one initial lengthscale
@@ -107,7 +127,12 @@ def theta_yaml(hyperparameters: dict[str, Any]) -> str:
             if clipped != value:
                 note = f"  # fitted {value:.6g}, clipped to the node's range"
             value = clipped
-            lines.append(f"    {name}: {value!r}{note}")
+            text = f"{value!r}{note}"
         else:
-            lines.append(f'    {name}: "{value}"{note}')
-    return "\n".join(lines) + "\n"
+            text = f'"{value}"{note}'
+        namespace, _, key = name.rpartition(".")
+        if namespace:  # a model's own parameter, nested as a ROS parameter file nests it
+            nested.append(f"    {namespace}:\n      {key}: {text}")
+        else:
+            lines.append(f"    {name}: {text}")
+    return "\n".join(lines + nested) + "\n"

@@ -1,4 +1,4 @@
-"""The between-pass noise, measured from the data (``pass_noise_variance: auto``).
+"""The between-pass noise, measured from the data (``vips.pass_noise_variance: auto``).
 
 A magnetometer's reading error has a part that stays nearly the same along a pass over a place
 (a heading-dependent calibration residue, a pose offset): within one window it looks like
@@ -287,7 +287,7 @@ class PassNoiseEstimator:
 def measured_pass_noise(
     samples: CollectedSamples, config: MapperConfig, spec: EngineSpec, model: Model
 ) -> PassNoise | None:
-    """With ``pass_noise_variance: auto`` (``spec``'s), σ²_pass measured on a whole log (an
+    """With ``vips.pass_noise_variance: auto`` (``spec``'s), σ²_pass measured on a whole log (an
     offline fit: model inputs with their auxiliary columns, in stamp order) and,
     where measured and the model adds one (a streaming model's), set on ``model``; None
     otherwise."""

@@ -759,7 +759,7 @@ class MappingPipeline:
         An additive model (gam_stream) adds its nuisance estimates [µT]: heading_B .. heading_E
         and heading_sd_max, drift and drift_sd, run, run_offset and run_offset_sd
         (``AdditiveUpdateReport.nuisance``), for the components it has; the three-axis model
-        with ``hard_iron_variance`` > 0 the magnetometer's offset in its own frame,
+        with ``potential.hard_iron_variance`` > 0 the magnetometer's offset in its own frame,
         hard_iron_x .. hard_iron_z and hard_iron_x_sd .. hard_iron_z_sd.
         """
         with self._snapshot_lock:
@@ -814,6 +814,6 @@ def _lost_message(report: dict[str, Any]) -> str:
     where = f" in tile(s) {tiles}" if tiles else ""
     return (
         f"the map is full where the robot is: {report.get('lost_readings')} of the window's "
-        f"{report.get('n')} readings are not in it (max_inducing reached{where}); raise "
-        "max_inducing, or map with tiles (tile_size)" + (" of a smaller size" if tiles else "")
+        f"{report.get('n')} readings are not in it (vips.max_inducing reached{where}); raise "
+        "vips.max_inducing, or map with tiles (tile_size)" + (" of a smaller size" if tiles else "")
     )

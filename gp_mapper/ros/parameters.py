@@ -99,8 +99,18 @@ def declare_parameters(node: Node, table: Iterable[Setting] = PARAMETERS) -> Non
         rclpy.exceptions.InvalidParameterTypeException: an override has the wrong type
             (e.g. ``5`` for a float parameter: write ``5.0``).
     """
+    table = tuple(table)
     for info in table:
         node.declare_parameter(info.name, _ros_default(info), descriptor_for(info))
+    for info in table:
+        if info.legacy:  # the flat name of an earlier release: typed, unset, read-only
+            descriptor = ParameterDescriptor(
+                description=f"deprecated: use {info.name} (read in its place when set)",
+                read_only=True,
+                dynamic_typing=info.type == "float_or_auto",
+            )
+            kind = None if info.type == "float_or_auto" else ROS_TYPES[info.type]
+            node.declare_parameter(info.legacy, kind, descriptor)
 
 
 def from_ros(info: Setting, value: Any) -> Any:
@@ -110,24 +120,54 @@ def from_ros(info: Setting, value: Any) -> Any:
     return value
 
 
+def _value(node: Node, name: str) -> Any:
+    try:
+        return node.get_parameter(name).value
+    except ParameterUninitializedException:
+        return None
+
+
 def read_values(node: Node, table: Iterable[Setting] = PARAMETERS) -> dict[str, Any]:
-    """The current values of every row of ``table``; unset arrays read as None."""
+    """The current values of every row of ``table``; unset arrays read as None. A row's flat
+    name of an earlier release, where set, is read in its place while the row is at its
+    default (``deprecated_names`` says which)."""
     values: dict[str, Any] = {}
     for info in table:
-        try:
-            value = node.get_parameter(info.name).value
-        except ParameterUninitializedException:
-            value = None
-        values[info.name] = from_ros(info, value)
+        values[info.name] = from_ros(info, _value(node, info.name))
+        old = _value(node, info.legacy) if info.legacy and node.has_parameter(info.legacy) else None
+        if old is not None and values[info.name] == info.default:
+            values[info.name] = from_ros(info, old)
     return values
 
 
+def deprecated_names(node: Node, table: Iterable[Setting] = PARAMETERS) -> list[str]:
+    """A warning for each flat name of an earlier release that is set on ``node``."""
+    out = []
+    for info in table:
+        if not info.legacy or not node.has_parameter(info.legacy):
+            continue
+        old = _value(node, info.legacy)
+        if old is None:
+            continue
+        if from_ros(info, _value(node, info.name)) != info.default:
+            out.append(f"parameter {info.legacy} is deprecated and ignored: {info.name} is set")
+        else:
+            out.append(
+                f"parameter {info.legacy} is deprecated (removed in the next release): use "
+                f"{info.name}; read as {info.name} = {old}"
+            )
+    return out
+
+
 def read_config(node: Node) -> MapperConfig:
-    """A validated MapperConfig from the node's parameters.
+    """A validated MapperConfig from the node's parameters; each deprecated name that is set
+    is logged as a warning.
 
     Raises:
         ConfigError: the combination is invalid; the message names the parameter.
     """
+    for warning in deprecated_names(node):
+        node.get_logger().warning(warning)
     return MapperConfig.from_dict(read_values(node))
 
 

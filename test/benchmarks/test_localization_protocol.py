@@ -111,7 +111,10 @@ def test_row_names_and_the_older_ones() -> None:
     assert loc.map_suffix({**loc.VECTOR_MAP, "a": 1}) == "_vector_a-1"
     # The recipe's settings changed are named: the potential at its defaults is another map.
     plain = {"target": "vector", "model": "potential"}
-    assert loc.map_suffix({**loc.VECTOR_MAP, "theta_memory": False}) == "_vector_theta_memory-False"
+    assert (
+        loc.map_suffix({**loc.VECTOR_MAP, "vips.theta_memory": False})
+        == "_vector_vips.theta_memory-False"
+    )
     assert loc.map_suffix(plain) == "_vector"  # older runs' three-axis map named so
     name = loc.row_name("building", "pedestrian", "known", "_vector")
     assert name == "building_pedestrian_known_vector"

@@ -23,7 +23,7 @@ from gp_mapper.mapping.params_file import config_from_params_file, theta_yaml
 from .test_replay import FAST, aalto_slice_bag
 
 # Small, quick settings: a few L-BFGS iterations, small ACGP blocks.
-QUICK = {"fit_iterations": 5, "acgp_block_size": 100}
+QUICK = {"fit_iterations": 5, "acgp.block_size": 100}
 SYNTHETIC_S = 20.0
 
 
@@ -179,9 +179,9 @@ def test_cli_errors_exit_2(synthetic_bag: Path, tmp_path: Path, capsys) -> None:
     assert cli_main(["fit", str(tmp_path / "missing.mcap"), "--out", str(tmp_path)]) == 2
     assert cli_main(["fit", str(synthetic_bag), "--out", str(tmp_path), "--set", "nope=1"]) == 2
     assert "unknown parameter(s): nope" in capsys.readouterr().err
-    args = ["fit", str(synthetic_bag), "--out", str(tmp_path), "--set", "acgp_rel_tol=2.0"]
+    args = ["fit", str(synthetic_bag), "--out", str(tmp_path), "--set", "acgp.rel_tol=2.0"]
     assert cli_main(args) == 2
-    assert "acgp_rel_tol must be in [0, 1]" in capsys.readouterr().err
+    assert "acgp.rel_tol must be in [0, 1]" in capsys.readouterr().err
 
 
 def test_a_fit_too_large_for_memory_says_how_to_subsample(
@@ -299,8 +299,8 @@ def test_fit_on_a_real_slice_predicts_held_out_readings(magnetic_dir: Path, tmp_
 
 
 # SOLVE-GP small enough for CI: 16 + 16 inducing points, a few epochs.
-SOLVE_QUICK = {"solve_inducing": 16, "solve_orthogonal": 16, "solve_epochs": 3,
-               "solve_batch_size": 128, "fit_iterations": 1}  # fmt: skip
+SOLVE_QUICK = {"solvegp.inducing": 16, "solvegp.orthogonal": 16, "solvegp.epochs": 3,
+               "solvegp.batch_size": 128, "fit_iterations": 1}  # fmt: skip
 
 
 def test_a_solvegp_fit_is_continued_live_by_the_stream(synthetic_bag: Path, tmp_path: Path) -> None:
@@ -338,9 +338,9 @@ def test_the_continued_stream_runs_under_the_nodes_streaming_settings(
 ) -> None:
     from gp_mapper.engine import model_from_state
 
-    settings = {"local_fit_inducing": 24, "fit_max_seconds": 7.5, "hyperprior_scale": 0.25,
-                "outlier_z": 6.0, "delta": 0.05, "max_inducing": 900,
-                "pass_noise_variance": 0.01}  # fmt: skip
+    settings = {"vips.local_fit_inducing": 24, "vips.fit_max_seconds": 7.5,
+                "vips.hyperprior_scale": 0.25, "vips.outlier_z": 6.0, "vips.delta": 0.05,
+                "vips.max_inducing": 900, "vips.pass_noise_variance": 0.01}  # fmt: skip
     fitted = fit_bag(
         synthetic_bag, tmp_path / "solve", model="solvegp", overrides={**SOLVE_QUICK, **settings},
         max_samples=300, progress=False,
@@ -367,7 +367,7 @@ def test_a_cagp_fit_maps_the_computational_share_of_its_variance(
 ) -> None:
     fitted = fit_bag(
         synthetic_bag, tmp_path / "cagp", model="cagp",
-        overrides={"cagp_actions": 16, "cagp_epochs": 3}, max_samples=400, progress=False,
+        overrides={"cagp.actions": 16, "cagp.epochs": 3}, max_samples=400, progress=False,
     )  # fmt: skip
     assert fitted.snapshot is not None and fitted.outputs.theta.is_file()
     with np.load(fitted.outputs.grids) as grids:
@@ -401,7 +401,7 @@ def test_a_fit_the_stream_cannot_continue_still_saves_its_map(
 
 # Two epochs of Adam on 32 + 32 points: the unwhitened q leaves some whitened directions
 # wider than the prior (S̃ above I), which the stream cannot take as pseudo-data.
-SOLVE_TWO_EPOCHS = {"solve_inducing": 32, "solve_orthogonal": 32, "solve_epochs": 2}
+SOLVE_TWO_EPOCHS = {"solvegp.inducing": 32, "solvegp.orthogonal": 32, "solvegp.epochs": 2}
 
 
 def _wider_than_prior(fitted_state: Path) -> float:
@@ -475,4 +475,4 @@ def test_theta_yaml_gives_the_node_the_fitted_theta_exactly(
     for key in ("kernel_variance", "constant_variance", "noise_variance", "lengthscale"):
         assert engine[key] == pytest.approx(theta[key], rel=1e-9), key
     expected_pass = theta.get("pass_noise_variance", 0.0)
-    assert config.engine.pass_noise_variance == pytest.approx(expected_pass, rel=1e-12)
+    assert config.engine.get("vips.pass_noise_variance") == pytest.approx(expected_pass, rel=1e-12)

@@ -19,8 +19,8 @@ from gp_mapper.io.synthetic import heading_bias
 from gp_mapper.mapping.map_file import load_map
 
 BIAS_UT = 3.0
-QUICK = {"fit_iterations": 5, "gam_iterations": 15, "gam_map_inducing": 60,
-         "gam_drift_inducing": 8, "lengthscale": 0.8}  # fmt: skip
+QUICK = {"fit_iterations": 5, "gam.iterations": 15, "gam.map_inducing": 60,
+         "gam.drift_inducing": 8, "lengthscale": 0.8}  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +35,7 @@ def biased_bag(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_fit_with_nuisance_components_reports_them_and_maps_offset_plus_map(
     biased_bag: Path, tmp_path: Path
 ) -> None:
-    overrides = {**QUICK, "components": "offset+map+heading+run+drift"}
+    overrides = {**QUICK, "gam.components": "offset+map+heading+run+drift"}
     result = fit_bag(
         biased_bag, tmp_path, model="gam", overrides=overrides, max_samples=300, progress=False
     )
@@ -59,7 +59,7 @@ def test_fit_with_nuisance_components_reports_them_and_maps_offset_plus_map(
 
 def test_an_unknown_component_is_a_clear_error(biased_bag: Path, tmp_path: Path, capsys) -> None:
     code = cli_main(["fit", str(biased_bag), "--model", "gam", "--out", str(tmp_path),
-                     "--set", "components=offset+map+compass"])  # fmt: skip
+                     "--set", "gam.components=offset+map+compass"])  # fmt: skip
     assert code == 2
     assert "unknown component(s) 'compass'" in capsys.readouterr().err
 
@@ -69,7 +69,8 @@ def test_the_streamed_additive_map_reports_the_heading_curve_and_resumes(
 ) -> None:
     # The heading curve explains the error the node's default pass noise stands in for.
     overrides = {"fit_iterations": 5, "lengthscale": 0.8, "batch_size": 200,
-                 "components": "offset+map+heading+run", "pass_noise_variance": 0.0}  # fmt: skip
+                 "gam.components": "offset+map+heading+run",
+                 "vips.pass_noise_variance": 0.0}  # fmt: skip
     result = fit_bag(
         biased_bag, tmp_path / "fit", model="gam_stream", overrides=overrides, progress=False
     )

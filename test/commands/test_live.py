@@ -21,7 +21,7 @@ from gp_mapper.mapping.map_file import read_model
 
 pytestmark = pytest.mark.ros
 
-FAST = {"fit_iterations": 10, "batch_size": 200, "delta": 0.095}
+FAST = {"fit_iterations": 10, "batch_size": 200, "vips.delta": 0.095}
 MAX_TRANSPORT_LOSS = 3  # readings, of 1501
 MAX_MAP_DIFFERENCE_UT = 0.5  # RMS along the path when a reading or two were lost
 DEMO_BUDGET_S = 180.0

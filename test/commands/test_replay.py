@@ -21,7 +21,7 @@ from gp_mapper.mapping import MapperConfig, MappingPipeline
 from gp_mapper.mapping.map_file import load_map, read_model
 
 # A short, fast engine for tests: few L-BFGS iterations, small windows.
-FAST = {"fit_iterations": 10, "batch_size": 200, "delta": 0.095}
+FAST = {"fit_iterations": 10, "batch_size": 200, "vips.delta": 0.095}
 SLICE_S = 60.0
 HOLD_OUT_EVERY = 5
 
@@ -99,9 +99,9 @@ def test_replay_command_reports_a_truncated_bag(tmp_path: Path, capsys) -> None:
 def test_replay_command_rejects_a_bad_parameter(tmp_path: Path, capsys) -> None:
     bag = tmp_path / "synthetic.mcap"
     write_synthetic_bag(bag, seed=1, duration_s=5.0)
-    code = cli_main(["replay", str(bag), "--out", str(tmp_path / "o"), "--set", "delta=7"])
+    code = cli_main(["replay", str(bag), "--out", str(tmp_path / "o"), "--set", "vips.delta=7"])
     assert code == 2
-    assert "delta" in capsys.readouterr().err
+    assert "vips.delta" in capsys.readouterr().err
     shutil.rmtree(tmp_path / "o", ignore_errors=True)
 
 
@@ -134,7 +134,11 @@ def test_replay_with_the_sensor_offset_prints_its_estimate(tmp_path: Path, capsy
     bag = tmp_path / "synthetic.mcap"
     write_synthetic_bag(bag, seed=2, duration_s=10.0)
     sets = ["--set", "target=vector", "--set", "model=potential"]
-    sets += ["--set", "hard_iron_variance=25", *[f"--set={k}={v}" for k, v in FAST.items()]]
+    sets += [
+        "--set",
+        "potential.hard_iron_variance=25",
+        *[f"--set={k}={v}" for k, v in FAST.items()],
+    ]
     assert cli_main(["replay", str(bag), "--out", str(tmp_path / "vector"), *sets]) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if "magnetometer offset" in x)
     assert re.fullmatch(
@@ -153,7 +157,7 @@ def test_a_replay_gives_the_same_map_on_an_idle_and_a_loaded_machine(tmp_path: P
     # fit to fit_iterations, so two CPU hogs beside it change nothing.
     bag = tmp_path / "world.mcap"
     write_synthetic_bag(bag, seed=2, duration_s=30.0)
-    overrides = {**FAST, "fit_max_seconds": 0.05, "fit_iterations": 30}
+    overrides = {**FAST, "vips.fit_max_seconds": 0.05, "fit_iterations": 30}
     idle = replay_bag(bag, tmp_path / "idle", overrides=overrides, progress=False)
     hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
     try:

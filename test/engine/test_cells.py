@@ -87,7 +87,7 @@ def test_pass_noise_caps_what_one_cell_weighs():
 
 def test_a_stream_of_cells_reports_them_and_saves_its_rule():
     X, y = repeated_readings(copies=5)
-    model = build_model(EngineSpec(kernel="se", cell_size=0.05), input_dim=2)
+    model = build_model(EngineSpec(kernel="se", vips_cell_size=0.05), input_dim=2)
     report = model.update(X.numpy(), y.numpy())
     assert report.accepted and report.n == X.shape[0]
     assert report.num_cells == 60
@@ -100,7 +100,7 @@ def test_without_repeated_places_cells_change_nothing():
     X, y = repeated_readings(copies=1)
     maps = []
     for size in (0.0, 0.001):
-        model = build_model(EngineSpec(kernel="se", cell_size=size), input_dim=2)
+        model = build_model(EngineSpec(kernel="se", vips_cell_size=size), input_dim=2)
         report = model.update(X.numpy(), y.numpy())
         assert report.num_cells == 0
         maps.append(model.predict(X[:10]))
@@ -110,7 +110,9 @@ def test_without_repeated_places_cells_change_nothing():
 def test_the_potential_model_takes_cells_per_component():
     X, _ = repeated_readings(copies=5, places=30)
     B = torch.stack([torch.sin(X[:, 0]), torch.cos(X[:, 1]), 0.5 * X[:, 0]], 1) * 10.0
-    model = build_model(EngineSpec(kernel="se", model="potential", cell_size=0.05), input_dim=2)
+    model = build_model(
+        EngineSpec(kernel="se", model="potential", vips_cell_size=0.05), input_dim=2
+    )
     report = model.update(X.numpy(), B.numpy())
     assert report.accepted
     assert report.num_cells == 3 * 30

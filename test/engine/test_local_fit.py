@@ -108,7 +108,7 @@ def test_a_long_lengthscale_does_not_make_the_whole_map_the_neighbourhood() -> N
 
 @pytest.mark.parametrize("threshold", [1, 0])
 def test_a_fit_on_the_neighbourhood_commits_over_the_whole_map(threshold: int) -> None:
-    model, P, y = _streamed(4000, 400, local_fit_inducing=threshold)
+    model, P, y = _streamed(4000, 400, vips_local_fit_inducing=threshold)
     engine = model
     engine.fit_iterations = 20
     M = engine.num_inducing
@@ -124,7 +124,7 @@ def test_a_fit_on_the_neighbourhood_commits_over_the_whole_map(threshold: int) -
 
 
 def test_the_fit_limits_survive_a_state_round_trip() -> None:
-    model, _, _ = _streamed(800, 400, local_fit_inducing=123, fit_max_seconds=7.5)
+    model, _, _ = _streamed(800, 400, vips_local_fit_inducing=123, vips_fit_max_seconds=7.5)
     restored = type(model).from_state(model.state_dict())
     assert restored.local_fit_inducing == 123 and restored.fit_max_seconds == 7.5
     with pytest.raises(ValueError, match="local_fit_inducing"):
@@ -134,7 +134,7 @@ def test_the_fit_limits_survive_a_state_round_trip() -> None:
 def test_a_window_beyond_a_full_maps_points_keeps_theta_instead_of_fitting_the_whole_map() -> None:
     # At its cap the map adds no point where the robot walks on: no inducing point is within
     # the kernel's range of the window, and a fit on the whole map would be O(M³) a step.
-    model, P, y = _streamed(2000, 400, max_inducing=40, local_fit_inducing=1)
+    model, P, y = _streamed(2000, 400, vips_max_inducing=40, vips_local_fit_inducing=1)
     assert model.num_inducing == 40
     model.fit_iterations = 20
     theta = model.hyperparameters()

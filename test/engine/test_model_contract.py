@@ -33,8 +33,8 @@ from gp_mapper.engine.potential import ExactFieldGP
 N = 60
 INPUT_DIM = 2
 # Quick settings every model takes: few L-BFGS iterations, small ACGP blocks.
-QUICK = {"fit_iterations": 3, "acgp_block_size": 20, "solve_epochs": 3, "cagp_epochs": 3,
-         "gam_iterations": 3,
+QUICK = {"fit_iterations": 3, "acgp.block_size": 20, "solvegp.epochs": 3, "cagp.epochs": 3,
+         "gam.iterations": 3,
          "kernel": "se", "lengthscale": 0.4, "constant_variance": 4.0, "device": "cpu"}  # fmt: skip
 
 
@@ -256,7 +256,7 @@ def test_its_entry_says_what_the_cli_and_the_png_need(name: str) -> None:
     assert entry.kind in ("streaming", "batch") and name in model_names(entry.kind)
     assert entry.support_label.endswith("points")
     # The models that remove nuisance components are those the components setting is for.
-    assert entry.takes_components == (name in setting_by_name()["components"].models)
+    assert entry.takes_components == (name in setting_by_name()["gam.components"].models)
 
 
 def _caches(model) -> list:

@@ -49,7 +49,7 @@ def passes(rng: np.random.Generator) -> list[tuple[np.ndarray, np.ndarray]]:
 def stream(pass_noise: float) -> tuple[OnlineSparseGP, float]:
     """The engine after the passes, and the coverage of its 95 % intervals on new passes."""
     rng = np.random.default_rng(1058390)
-    engine = build_model(SPEC.replace(pass_noise_variance=pass_noise), input_dim=2)
+    engine = build_model(SPEC.replace(vips_pass_noise_variance=pass_noise), input_dim=2)
     for X, y in passes(rng):
         assert engine.update(X, y).accepted
     # Another pass along a mapped line: the map there averages two passes' errors.
@@ -103,7 +103,7 @@ def test_pass_noise_is_not_a_fitted_parameter() -> None:
 
 def test_pass_noise_is_checked_and_survives_a_state_round_trip(with_pass) -> None:
     with pytest.raises(ValueError, match="pass_noise_variance"):
-        EngineSpec(pass_noise_variance=-1.0)
+        EngineSpec(vips_pass_noise_variance=-1.0)
     engine = with_pass[0]
     state = engine.state_dict()
     back = OnlineSparseGP.from_state(state, device="cpu")

@@ -117,7 +117,9 @@ def test_a_real_change_of_the_field_is_fitted_not_refused(
     bump = 15.0 * np.exp(-np.sum((X - X[150]) ** 2, axis=1) / (2 * 0.5**2))
     assert (bump > 1.0).sum() > 20  # many readings, far outside the clean map's intervals
     _, var = clean.predict(X)
-    assert np.max(bump / np.sqrt(var.numpy() + clean.noise_variance)) > 3 * SPEC.outlier_z
+    assert np.max(bump / np.sqrt(var.numpy() + clean.noise_variance)) > 3 * SPEC.get(
+        "vips.outlier_z"
+    )
     rng = np.random.default_rng(11)
     y = field(X) + bump + NOISE_STD * rng.standard_normal(NUM_TARGETS)
     screened = OnlineSparseGP.from_state(clean.state_dict(), device="cpu")
@@ -135,7 +137,7 @@ def test_a_real_change_of_the_field_is_fitted_not_refused(
 def test_screen_off_keeps_every_reading_and_the_health_check_refuses_the_collapse(
     targets: np.ndarray, clean: OnlineSparseGP
 ) -> None:
-    spec = SPEC.replace(outlier_z=0.0)
+    spec = SPEC.replace(vips_outlier_z=0.0)
     X = walk()
     engine = build_model(spec, input_dim=2)
     assert engine.update(X[:100], targets[:100]).accepted
@@ -293,18 +295,18 @@ def test_screen_against_the_map_uses_the_predictive_variance(clean: OnlineSparse
     offset = 30.0  # µT: many predictive σ on the path, a fraction of the prior σ far away
     y = mean + offset
     noise = torch.tensor(clean.noise_variance, dtype=torch.float64)
-    screen = screen_outliers(X, y, clean.kernel, noise, clean.posterior, SPEC.outlier_z)
+    screen = screen_outliers(X, y, clean.kernel, noise, clean.posterior, SPEC.get("vips.outlier_z"))
     assert screen.keep.tolist() == [False, True]
     torch.testing.assert_close(screen.z, offset / (var + noise).sqrt())
 
 
 def test_outlier_z_is_checked_and_survives_a_state_round_trip(clean: OnlineSparseGP) -> None:
     with pytest.raises(ValueError, match="outlier_z"):
-        EngineSpec(outlier_z=-1.0)
-    engine = build_model(SPEC.replace(outlier_z=5.5), input_dim=2)
+        EngineSpec(vips_outlier_z=-1.0)
+    engine = build_model(SPEC.replace(vips_outlier_z=5.5), input_dim=2)
     assert OnlineSparseGP.from_state(engine.state_dict()).outlier_z == 5.5
     older = {k: v for k, v in clean.state_dict().items() if k != "outlier_z"}
-    assert OnlineSparseGP.from_state(older).outlier_z == SPEC.outlier_z
+    assert OnlineSparseGP.from_state(older).outlier_z == SPEC.get("vips.outlier_z")
 
 
 def test_the_first_fit_is_held_to_the_batchs_spread_not_to_the_guess() -> None:

@@ -52,10 +52,10 @@ def test_hyperprior_peaks_at_its_centre() -> None:
 
 
 def test_engine_spec_validates_and_builds() -> None:
-    engine = build_model(EngineSpec(selector="oips", device="cpu"), input_dim=2)
+    engine = build_model(EngineSpec(vips_selector="oips", device="cpu"), input_dim=2)
     assert engine.selector.name == "oips" and engine.hyperprior_scale == 0.5
     with pytest.raises(ValueError, match="selector must be one of"):
-        EngineSpec(selector="random")
+        EngineSpec(vips_selector="random")
     with pytest.raises(ValueError, match="lengthscale must be in"):
         EngineSpec(lengthscale=0.0)
     assert engine.jitter == Jitter()  # relative 1e-8 by default

@@ -98,5 +98,5 @@ def test_the_memory_survives_the_state_and_old_states_have_none() -> None:
 
 
 def test_the_setting_reaches_the_engine() -> None:
-    assert build_model(EngineSpec(theta_memory=True, device="cpu"), 2).theta_memory
+    assert build_model(EngineSpec(vips_theta_memory=True, device="cpu"), 2).theta_memory
     assert not build_model(EngineSpec(device="cpu"), 2).theta_memory

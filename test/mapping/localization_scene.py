@@ -36,7 +36,7 @@ def write_world_vector_map(path: Path) -> Path:
     # component; σ²_pass says so (without it the map claims 0.3 µT and the filter that trusts
     # it wanders off in some runs).
     spec = EngineSpec(model="potential", kernel="se", fit_iterations=0, lengthscale=0.6,
-                      kernel_variance=100.0, noise_variance=0.1, pass_noise_variance=1.0,
+                      kernel_variance=100.0, noise_variance=0.1, vips_pass_noise_variance=1.0,
                       device="cpu")  # fmt: skip
     model = build_model(spec, input_dim=2)
     field = WORLD.field_at(mapping.position_m)

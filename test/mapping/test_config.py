@@ -40,11 +40,14 @@ def test_mapper_config_fields_are_the_table() -> None:
 
 
 def test_engine_rows_are_the_engine_settings_the_node_uses() -> None:
-    # The engine's settings table is the one source: every spec field is a setting, the node
-    # declares those of its streaming model (and the shared ones), with the same defaults and
-    # ranges, and the spec's defaults are the table's; the node's own defaults
-    # (NODE_ENGINE_DEFAULTS) are the node config's and its parameter rows'.
-    assert {f.name for f in dataclasses.fields(EngineSpec)} - {"options"} == set(setting_by_name())
+    # The engine's settings table is the one source: every setting of a spec (its shared
+    # fields and each model's typed settings) is a row, the node declares those of its
+    # streaming model (and the shared ones), with the same defaults and ranges, and the spec's
+    # defaults are the table's; the node's own defaults (NODE_ENGINE_DEFAULTS) are the node
+    # config's and its parameter rows'.
+    assert set(EngineSpec().to_dict()) == set(setting_by_name())
+    shared = {f.name for f in dataclasses.fields(EngineSpec)} - {"sections"}
+    assert shared == {s.name for s in engine_settings() if "." not in s.name}
     node = {
         s.name for s in engine_settings() if not s.models or set(s.models) & set(streaming_models())
     }
@@ -53,21 +56,23 @@ def test_engine_rows_are_the_engine_settings_the_node_uses() -> None:
     spec, node_spec = EngineSpec(), MapperConfig().engine
     for name in ENGINE_PARAMETER_NAMES:
         row, setting = PARAMETER_BY_NAME[name], setting_by_name()[name]
-        assert getattr(spec, name) == setting.default, name
-        assert getattr(node_spec, name) == row.default, name
+        assert spec.get(name) == setting.default, name
+        assert node_spec.get(name) == row.default, name
         assert row.default == NODE_ENGINE_DEFAULTS.get(name, setting.default), name
         assert (row.min, row.max) == (setting.min, setting.max), name
     assert PARAMETER_BY_NAME["model"].choices == streaming_models()  # the node streams
 
 
-@pytest.mark.parametrize(("name", "value"), [("delta", 0.0), ("rho", 0.0), ("delta", 1.0)])
+@pytest.mark.parametrize(
+    ("name", "value"), [("vips.delta", 0.0), ("vips.rho", 0.0), ("vips.delta", 1.0)]
+)
 def test_a_value_the_table_refuses_is_one_the_engine_refuses(name: str, value: float) -> None:
     # Before, the table took delta = 0 and rho = 0, which Vips/Oips then refused at start-up.
     with pytest.raises(ConfigError, match=name):
         MapperConfig.from_dict({name: value})
     with pytest.raises(ValueError, match=name):
-        EngineSpec(**{name: value})
-    selector = {"delta": Vips, "rho": Oips}[name]
+        EngineSpec({name: value})
+    selector = {"vips.delta": Vips, "vips.rho": Oips}[name]
     with pytest.raises(ValueError, match=name):
         selector(value)
     edge = setting_by_name()[name].min if value == 0.0 else setting_by_name()[name].max
@@ -89,13 +94,15 @@ def test_frames_and_topics_are_read_only() -> None:
 
 def test_dict_round_trip_is_flat_and_exact() -> None:
     config = MapperConfig.from_dict(
-        {"batch_size": 50, "bounds": [0, 4, -1, 3], "delta": 0.095, "device": "cpu"}
+        {"batch_size": 50, "bounds": [0, 4, -1, 3], "vips.delta": 0.095, "device": "cpu"}
     )
     flat = config.to_dict()
     assert list(flat) == [p.name for p in PARAMETERS]
-    assert flat["batch_size"] == 50 and flat["delta"] == 0.095 and flat["bounds"] == [0, 4, -1, 3]
+    assert (
+        flat["batch_size"] == 50 and flat["vips.delta"] == 0.095 and flat["bounds"] == [0, 4, -1, 3]
+    )
     assert config.bounds == (0.0, 4.0, -1.0, 3.0)
-    assert config.engine.delta == 0.095 and config.engine.device == "cpu"
+    assert config.engine.get("vips.delta") == 0.095 and config.engine.device == "cpu"
     assert MapperConfig.from_dict(flat) == config
     assert MapperConfig.from_dict({}) == MapperConfig()
 
@@ -175,8 +182,64 @@ def test_a_vector_target_and_a_vector_model_go_together() -> None:
 
 
 def test_nuisance_components_need_an_additive_model() -> None:
-    streamed = MapperConfig.from_dict({"model": "gam_stream", "components": "offset+map+heading"})
-    assert streamed.engine.components == "offset+map+heading"
-    assert MapperConfig.from_dict({"components": "offset+map"}).engine.model == "vips"
+    streamed = MapperConfig.from_dict(
+        {"model": "gam_stream", "gam.components": "offset+map+heading"}
+    )
+    assert streamed.engine.get("gam.components") == "offset+map+heading"
+    assert MapperConfig.from_dict({"gam.components": "offset+map"}).engine.model == "vips"
     with pytest.raises(ConfigError, match=r"\(heading, drift\).*model: gam_stream.*'vips'"):
-        MapperConfig.from_dict({"components": "offset+map+heading+drift"})
+        MapperConfig.from_dict({"gam.components": "offset+map+heading+drift"})
+
+
+def test_each_model_reads_its_own_typed_settings_namespaced_as_ros_parameters() -> None:
+    from gp_mapper.engine.acgp.settings import AcgpSettings
+    from gp_mapper.engine.vips.settings import VipsSettings
+
+    spec = EngineSpec({"model": "acgp", "acgp.block_size": 500}, kernel="se")
+    assert spec.section(AcgpSettings) == AcgpSettings(block_size=500)
+    assert spec.section(AcgpSettings).block_size == spec.get("acgp.block_size") == 500
+    assert spec.section(VipsSettings).delta == setting_by_name()["vips.delta"].default
+    # By keyword, the dot as an underscore, or the model's whole settings object.
+    assert EngineSpec(acgp_block_size=500, model="acgp", kernel="se") == spec
+    assert EngineSpec(acgp=AcgpSettings(block_size=500), model="acgp", kernel="se") == spec
+    assert spec.replace({"acgp.rel_tol": 0.5}).get("acgp.rel_tol") == 0.5
+    with pytest.raises(ValueError, match=r"acgp\.block_size"):
+        AcgpSettings(block_size=1)  # its row's range, naming the parameter
+    with pytest.raises(ValueError, match="unknown setting"):
+        EngineSpec({"acgp.no_such": 1})
+    with pytest.raises(TypeError, match="unknown keyword"):
+        EngineSpec(no_such=1)
+    assert {row.name for row in AcgpSettings.rows()} <= set(PARAMETER_BY_NAME) | set(
+        setting_by_name()
+    )
+
+
+def test_a_flat_name_of_the_last_release_is_read_with_a_warning() -> None:
+    with pytest.warns(FutureWarning) as caught:
+        config = MapperConfig.from_dict({"delta": 0.05, "gam_run_gap": 2.0})
+    assert [str(w.message).split(" is ")[0] for w in caught] == [
+        "setting 'delta'", "setting 'gam_run_gap'"
+    ]  # fmt: skip
+    assert "use 'vips.delta'" in str(caught[0].message)
+    assert config.engine.get("vips.delta") == 0.05 and config.engine.get("gam.run_gap") == 2.0
+    with pytest.warns(FutureWarning, match="'solve_inducing' is deprecated"):
+        spec = EngineSpec(model="solvegp", solve_inducing=64)
+    assert spec.get("solvegp.inducing") == 64
+    with pytest.warns(FutureWarning, match="'components' is deprecated"):
+        assert MapperConfig().replace(components="offset+map").engine.get("gam.components")
+
+
+def test_a_params_file_nests_a_models_settings_as_ros_does(tmp_path) -> None:
+    from gp_mapper.mapping.params_file import config_from_params_file
+
+    path = tmp_path / "p.yaml"
+    path.write_text("/**:\n  ros__parameters:\n    batch_size: 50\n    vips:\n      delta: 0.05\n"
+                    "    gam.run_gap: 2.0\n")  # fmt: skip
+    config = config_from_params_file(path)
+    assert config.batch_size == 50 and config.engine.get("vips.delta") == 0.05
+    assert config.engine.get("gam.run_gap") == 2.0
+    path.write_text(
+        "/**:\n  ros__parameters:\n    vips:\n      delta: 0.05\n    vips.delta: 0.06\n"
+    )
+    with pytest.raises(ConfigError, match=r"vips\.delta is given twice"):
+        config_from_params_file(path)

@@ -143,7 +143,7 @@ def test_a_map_at_its_cap_is_not_refitted_for_a_falling_bound() -> None:
         batch_size=100,
         resolution=0.5,
         bounds=(0.0, 8.0, 0.0, 10.0),
-        engine=EngineSpec(fit_iterations=20, device="cpu", max_inducing=4),
+        engine=EngineSpec(fit_iterations=20, device="cpu", vips_max_inducing=4),
         fit_first_windows=2,
         fit_every_windows=0,
         refit_bound_drop=0.5,

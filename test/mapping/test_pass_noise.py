@@ -129,9 +129,7 @@ SHORT_PASSES: dict = {"count": 12, "offset_sd": 1.0, "length_m": 3.0}
 
 
 def small_map(**settings: object) -> MapperConfig:
-    return MapperConfig.from_dict(
-        {"pose_source": "topic", "batch_size": 200, "min_spacing": 0.0, **settings}
-    )
+    return MapperConfig().replace(pose_source="topic", batch_size=200, min_spacing=0.0, **settings)
 
 
 def stream(config: MapperConfig, xy: np.ndarray, y: np.ndarray, t: np.ndarray) -> dict:
@@ -145,30 +143,35 @@ def stream(config: MapperConfig, xy: np.ndarray, y: np.ndarray, t: np.ndarray) -
 @pytest.mark.slow
 def test_the_pipeline_measures_it_as_passes_accumulate_and_a_number_still_sets_it() -> None:
     xy, y, t, _, _ = passes(**SHORT_PASSES)
-    config = small_map(tile_size=0.0, max_inducing=150, fit_iterations=5, fit_every_windows=2)
+    config = small_map(tile_size=0.0, vips_max_inducing=150, fit_iterations=5, fit_every_windows=2)
     assert config.pass_noise_auto
     auto = stream(config, xy, y, t)
     assert auto["pass_noise_pairs"] >= MIN_BETWEEN_PAIRS
     offline = between_pass_noise(xy, y, t)
     # Measured on the readings up to the last fit: the same order as on the whole stream.
     assert 0.5 * offline.variance < auto["pass_noise_variance"] < 2.0 * offline.variance
-    fixed = stream(config.replace(pass_noise_variance=0.25), xy, y, t)
+    fixed = stream(config.replace(vips_pass_noise_variance=0.25), xy, y, t)
     assert fixed["pass_noise_variance"] == 0.25 and fixed["pass_noise_pairs"] == 0
 
 
 def test_auto_is_the_node_default_and_other_words_are_refused() -> None:
-    assert MapperConfig().engine.pass_noise_variance == "auto"
-    assert MapperConfig.from_dict({"pass_noise_variance": 1}).engine.pass_noise_variance == 1.0
+    assert MapperConfig().engine.get("vips.pass_noise_variance") == "auto"
+    assert (
+        MapperConfig.from_dict({"vips.pass_noise_variance": 1}).engine.get(
+            "vips.pass_noise_variance"
+        )
+        == 1.0
+    )
     with pytest.raises(ValueError, match="'auto' or a number"):
-        MapperConfig.from_dict({"pass_noise_variance": "automatic"})
+        MapperConfig.from_dict({"vips.pass_noise_variance": "automatic"})
     with pytest.raises(ValueError, match="pass_noise_variance"):
-        MapperConfig.from_dict({"pass_noise_variance": -1.0})
+        MapperConfig.from_dict({"vips.pass_noise_variance": -1.0})
 
 
 @pytest.mark.slow
 def test_an_offline_fit_measures_it_on_the_whole_log_for_every_tile() -> None:
     xy, y, t, _, _ = passes(**SHORT_PASSES)
-    config = small_map(tile_size=2.0, tile_overlap=0.5, max_inducing=100, fit_iterations=3)
+    config = small_map(tile_size=2.0, tile_overlap=0.5, vips_max_inducing=100, fit_iterations=3)
     samples = collect_samples(records(xy, y, t), config)
     model, report = fit_tiled(samples, config)
     measured = report["pass_noise"]
@@ -182,7 +185,7 @@ def test_an_offline_fit_measures_it_on_the_whole_log_for_every_tile() -> None:
 
 def test_the_pipeline_records_the_passes_and_the_saved_map_keeps_them(tmp_path) -> None:
     xy, y, t, _, _ = passes(**SHORT_PASSES)
-    config = small_map(max_inducing=150, fit_iterations=5, fit_every_windows=2)
+    config = small_map(vips_max_inducing=150, fit_iterations=5, fit_every_windows=2)
     assert config.tile_layout() is not None  # the node's default: a tiled map
     with MappingPipeline(config, background=False) as pipeline:
         feed(pipeline, records(xy, y, t))

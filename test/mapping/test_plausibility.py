@@ -115,7 +115,7 @@ def test_with_the_gate_open_the_engine_drops_them_as_outliers(clean_map: MapSnap
 
 def test_a_fit_driven_to_collapse_is_refused_and_health_goes_warn_then_error() -> None:
     # Gate and screen both off: every 10th reading after the first window is 1 T.
-    config = CONFIG.replace(field_max=1.0e9, outlier_z=0.0, fit_iterations=20)
+    config = CONFIG.replace(field_max=1.0e9, vips_outlier_z=0.0, fit_iterations=20)
     health: list[tuple[str, str]] = []
     pipelines: list[MappingPipeline] = []
 

@@ -91,7 +91,7 @@ def test_a_room_under_half_a_tile_across_is_one_tile_the_map_of_one_model() -> N
 
 def test_a_full_map_says_so_in_the_diagnostics_and_the_log(caplog) -> None:
     with caplog.at_level(logging.WARNING, logger="gp_mapper.mapping.pipeline"):
-        pipeline, _ = mapped(max_inducing=6, tile_size=0.0)
+        pipeline, _ = mapped(vips_max_inducing=6, tile_size=0.0)
     d = pipeline.diagnostics()
     assert d["lost_readings"] > 0 and d["lost_windows"] > 0
     assert d["health"] in (HEALTH_WARN, HEALTH_ERROR) and "the map is full" in d["health_message"]
@@ -100,7 +100,7 @@ def test_a_full_map_says_so_in_the_diagnostics_and_the_log(caplog) -> None:
 
 def test_a_full_tile_is_named(caplog) -> None:
     with caplog.at_level(logging.WARNING, logger="gp_mapper.mapping.pipeline"):
-        pipeline, _ = mapped(max_inducing=6, tile_size=4.0, tile_overlap=1.0)
+        pipeline, _ = mapped(vips_max_inducing=6, tile_size=4.0, tile_overlap=1.0)
     assert pipeline.diagnostics()["lost_readings"] > 0
     assert any(
         "the map is full" in r.message and "in tile(s) " in r.message for r in caplog.records

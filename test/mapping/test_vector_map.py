@@ -143,7 +143,7 @@ def test_a_sensor_offset_is_estimated_reported_and_left_out_of_the_map() -> None
     offset = np.array([8.0, -5.0, 0.0])
     config = MapperConfig(pose_source="topic",
         target="vector", batch_size=120, resolution=0.25, bounds=(0.0, 3.0, 0.0, 3.0),
-        engine=VECTOR_ENGINE.replace(hard_iron_variance=100.0),
+        engine=VECTOR_ENGINE.replace(potential_hard_iron_variance=100.0),
     )  # fmt: skip
     pipeline = MappingPipeline(config, background=False)
     feed(pipeline, stream(PATH, field_map_ut=FIELD, sensor_offset_ut=offset))

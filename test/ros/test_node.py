@@ -190,7 +190,7 @@ def test_parameters_are_validated_with_reasons(mapper: MapperHarness) -> None:
         "batch_size": (Parameter("batch_size", value=0), "out of range"),
         "map_frame": (Parameter("map_frame", value="odom"), "read-only"),
         "mag_topic": (Parameter("mag_topic", value="/other"), "read-only"),
-        "selector": (Parameter("selector", value="best"), "selector must be one of"),
+        "vips.selector": (Parameter("vips.selector", value="best"), "selector must be one of"),
         "bounds": (Parameter("bounds", value=[1.0, 0.0, 0.0, 1.0]), "xmin < xmax"),
         "bounds_len": (Parameter("bounds", value=[1.0, 2.0]), "bounds"),
         "type": (Parameter("lengthscale", value="long"), "type"),
@@ -361,7 +361,7 @@ def test_a_vector_map_publishes_components_and_field_arrows(
 def test_an_additive_map_publishes_its_map_layer_and_nuisance_diagnostics(
     ros_context: Context, spinner: Spinner
 ) -> None:
-    parameters = {"model": "gam_stream", "components": "offset+map+heading+run+drift"}
+    parameters = {"model": "gam_stream", "gam.components": "offset+map+heading+run+drift"}
     with harness(ros_context, spinner, parameters) as h:
         h.feed(WINDOW)
         diag = h.wait_samples(WINDOW)

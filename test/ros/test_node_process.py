@@ -99,8 +99,8 @@ def test_node_process_refuses_bad_parameters_with_the_reason() -> None:
     ("parameters", "named"),
     [
         # values the selectors refuse: the table's range refuses them too, or the engine does
-        (["delta:=0.0"], "delta"),
-        (["selector:=oips", "rho:=0.0"], "rho"),
+        (["vips.delta:=0.0"], "vips.delta"),
+        (["vips.selector:=oips", "vips.rho:=0.0"], "vips.rho"),
         # accepted by every check but the engine's: no such device on this machine
         (["device:=cuda:99"], "cuda:99"),
     ],

@@ -181,9 +181,9 @@ def test_a_reset_that_cannot_build_the_new_map_answers_why(mapper: MapperHarness
     mapper.wait_samples(2 * WINDOW)
 
 
-@pytest.mark.parametrize("name", ["delta", "rho"])
+@pytest.mark.parametrize("name", ["vips.delta", "vips.rho"])
 def test_no_value_the_node_accepts_kills_it_on_reset(mapper: MapperHarness, name: str) -> None:
-    """``ros2 param set /gp_mapper delta 0.0`` then ``~/reset``: refused, or a failed reset."""
+    """``ros2 param set /gp_mapper vips.delta 0.0`` then ``~/reset``: refused, or a failed reset."""
     (result,) = mapper.set_parameters([Parameter(name, value=0.0)])
     reply = mapper.call("reset")
     if result.successful:

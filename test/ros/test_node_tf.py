@@ -18,7 +18,7 @@ from gp_mapper.mapping import MapperConfig, MappingPipeline
 
 pytestmark = pytest.mark.ros
 
-FAST = {"fit_iterations": 10, "batch_size": 200, "delta": 0.095}
+FAST = {"fit_iterations": 10, "batch_size": 200, "vips.delta": 0.095}
 
 
 def test_the_node_maps_a_robot_bag_through_tf_with_the_sensor_mounting(tmp_path: Path) -> None:

@@ -16,9 +16,11 @@ from rclpy.node import Node
 from rclpy.parameter import Parameter
 
 from gp_mapper.mapping.config import PARAMETER_BY_NAME, PARAMETERS, MapperConfig
+from gp_mapper.mapping.params_file import flat_parameters
 from gp_mapper.ros.parameters import (
     ParameterGuard,
     declare_parameters,
+    deprecated_names,
     descriptor_for,
     read_config,
     read_values,
@@ -77,7 +79,7 @@ def test_guard_refuses_with_the_tables_reason(ros_context: Context) -> None:
         declare_parameters(node)
         node.add_on_set_parameters_callback(ParameterGuard(node))
         bad = {
-            "selector": ("best", "selector must be one of"),
+            "vips.selector": ("best", "selector must be one of"),
             "device": ("cuda:0", "read-only"),
             "bounds": ([0.0, 1.0, 3.0, 2.0], "ymin < ymax"),
             "resolution": (0.0, "out of range"),
@@ -91,31 +93,31 @@ def test_guard_refuses_with_the_tables_reason(ros_context: Context) -> None:
         assert read_config(node).bounds == (0.0, 1.0, 2.0, 3.0)
         # several at once: checked together, applied together
         results = node.set_parameters_atomically(
-            [Parameter("selector", value="fixed"), Parameter("fixed_size", value=7)]
+            [Parameter("vips.selector", value="fixed"), Parameter("vips.fixed_size", value=7)]
         )
         assert results.successful
-        assert read_config(node).engine.fixed_size == 7
+        assert read_config(node).engine.get("vips.fixed_size") == 7
         refused = node.set_parameters_atomically(
-            [Parameter("fixed_size", value=9), Parameter("selector", value="best")]
+            [Parameter("vips.fixed_size", value=9), Parameter("vips.selector", value="best")]
         )
         assert not refused.successful and "selector" in refused.reason
-        assert read_config(node).engine.fixed_size == 7
+        assert read_config(node).engine.get("vips.fixed_size") == 7
     finally:
         node.destroy_node()
 
 
 def test_a_number_or_auto_parameter_takes_both_and_refuses_the_rest(ros_context: Context) -> None:
     node = Node("auto_probe", context=ros_context, parameter_overrides=[
-        Parameter("pass_noise_variance", value=1.5),
+        Parameter("vips.pass_noise_variance", value=1.5),
     ])  # fmt: skip
     try:
         declare_parameters(node)
         node.add_on_set_parameters_callback(ParameterGuard(node))
-        assert read_config(node).engine.pass_noise_variance == 1.5  # a YAML number
-        (ok,) = node.set_parameters([Parameter("pass_noise_variance", value="auto")])
+        assert read_config(node).engine.get("vips.pass_noise_variance") == 1.5  # a YAML number
+        (ok,) = node.set_parameters([Parameter("vips.pass_noise_variance", value="auto")])
         assert ok.successful and read_config(node).pass_noise_auto
         for value, reason in (("automatic", "'auto' or a number"), (-1.0, "pass_noise_variance")):
-            (result,) = node.set_parameters([Parameter("pass_noise_variance", value=value)])
+            (result,) = node.set_parameters([Parameter("vips.pass_noise_variance", value=value)])
             assert not result.successful and reason in result.reason, result.reason
         assert read_config(node).pass_noise_auto
     finally:
@@ -138,11 +140,11 @@ def test_out_of_range_override_is_refused_at_declaration(ros_context: Context) -
 def test_yaml_lists_every_parameter_at_its_default() -> None:
     doc = yaml.safe_load(YAML_PATH.read_text())
     assert list(doc) == [ANY_NODE]
-    params = doc[ANY_NODE]["ros__parameters"]
+    params = flat_parameters(doc[ANY_NODE]["ros__parameters"])  # nested as ROS nests them
     text = YAML_PATH.read_text()
     for info in PARAMETERS:
         if info.default is None:
-            assert f"# {info.name}:" in text, info.name  # documented, commented out
+            assert f"# {info.name.rpartition('.')[2]}:" in text, info.name  # commented out
             assert info.name not in params
             continue
         assert params[info.name] == info.default, info.name
@@ -207,3 +209,31 @@ def test_a_node_name_key_misses_the_namespaced_node(ros_context: Context, tmp_pa
     finally:
         plain.destroy_node()
         spaced.destroy_node()
+
+
+def test_a_flat_name_of_the_last_release_is_read_in_its_place_with_a_warning(
+    ros_context: Context, tmp_path: Path
+) -> None:
+    """A YAML of the last release (``delta``, ``max_inducing``: now ``vips.delta`` ...) still
+    maps as it did; each old name is logged, and one whose new name is also set is ignored."""
+    path = tmp_path / "old.yaml"
+    old = {"delta": 0.05, "max_inducing": 300, "pass_noise_variance": 0.5,
+           "cell_size": 0.1, "vips": {"cell_size": 0.4}}  # fmt: skip
+    path.write_text(yaml.safe_dump({ANY_NODE: {"ros__parameters": old}}))
+    node = Node(
+        "gp_mapper", context=ros_context, cli_args=["--ros-args", "--params-file", str(path)]
+    )
+    try:
+        declare_parameters(node)
+        config = read_config(node)
+        assert config.engine.get("vips.delta") == 0.05
+        assert config.engine.get("vips.max_inducing") == 300
+        assert config.engine.get("vips.pass_noise_variance") == 0.5
+        assert config.engine.get("vips.cell_size") == 0.4  # the new name wins
+        warnings = deprecated_names(node)
+        assert any("delta is deprecated" in w and "vips.delta" in w for w in warnings)
+        assert any("cell_size is deprecated and ignored" in w for w in warnings)
+        assert len(warnings) == 4
+        assert node.describe_parameter("delta").read_only
+    finally:
+        node.destroy_node()

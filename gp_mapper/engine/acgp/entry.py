@@ -7,20 +7,22 @@ from ..cost import FitCost
 from ..model_table import ModelEntry, model_kind
 from ..spec import DTYPES, EngineSpec, build_kernel
 from .model import AdaptiveCholeskyGP
+from .settings import AcgpSettings
 
 
 def build_acgp(spec: EngineSpec, input_dim: int) -> AdaptiveCholeskyGP:
     """The Adaptive Cholesky GP (Bartels et al.) the spec describes."""
+    acgp = spec.section(AcgpSettings)
     return AdaptiveCholeskyGP(
         build_kernel(spec, input_dim),
         spec.noise_variance,
-        block_size=spec.acgp_block_size,
-        initial_block_size=spec.acgp_initial_block or None,
-        rel_tol=spec.acgp_rel_tol,
-        abs_tol=spec.acgp_abs_tol,
-        max_points=spec.acgp_max_points or None,
+        block_size=acgp.block_size,
+        initial_block_size=acgp.initial_block or None,
+        rel_tol=acgp.rel_tol,
+        abs_tol=acgp.abs_tol,
+        max_points=acgp.max_points or None,
         fit_iterations=spec.fit_iterations,
-        refinements=spec.acgp_refinements,
+        refinements=acgp.refinements,
         seed=spec.seed,
         device=spec.device,
         dtype=DTYPES[spec.dtype],
@@ -36,7 +38,8 @@ ITERATION_FLOPS_PER_M3 = 9.0
 
 def factor_points(spec: EngineSpec, n: int) -> int:
     """The most points the factor holds for N samples: the cap, else every sample."""
-    return min(n, spec.acgp_max_points) if spec.acgp_max_points else n
+    acgp = spec.section(AcgpSettings)
+    return min(n, acgp.max_points) if acgp.max_points else n
 
 
 def acgp_fit_cost(spec: EngineSpec, n: int) -> FitCost:
@@ -49,13 +52,13 @@ def acgp_fit_cost(spec: EngineSpec, n: int) -> FitCost:
 def entry(name: str) -> ModelEntry:
     """The registry\'s entry of the model ``name``."""
     return ModelEntry(
-        "acgp",
-        model_kind("acgp"),
+        name,
+        model_kind(name),
         "Adaptive Cholesky GP (Bartels et al.): the exact GP on the subset its evidence bounds "
         "say suffices",
         build_acgp,
         AdaptiveCholeskyGP.from_state,
-        lambda n: {"acgp_rel_tol": 0.0, "fit_iterations": 0},  # never stops: all n kept
+        lambda n: {"acgp.rel_tol": 0.0, "fit_iterations": 0},  # never stops: all n kept
         support_label="kept points",
         # its factor grows until the bounds agree: at most the cap, else every sample
         dense_points=factor_points,

@@ -39,14 +39,14 @@ from .settings import default as setting_default
 
 # The paper's synthetic setting and the node's default (acgp/settings.py): a magnetometer log of
 # 10⁴–10⁵ samples then stops after a few blocks; the authors use ~10⁴ on 40k-point UCI sets.
-DEFAULT_BLOCK_SIZE = setting_default("acgp_block_size")
+DEFAULT_BLOCK_SIZE = setting_default("acgp.block_size")
 # The paper's r on its synthetic task; |log p| grows like N, so 1 % is already many nats.
-DEFAULT_REL_TOL = setting_default("acgp_rel_tol")
+DEFAULT_REL_TOL = setting_default("acgp.rel_tol")
 DEFAULT_FIT_ITERATIONS = setting_default("fit_iterations")
 # Restarts of the schedule ftol_k = (2/3)^{k+1}; r_k is floored at rel_tol (from the 11th restart
 # on at r = 0.01). More than the ~48 restarts after which ftol passes SciPy's default and the
 # schedule ends as converged: the iteration budget is what bounds a fit.
-DEFAULT_REFINEMENTS = setting_default("acgp_refinements")
+DEFAULT_REFINEMENTS = setting_default("acgp.refinements")
 # Carry L-BFGS curvature across restarts [ours]: the authors' SciPy restarts each begin without
 # it, so their early restarts (one iteration each, until ftol is small) are gradient steps; with a
 # 100-iteration budget instead of their 2000 that costs most of the fit.
@@ -364,7 +364,7 @@ class AdaptiveCholeskyGP(PlainInputs, CommittedFit):
         else:
             gap = "" if last is None else f" (relative gap {last.relative_gap:.3g} at the stop)"
             reason = (
-                f"rule not fired within the budget of {M} points (acgp_max_points){gap}, "
+                f"rule not fired within the budget of {M} points (acgp.max_points){gap}, "
                 f"target r={self.rel_tol:g}: the evidence is extrapolated"
             )
         details: dict[str, Any] = {

@@ -36,7 +36,7 @@ _NORM_FLOOR = 1e-300
 BlockOrder = Literal["random", "data"]
 BLOCK_ORDERS: tuple[str, ...] = ("random", "data")
 # The CG tolerance of Wenger et al. 2024, Table S1: stop when ‖r‖ ≤ 1e-4 ‖y‖.
-DEFAULT_CG_TOLERANCE = setting_default("cagp_cg_tolerance")
+DEFAULT_CG_TOLERANCE = setting_default("cagp.cg_tolerance")
 # CG forms K + σ²I once and multiplies it densely when it takes at most this many bytes (3.2 GB
 # at N 20 000 in float64): every step otherwise evaluates the kernel on all N² pairs again,
 # 93 % of an epoch at N 6000 (1.2 s a step against 20 ms dense, one thread).

@@ -12,20 +12,22 @@ from ..model_table import ModelEntry, model_kind
 from ..spec import DTYPES, EngineSpec, build_kernel
 from .actions import dense_cg
 from .model import CaGP, CaGPCG
+from .settings import CagpSettings
 
 
 def _cagp_arguments(spec: EngineSpec) -> dict[str, Any]:
     """The settings CaGP-Opt and CaGP-CG share."""
+    cagp = spec.section(CagpSettings)
     return {
-        "actions": spec.cagp_actions,
-        "epochs": spec.cagp_epochs,
-        "learning_rate": spec.cagp_learning_rate,
-        "optimizer": "lbfgs" if spec.cagp_lbfgs else "adam",
-        "validation": spec.cagp_validation,
-        "validate_every": spec.cagp_validate_every,
-        "patience": spec.cagp_patience,
-        "prefit_points": spec.cagp_prefit_points,
-        "chunk": spec.cagp_chunk,
+        "actions": cagp.actions,
+        "epochs": cagp.epochs,
+        "learning_rate": cagp.learning_rate,
+        "optimizer": "lbfgs" if cagp.lbfgs else "adam",
+        "validation": cagp.validation,
+        "validate_every": cagp.validate_every,
+        "patience": cagp.patience,
+        "prefit_points": cagp.prefit_points,
+        "chunk": cagp.chunk,
         "seed": spec.seed,
         "device": spec.device,
         "dtype": DTYPES[spec.dtype],
@@ -35,20 +37,22 @@ def _cagp_arguments(spec: EngineSpec) -> dict[str, Any]:
 
 def build_cagp(spec: EngineSpec, input_dim: int) -> CaGP:
     """CaGP-Opt (Wenger et al. 2024) as the spec describes it."""
+    cagp = spec.section(CagpSettings)
     return CaGP(
         build_kernel(spec, input_dim),
         spec.noise_variance,
-        block_order=spec.cagp_block_order,
+        block_order=cagp.block_order,
         **_cagp_arguments(spec),
     )
 
 
 def build_cagp_cg(spec: EngineSpec, input_dim: int) -> CaGPCG:
     """CaGP-CG (Wenger et al. 2024) as the spec describes it."""
+    cagp = spec.section(CagpSettings)
     return CaGPCG(
         build_kernel(spec, input_dim),
         spec.noise_variance,
-        cg_tolerance=spec.cagp_cg_tolerance,
+        cg_tolerance=cagp.cg_tolerance,
         **_cagp_arguments(spec),
     )
 
@@ -71,17 +75,18 @@ def cagp_fit_cost(spec: EngineSpec, n: int, opt: bool) -> FitCost:
     ``1 + LINE_SEARCH_EVALUATIONS`` times (10 such epochs of CaGP-CG on 17 794 readings ran
     past 20 minutes against an estimate of 8 that counted one evaluation each). Once: the
     pre-fit of θ and the final posterior."""
+    cagp = spec.section(CagpSettings)
     n2 = float(n) ** 2
     if opt:
         per = OPT_EPOCH_FLOPS_PER_N2 * n2
     else:
-        steps = min(spec.cagp_actions, n)
+        steps = min(cagp.actions, n)
         per = (CG_EPOCH_FLOPS_PER_N2 + CG_STEP_FLOPS_PER_N2 * steps) * n2
-    final = per + prefit_flops(spec, min(n, spec.cagp_prefit_points))
-    if spec.cagp_lbfgs:
-        evaluations = spec.cagp_epochs * (1 + LINE_SEARCH_EVALUATIONS)
+    final = per + prefit_flops(spec, min(n, cagp.prefit_points))
+    if cagp.lbfgs:
+        evaluations = cagp.epochs * (1 + LINE_SEARCH_EVALUATIONS)
         return FitCost(evaluations, "ELBO evaluations (L-BFGS)", per, final)
-    return FitCost(spec.cagp_epochs, "epochs", per, final)
+    return FitCost(cagp.epochs, "epochs", per, final)
 
 
 def entry(name: str) -> ModelEntry:
@@ -95,11 +100,11 @@ def entry(name: str) -> ModelEntry:
         build_cagp if opt else build_cagp_cg,
         CaGP.from_state if opt else CaGPCG.from_state,
         lambda n: {  # n actions span the data: the exact GP at fixed θ
-            "cagp_actions": n,
-            "cagp_epochs": 0,
-            "cagp_prefit_points": 0,
-            "cagp_validation": 0.0,
-            "cagp_cg_tolerance": 0.0,
+            "cagp.actions": n,
+            "cagp.epochs": 0,
+            "cagp.prefit_points": 0,
+            "cagp.validation": 0.0,
+            "cagp.cg_tolerance": 0.0,
             "fit_iterations": 0,
         },
         support_label="data points",

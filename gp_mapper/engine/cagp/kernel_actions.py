@@ -32,7 +32,7 @@ from .settings import default as setting_default
 
 # Rows of X per kernel block: 256 rows of a 10⁵-point log are a 200 MB float64 block, the
 # largest transient the op holds (plus autograd's recomputation in the backward, a few more).
-DEFAULT_CHUNK = setting_default("cagp_chunk")
+DEFAULT_CHUNK = setting_default("cagp.chunk")
 # A kernel block of at most this many bytes: larger temporaries are each a fresh mapping of
 # memory (glibc maps blocks past 32 MB), whose page faults cost more than the arithmetic (at
 # N 17 794, 256-row blocks of 36 MB spent half an epoch in the kernel).

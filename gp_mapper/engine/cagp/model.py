@@ -63,12 +63,12 @@ from .trainer import (
 )
 
 # The paper's rank for every UCI set (Table S1).
-DEFAULT_ACTIONS = setting_default("cagp_actions")
+DEFAULT_ACTIONS = setting_default("cagp.actions")
 # No training after the pre-fit of θ (the settings table's reason); the paper's 1000 epochs
 # (Adam) are a GPU budget: on 2·10⁴ samples an epoch is 4·10⁸ kernel evaluations.
-DEFAULT_EPOCHS = setting_default("cagp_epochs")
+DEFAULT_EPOCHS = setting_default("cagp.epochs")
 # Samples of the exact pre-fit of θ (the settings table's reason).
-DEFAULT_PREFIT_POINTS = setting_default("cagp_prefit_points")
+DEFAULT_PREFIT_POINTS = setting_default("cagp.prefit_points")
 # Share of the training progress bar given to training; the final posterior takes the rest.
 _TRAIN_SHARE = 0.95
 

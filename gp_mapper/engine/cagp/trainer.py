@@ -38,11 +38,11 @@ LR_END_FACTOR = 0.1
 # CPU is affordable at a few hundred, so the model's default is lower (cagp/settings.py).
 PAPER_EPOCHS = 1000
 # The middle of the paper's sweep {1, 0.1, 0.01}; 0.1 is what it used on 3DRoad and Power.
-DEFAULT_LEARNING_RATE = setting_default("cagp_learning_rate")
+DEFAULT_LEARNING_RATE = setting_default("cagp.learning_rate")
 # Validation checks: every 10 epochs, stop after 20 checks (200 epochs) without improvement,
 # longer than the ramp-up phase of Fig. 3 in the paper's runs of 1000 epochs.
-DEFAULT_VALIDATE_EVERY = setting_default("cagp_validate_every")
-DEFAULT_PATIENCE = setting_default("cagp_patience")
+DEFAULT_VALIDATE_EVERY = setting_default("cagp.validate_every")
+DEFAULT_PATIENCE = setting_default("cagp.patience")
 
 
 @dataclass(frozen=True)

@@ -45,8 +45,8 @@ def prefit_flops(spec: EngineSpec, points: int) -> float:
 def entry(name: str) -> ModelEntry:
     """The registry\'s entry of the model ``name``."""
     return ModelEntry(
-        "exact",
-        model_kind("exact"),
+        name,
+        model_kind(name),
         "exact GP on all the data (O(N³): a reference, for logs of a few thousand samples)",
         build_exact,
         ExactGP.from_state,

@@ -61,15 +61,15 @@ class AdditiveVips:
         drift_window: how far back [s] from the newest reading the drift keeps inducing times.
     """
 
-    delta: float = default("delta")
-    drift_spacing: float = default("gam_drift_spacing")
-    drift_window: float = default("gam_drift_window")
+    delta: float = default("vips.delta")
+    drift_spacing: float = default("gam.drift_spacing")
+    drift_window: float = default("gam.drift_window")
     name: str = "additive_vips"
 
     def __post_init__(self) -> None:
-        check("delta", self.delta)
-        check("gam_drift_spacing", self.drift_spacing)
-        check("gam_drift_window", self.drift_window)
+        check("vips.delta", self.delta)
+        check("gam.drift_spacing", self.drift_spacing)
+        check("gam.drift_window", self.drift_window)
 
     def to_spec(self) -> dict[str, Any]:
         return {

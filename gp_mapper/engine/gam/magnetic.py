@@ -19,13 +19,13 @@ and a new run gets its offset's prior variance.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
 
 import torch
 
 from .component import Component, grid_inducing
 from .heading import HEADING_INDUCING_RAD, CompassDeviation
 from .run_offset import RunOffset
+from .settings import GamSettings
 from .zero_mean import ZeroMeanMatern32
 
 # The input each nuisance component reads, and the order of their columns.
@@ -35,16 +35,6 @@ AUXILIARY_ORDER = ("yaw", "run", "time")
 MAX_RUNS = 10_000
 
 
-class NuisanceSettings(Protocol):
-    """The settings the nuisance components read (an ``EngineSpec``)."""
-
-    gam_heading_variance: float
-    gam_run_variance: float
-    gam_drift_variance: float
-    gam_drift_lengthscale: float
-    gam_drift_inducing: int
-
-
 def auxiliary_inputs(names: Sequence[str]) -> tuple[str, ...]:
     """The auxiliary input columns the named components need, in column order."""
     wanted = {AUXILIARY_INPUT[n] for n in names if n in AUXILIARY_INPUT}
@@ -52,7 +42,7 @@ def auxiliary_inputs(names: Sequence[str]) -> tuple[str, ...]:
 
 
 def nuisance_components(
-    names: Sequence[str], input_dim: int, settings: NuisanceSettings, dtype: torch.dtype
+    names: Sequence[str], input_dim: int, settings: GamSettings, dtype: torch.dtype
 ) -> list[Component]:
     """The heading, run and drift components among ``names``, for map inputs of ``input_dim``.
 
@@ -72,14 +62,14 @@ def nuisance_components(
     if "heading" in names:
         c = column("heading")
         angles = torch.tensor(HEADING_INDUCING_RAD, dtype=dtype)[:, None]
-        kernel = CompassDeviation(settings.gam_heading_variance, (c,))
+        kernel = CompassDeviation(settings.heading_variance, (c,))
         out.append(Component("heading", kernel, grid_inducing(angles, [c], width)))
     if "run" in names:
-        kernel = RunOffset(settings.gam_run_variance, (column("run"),))
+        kernel = RunOffset(settings.run_variance, (column("run"),))
         out.append(Component("run", kernel, from_data=MAX_RUNS, draw="distinct"))
     if "drift" in names:
         kernel = ZeroMeanMatern32(
-            settings.gam_drift_variance, settings.gam_drift_lengthscale, (column("drift"),)
+            settings.drift_variance, settings.drift_lengthscale, (column("drift"),)
         )
-        out.append(Component("drift", kernel, from_data=settings.gam_drift_inducing, draw="grid"))
+        out.append(Component("drift", kernel, from_data=settings.drift_inducing, draw="grid"))
     return out

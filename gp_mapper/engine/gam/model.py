@@ -65,7 +65,7 @@ from .zero_mean import ZeroMeanMatern32
 PosteriorForm = Literal["coupled_precision", "full_coupled", "mean_field"]
 POSTERIOR_FORMS: tuple[str, ...] = ("coupled_precision", "full_coupled", "mean_field")
 # 2: the map layer, its input width and the auxiliary inputs; format 1 states still load.
-DEFAULT_ITERATIONS = setting_default("gam_iterations")
+DEFAULT_ITERATIONS = setting_default("gam.iterations")
 # B starts at this scale times N(0, 1): never 0, where the gradient in B vanishes (B = 0 is a
 # stationary point of the ELBO).
 B_INIT_SCALE = 0.1

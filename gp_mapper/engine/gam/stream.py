@@ -97,12 +97,12 @@ class StreamingAdditiveGP(EngineViews):
         noise_variance: float = 0.1,
         selector: Selector | None = None,
         *,
-        run_gap: float = default("gam_run_gap"),
+        run_gap: float = default("gam.run_gap"),
         options: StreamOptions | None = None,
     ) -> None:
         if not isinstance(kernel, BlockKernel):
             raise TypeError(f"the streaming additive model needs a BlockKernel; got {type(kernel)}")
-        self.run_gap = float(check("gam_run_gap", run_gap))
+        self.run_gap = float(check("gam.run_gap", run_gap))
         self._stream = OnlineSparseGP(
             kernel,
             noise_variance,
@@ -402,7 +402,7 @@ class StreamingAdditiveGP(EngineViews):
             raise StateError(f"the state holds a {saved!r} model, not a {cls.name!r} one")
         try:
             (run_gap_setting,) = cls.STATE_SETTINGS
-            run_gap = float(check("gam_run_gap", run_gap_setting.parse(state)))
+            run_gap = float(check("gam.run_gap", run_gap_setting.parse(state)))
             clock = None
             if "gam_stream.clock" in state:
                 origin, last, run = np.asarray(state["gam_stream.clock"], dtype=np.float64)

@@ -127,13 +127,13 @@ class PotentialVips:
         offset: the stencil's radius, in lengthscales.
     """
 
-    delta: float = default("delta")
-    offset: float = default("potential_offset")
+    delta: float = default("vips.delta")
+    offset: float = default("potential.offset")
     name: str = "potential_vips"
 
     def __post_init__(self) -> None:
-        check("delta", self.delta)
-        check("potential_offset", self.offset)
+        check("vips.delta", self.delta)
+        check("potential.offset", self.offset)
 
     def to_spec(self) -> dict[str, Any]:
         return {"type": "potential_vips", "delta": self.delta, "offset": self.offset}

@@ -11,29 +11,31 @@ from ..model_table import ModelEntry, model_kind
 from ..spec import DTYPES, EngineSpec, build_kernel, build_selector, stream_options, vips_options
 from .continuation import to_streaming_state
 from .model import SolveGP
+from .settings import SolveGpSettings
 
 
 def build_solvegp(spec: EngineSpec, input_dim: int) -> SolveGP:
     """SOLVE-GP (Shi et al. 2020) as the spec describes it."""
+    solvegp = spec.section(SolveGpSettings)
     return SolveGP(
         build_kernel(spec, input_dim),
         spec.noise_variance,
-        num_inducing=spec.solve_inducing,
-        num_orthogonal=spec.solve_orthogonal,
-        family=spec.solve_family,
-        whiten=spec.solve_whiten,
-        batch_size=spec.solve_batch_size,
-        epochs=spec.solve_epochs,
-        learning_rate=spec.solve_learning_rate,
-        init=spec.solve_init,
-        validation=spec.solve_validation,
-        patience=spec.solve_patience,
-        warm_start=spec.solve_warm_start,
-        optimal_q=spec.solve_optimal_q,
-        standardise=spec.solve_standardise,
-        train_inducing=spec.solve_train_inducing,
+        num_inducing=solvegp.inducing,
+        num_orthogonal=solvegp.orthogonal,
+        family=solvegp.family,
+        whiten=solvegp.whiten,
+        batch_size=solvegp.batch_size,
+        epochs=solvegp.epochs,
+        learning_rate=solvegp.learning_rate,
+        init=solvegp.init,
+        validation=solvegp.validation,
+        patience=solvegp.patience,
+        warm_start=solvegp.warm_start,
+        optimal_q=solvegp.optimal_q,
+        standardise=solvegp.standardise,
+        train_inducing=solvegp.train_inducing,
         train_hyperparameters=spec.fit_iterations > 0,
-        prefit_points=spec.solve_prefit_points,
+        prefit_points=solvegp.prefit_points,
         seed=spec.seed,
         device=spec.device,
         dtype=DTYPES[spec.dtype],
@@ -65,29 +67,30 @@ EPOCH_FLOPS_PER_SAMPLE_M2 = 20.0
 
 def solvegp_fit_cost(spec: EngineSpec, n: int) -> FitCost:
     """The fit's work: every epoch run (``solve_epochs``; validation may stop it sooner),
-    after the exact pre-fit of θ on ``solve_prefit_points``."""
-    m = spec.solve_inducing + spec.solve_orthogonal
+    after the exact pre-fit of θ on ``solvegp.prefit_points``."""
+    solvegp = spec.section(SolveGpSettings)
+    m = solvegp.inducing + solvegp.orthogonal
     per = EPOCH_FLOPS_PER_SAMPLE_M2 * float(n) * m * m
-    prefit = prefit_flops(spec, min(n, spec.solve_prefit_points))
-    return FitCost(spec.solve_epochs, "epochs", per, prefit)
+    prefit = prefit_flops(spec, min(n, solvegp.prefit_points))
+    return FitCost(solvegp.epochs, "epochs", per, prefit)
 
 
 def entry(name: str) -> ModelEntry:
     """The registry\'s entry of the model ``name``."""
     return ModelEntry(
-        "solvegp",
-        model_kind("solvegp"),
+        name,
+        model_kind(name),
         "SOLVE-GP: sparse variational GP with orthogonal inducing points, fitted by minibatch "
         "SVI, continued live by the streaming model (Shi et al. 2020)",
         build_solvegp,
         SolveGP.from_state,
         lambda n: {
-            "solve_family": "full",  # Z = X with q at its optimum: the exact GP at fixed θ
-            "solve_inducing": n,
-            "solve_orthogonal": 0,
-            "solve_epochs": 0,
-            "solve_optimal_q": True,
-            "solve_validation": 0.0,
+            "solvegp.family": "full",  # Z = X with q at its optimum: the exact GP at fixed θ
+            "solvegp.inducing": n,
+            "solvegp.orthogonal": 0,
+            "solvegp.epochs": 0,
+            "solvegp.optimal_q": True,
+            "solvegp.validation": 0.0,
             "fit_iterations": 0,
         },
         solvegp_streaming_state,

@@ -63,20 +63,20 @@ Standardise = Literal["none", "scale", "centre"]
 STANDARDISE: tuple[str, ...] = ("none", "scale", "centre")
 # Defaults: the paper's UCI recipe (App. G.3) at half its M, which a CPU affords on a map of
 # 10⁵ samples: the settings table's (solvegp/settings.py), one default for API and node.
-DEFAULT_INDUCING = setting_default("solve_inducing")
-DEFAULT_ORTHOGONAL = setting_default("solve_orthogonal")
-DEFAULT_BATCH_SIZE = setting_default("solve_batch_size")
-DEFAULT_EPOCHS = setting_default("solve_epochs")
-DEFAULT_LEARNING_RATE = setting_default("solve_learning_rate")
+DEFAULT_INDUCING = setting_default("solvegp.inducing")
+DEFAULT_ORTHOGONAL = setting_default("solvegp.orthogonal")
+DEFAULT_BATCH_SIZE = setting_default("solvegp.batch_size")
+DEFAULT_EPOCHS = setting_default("solvegp.epochs")
+DEFAULT_LEARNING_RATE = setting_default("solvegp.learning_rate")
 # The paper holds out 20 % of train as validation (App. G.3); a map needs its data more, 10 %.
-DEFAULT_VALIDATION = setting_default("solve_validation")
+DEFAULT_VALIDATION = setting_default("solvegp.validation")
 # Epochs without a better validation log-likelihood before the fit stops.
-DEFAULT_PATIENCE = setting_default("solve_patience")
+DEFAULT_PATIENCE = setting_default("solvegp.patience")
 # A standard deviation below this (a constant log) is not divided by.
 MIN_SCALE = 1e-12
 # The θ pre-fit on an exact GP over a random subset (the table's reason); the paper trains θ
 # with q from the start (App. G): prefit_points=0.
-DEFAULT_PREFIT_POINTS = setting_default("solve_prefit_points")
+DEFAULT_PREFIT_POINTS = setting_default("solvegp.prefit_points")
 # Seconds between two progress reports within an epoch (an epoch of 20 000 readings takes
 # ~7 s here; the CLI prints at most every 5 s).
 STEP_REPORT_S = 2.0

@@ -22,11 +22,16 @@ def build_online_sgp(spec: EngineSpec, input_dim: int) -> OnlineSparseGP:
 def entry(name: str) -> ModelEntry:
     """The registry\'s entry of the model ``name``."""
     return ModelEntry(
-        "vips",
-        model_kind("vips"),
+        name,
+        model_kind(name),
         "continual sparse GP, VIPS inducing points (Pescador-Barrios et al.) on the Bui et al. "
         "online bound",
         build_online_sgp,
         OnlineSparseGP.from_state,
-        lambda n: {"selector": "fixed", "fixed_size": n, "max_inducing": n, "fit_iterations": 0},
+        lambda n: {
+            "vips.selector": "fixed",
+            "vips.fixed_size": n,
+            "vips.max_inducing": n,
+            "fit_iterations": 0,
+        },
     )

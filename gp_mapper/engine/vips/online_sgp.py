@@ -44,14 +44,14 @@ from .stats import GroupedStats
 from .theta_memory import ThetaMemory
 
 STATE_FORMAT_VERSION = 1
-DEFAULT_MAX_INDUCING = setting_default("max_inducing")
+DEFAULT_MAX_INDUCING = setting_default("vips.max_inducing")
 DEFAULT_FIT_ITERATIONS = setting_default("fit_iterations")
 # Robust z beyond which a reading is an outlier (robust.py): the settings table's default, so an
 # engine built from the API is as protected as the node's.
-DEFAULT_OUTLIER_Z = float(setting_default("outlier_z"))
+DEFAULT_OUTLIER_Z = float(setting_default("vips.outlier_z"))
 # The API's engine adds no pass noise (the paper's white noise); the node's default is in the
 # settings table, in µT² for the magnetometer.
-DEFAULT_PASS_NOISE_VARIANCE = setting_default("pass_noise_variance")
+DEFAULT_PASS_NOISE_VARIANCE = setting_default("vips.pass_noise_variance")
 # Kernels whose variance is the prior scale of a uniform offset (a constant, the potential
 # model's uniform field): the targets' spread about their mean does not measure it, so the
 # hyperprior keeps it at its initial value, as every hyperparameter but a field's variance.
@@ -244,8 +244,10 @@ class OnlineSparseGP(PlainInputs):
         if hyperprior_scale < 0.0:
             raise ValueError(f"hyperprior_scale must be >= 0, got {hyperprior_scale}")
         self.hyperprior_scale = hyperprior_scale
-        self.outlier_z = float(check_setting("outlier_z", outlier_z))
-        self.pass_noise_variance = float(check_setting("pass_noise_variance", pass_noise_variance))
+        self.outlier_z = float(check_setting("vips.outlier_z", outlier_z))
+        self.pass_noise_variance = float(
+            check_setting("vips.pass_noise_variance", pass_noise_variance)
+        )
         self._initial = {
             k: float(v.detach().reshape(-1)[0]) for k, v in kernel.hyperparameters().items()
         }
@@ -266,7 +268,7 @@ class OnlineSparseGP(PlainInputs):
         if not fit_max_seconds >= 0.0:
             raise ValueError(f"fit_max_seconds must be >= 0, got {fit_max_seconds}")
         self.fit_max_seconds = float(fit_max_seconds)
-        self.cell_size = float(check_setting("cell_size", cell_size))
+        self.cell_size = float(check_setting("vips.cell_size", cell_size))
         if cell_columns < 0:
             raise ValueError(f"cell_columns must be >= 0, got {cell_columns}")
         self.cell_columns = int(cell_columns)
@@ -349,7 +351,7 @@ class OnlineSparseGP(PlainInputs):
     def set_pass_noise_variance(self, variance: float) -> None:
         """Set σ²_pass for the windows to come (a map measuring it: ``pass_noise_variance:
         auto``). The committed map is unchanged: each window was absorbed under its own."""
-        variance = float(check_setting("pass_noise_variance", variance))
+        variance = float(check_setting("vips.pass_noise_variance", variance))
         if variance == self.pass_noise_variance:
             return
         noise = copy.deepcopy(self._state.noise)

@@ -111,11 +111,11 @@ class Vips:
             recommends 0.035; its magnetometer experiment uses 0.095).
     """
 
-    delta: float = default("delta")
+    delta: float = default("vips.delta")
     name: str = "vips"
 
     def __post_init__(self) -> None:
-        check("delta", self.delta)  # the node's parameter range, so both agree
+        check("vips.delta", self.delta)  # the node's parameter range, so both agree
 
     def to_spec(self) -> dict[str, Any]:
         return {"type": "vips", "delta": self.delta}
@@ -296,7 +296,7 @@ class ConditionalVariance:
     old inducing points can be dropped.
     """
 
-    eta: float = default("eta")
+    eta: float = default("vips.eta")
     name: str = "cv"
 
     def __post_init__(self) -> None:
@@ -314,7 +314,7 @@ class ConditionalVariance:
 class FixedSize:
     """A fixed number of inducing points, re-chosen by greedy variance over old and new points."""
 
-    size: int = default("fixed_size")
+    size: int = default("vips.fixed_size")
     name: str = "fixed"
 
     def __post_init__(self) -> None:
@@ -359,12 +359,12 @@ class Oips:
         initial: random points of the first batch to start from (the authors use 10).
     """
 
-    rho: float = default("rho")
+    rho: float = default("vips.rho")
     initial: int = 10
     name: str = "oips"
 
     def __post_init__(self) -> None:
-        check("rho", self.rho)  # the node's parameter range, so both agree
+        check("vips.rho", self.rho)  # the node's parameter range, so both agree
 
     def to_spec(self) -> dict[str, Any]:
         return {"type": "oips", "rho": self.rho, "initial": self.initial}

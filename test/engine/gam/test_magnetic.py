@@ -30,7 +30,7 @@ from gp_mapper.engine.gam.zero_mean import (
 from gp_mapper.io.synthetic import heading_bias, make_synthetic_world, simulate_run
 
 DTYPE = torch.float64
-QUICK = {"model": "gam", "device": "cpu", "gam_iterations": 20, "kernel": "matern52",
+QUICK = {"model": "gam", "device": "cpu", "gam.iterations": 20, "kernel": "matern52",
          "lengthscale": 0.8, "kernel_variance": 20.0, "constant_variance": 2500.0}  # fmt: skip
 # The synthetic robot: 3 µT of heading bias (the curve's RMS over a turn is ~2.7 µT, a robot
 # body's hard iron of a few µT), 1000 of the readings of a 3-minute run, 100 map inducing points.
@@ -62,18 +62,18 @@ def test_bad_component_lists_are_refused_by_name(text: str, match: str) -> None:
     with pytest.raises(ValueError, match=match):
         parse_components(text)
     with pytest.raises(ValueError, match=match):
-        EngineSpec(model="gam", components=text)
+        EngineSpec(model="gam", gam_components=text)
 
 
 def test_default_components_are_unchanged() -> None:
     model = build_model(EngineSpec(model="gam", device="cpu"), 2)
-    assert EngineSpec().components == "offset+map"
+    assert EngineSpec().get("gam.components") == "offset+map"
     assert model.component_names == ("offset", "map")
     assert model.map_layer is None and model.auxiliary_inputs == ()
 
 
 def test_nuisance_components_read_the_columns_after_the_map_inputs() -> None:
-    spec = EngineSpec(**QUICK, components="offset+map+heading+run+drift")
+    spec = EngineSpec(**QUICK, gam_components="offset+map+heading+run+drift")
     model = build_model(spec, 3)
     assert model.component_names == ("offset", "map", "heading", "run", "drift")
     assert model.auxiliary_inputs == auxiliary_inputs(model.component_names)
@@ -152,7 +152,7 @@ def robot_fits() -> dict[str, object]:
     xy, yaw, y, world = robot()
     out: dict[str, object] = {"world": world}
     for components, X in (("offset+map", xy), ("offset+map+heading", np.column_stack([xy, yaw]))):
-        spec = EngineSpec(**{**QUICK, "gam_iterations": 200}, components=components,
+        spec = EngineSpec(**{**QUICK, "gam.iterations": 200}, gam_components=components,
                           gam_map_inducing=ROBOT_INDUCING)  # fmt: skip
         model = build_model(spec, 2)
         assert model.fit(X, y).accepted
@@ -217,7 +217,7 @@ def test_state_round_trips_with_every_nuisance_component() -> None:
     time_s = np.arange(n) * 2.0
     y = 45.0 + np.sin(xy[:, 0]) + 0.5 * np.sin(yaw) + 0.3 * run + 0.05 * rng.standard_normal(n)
     X = np.column_stack([xy, yaw, run, time_s])
-    spec = EngineSpec(**QUICK, components="offset+map+heading+run+drift",
+    spec = EngineSpec(**QUICK, gam_components="offset+map+heading+run+drift",
                       gam_map_inducing=20, gam_drift_inducing=8)  # fmt: skip
     model = build_model(spec, 2)
     report = model.fit(X, y)

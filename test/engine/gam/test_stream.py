@@ -73,7 +73,7 @@ def test_with_the_map_alone_the_stream_is_the_vips_engine_bit_for_bit() -> None:
     run = simulate_run(world, 60.0, 10.0, 1)
     X, y = run.position_m, np.linalg.norm(run.mag_ut, axis=1)
     vips = build_model(EngineSpec(**QUICK, model="vips"), 2)
-    gam = build_model(EngineSpec(**QUICK, model="gam_stream", components="offset+map"), 2)
+    gam = build_model(EngineSpec(**QUICK, model="gam_stream", gam_components="offset+map"), 2)
     assert isinstance(gam, StreamingAdditiveGP) and gam.auxiliary_inputs == ()
     stream(vips, X, y, 4)
     stream(gam, X, y, 4)
@@ -88,7 +88,7 @@ def test_on_the_path_3_stream_the_map_alone_is_the_vips_engine(magnetic_dir) -> 
     size = (len(y) - len(y) % 20) // 20 - 1  # the authors' split: 19 batches of this size
     bounds = [*range(0, 20 * size, size), len(y)]
     vips = build_model(EngineSpec(device="cpu", model="vips"), 2)
-    gam = build_model(EngineSpec(device="cpu", model="gam_stream", components="offset+map"), 2)
+    gam = build_model(EngineSpec(device="cpu", model="gam_stream", gam_components="offset+map"), 2)
     for model in (vips, gam):
         for start, stop in itertools.pairwise(bounds):
             assert model.update(X[start:stop], y[start:stop]).accepted
@@ -139,7 +139,7 @@ def robot_streams() -> dict[str, object]:
     xy, yaw, _, y, world = robot()
     out: dict[str, object] = {"world": world}
     for components, X in (("offset+map", xy), ("offset+map+heading", np.column_stack([xy, yaw]))):
-        spec = EngineSpec(**QUICK, model="gam_stream", components=components)
+        spec = EngineSpec(**QUICK, model="gam_stream", gam_components=components)
         model = build_model(spec, 2)
         stream(model, X, y, ROBOT_WINDOWS)
         out[components] = model
@@ -193,7 +193,7 @@ def all_components() -> StreamingAdditiveGP:
         gam_run_gap=5.0,
         gam_drift_spacing=20.0,
         gam_drift_window=60.0,
-        components="offset+map+heading+run+drift",
+        gam_components="offset+map+heading+run+drift",
     )
     return build_model(spec, 2)
 
@@ -231,8 +231,8 @@ def test_the_nuisance_leaves_the_level_to_the_map_layer() -> None:
     X = np.column_stack([xy, np.mod(t / 3.0, 2.0 * math.pi), t])
     y = field + 0.05 * rng.standard_normal(n)
     spec = EngineSpec(**{**QUICK, "kernel_variance": 1.0, "lengthscale": 1.0,
-                         "constant_variance": 500.0}, model="gam_stream", hyperprior_scale=0.0,
-                      components="offset+map+heading+run+drift")  # fmt: skip
+                         "constant_variance": 500.0}, model="gam_stream", vips_hyperprior_scale=0.0,
+                      gam_components="offset+map+heading+run+drift")  # fmt: skip
     model = build_model(spec, 2)
     for part in np.array_split(np.arange(n), 4):
         report = model.update(X[part], y[part])
@@ -292,8 +292,8 @@ def test_bad_inputs_and_states_are_refused_by_name() -> None:
     with pytest.raises(StateError, match="not a 'gam_stream' one"):
         StreamingAdditiveGP.from_state({**state, "model": np.array("vips")})
     with pytest.raises(ValueError, match="selects its inducing points with selector: vips"):
-        build_model(EngineSpec(**QUICK, model="gam_stream", selector="cv",
-                               components="offset+map+heading"), 2)  # fmt: skip
+        build_model(EngineSpec(**QUICK, model="gam_stream", vips_selector="cv",
+                               gam_components="offset+map+heading"), 2)  # fmt: skip
     buffer = io.BytesIO()
     np.savez(buffer, **state)  # every field is a plain array: no pickle needed
 

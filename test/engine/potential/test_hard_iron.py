@@ -101,7 +101,8 @@ def synthetic_run(n: int, orientation: str, offset: tuple[float, float, float], 
 def spec(hard_iron_variance: float) -> EngineSpec:
     return EngineSpec(
         model="potential", kernel="se", kernel_variance=4.0, lengthscale=0.6,
-        noise_variance=NOISE_SD**2, fit_iterations=0, hard_iron_variance=hard_iron_variance,
+        noise_variance=NOISE_SD**2, fit_iterations=0,
+        potential_hard_iron_variance=hard_iron_variance,
     )  # fmt: skip
 
 

@@ -163,7 +163,7 @@ def test_every_tile_a_window_touches_takes_the_maps_theta() -> None:
 
 def test_a_full_tile_that_loses_readings_is_named() -> None:
     X, y = walk()
-    model = tiled(max_inducing=8)
+    model = tiled(vips_max_inducing=8)
     reports = [model.update(X[p], y[p]) for p in np.array_split(np.arange(len(X)), 6)]
     assert all(r.accepted for r in reports)
     assert any(r.full for r in reports)
@@ -259,8 +259,8 @@ def test_tiles_far_from_the_recent_windows_keep_only_their_state(
 def test_the_map_holds_the_offsets_its_passes_leave_and_saves_their_record() -> None:
     X, y = walk(900)
     t = np.linspace(0.0, 300.0, len(X))  # the walk's 9 sweeps 33 s apart: passes
-    model = tiled(pass_noise_variance=0.5)
-    plain = tiled(pass_noise_variance=0.5)
+    model = tiled(vips_pass_noise_variance=0.5)
+    plain = tiled(vips_pass_noise_variance=0.5)
     for part in np.array_split(np.arange(len(X)), 6):
         assert model.update(X[part], y[part]).accepted
         assert plain.update(X[part], y[part]).accepted
