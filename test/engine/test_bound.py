@@ -295,3 +295,30 @@ def test_an_extension_that_fails_takes_the_general_path(
         general, fg = online_bound(k, s2, Z_b, toy.X, toy.y, carried, 1e-6)
     assert ff.U is not None and torch.equal(ff.L_b, fg.L_b)
     assert float(fallback.value) == float(general.value)
+
+
+@pytest.mark.parametrize("prefix", [True, False])
+def test_factors_read_the_old_blocks_off_k_bb_when_z_begins_with_the_old_points(
+    prefix: bool,
+) -> None:
+    """VIPS keeps the old points first: K(Z, Z_a) and K_aa are then K_bb's blocks, the same
+    numbers as the kernel's own matrices (and another order still gets those)."""
+    from gp_mapper.engine import Constant, Matern52
+    from gp_mapper.engine.core.linalg import Jitter, solve_lower
+    from gp_mapper.engine.vips.bound import factors
+    from gp_mapper.engine.vips.posterior import CarriedPosterior
+
+    gen = torch.Generator().manual_seed(3)
+    Z_a = torch.rand(12, 2, generator=gen, dtype=torch.float64) * 4.0
+    new = torch.rand(5, 2, generator=gen, dtype=torch.float64) * 4.0
+    Z = torch.cat([Z_a, new]) if prefix else torch.cat([new, Z_a])
+    X = torch.rand(30, 2, generator=gen, dtype=torch.float64) * 4.0
+    eye = torch.eye(12, dtype=torch.float64)
+    old = CarriedPosterior(Z_a, eye, eye * 0.0, torch.zeros(12, dtype=torch.float64), eye,
+                           Jitter(1e-8, True))  # fmt: skip
+    kernel = Constant(5.0) + Matern52(2.0, 0.8)
+    f = factors(kernel, Z, X, old, Jitter(1e-8, True))
+    eps = f.jitter.amount(torch.diagonal(kernel.K(Z)).mean())
+    same = (Z[:, None, :] == Z_a[None, :, :]).all(-1).to(Z.dtype)
+    torch.testing.assert_close(f.U, solve_lower(f.L_b, kernel.K(Z, Z_a) + eps * same))
+    torch.testing.assert_close(f.Kaa, kernel.K(Z_a) + eps * eye)

@@ -183,3 +183,39 @@ def test_every_raw_value_survives_a_spec_round_trip(
         noise.raw_variance.fill_(EXTREME_RAWS[0])
     rebuilt = GaussianNoise(float(noise.variance.detach()))
     assert float(rebuilt.variance.detach()) == pytest.approx(NOISE_FLOOR)
+
+
+@pytest.mark.parametrize("kind", [SquaredExponential, Matern32, Matern52])
+def test_a_fits_fused_kernel_matrix_has_the_same_values_and_gradients(kind) -> None:
+    """Inside ``first_derivatives_only`` (a fit's closure) an isotropic kernel's matrix is one
+    autograd node: the same values, the same first derivatives in θ; a graph for second
+    derivatives through it is refused; an ARD kernel, or inputs with gradients, take the
+    elementwise path."""
+    from gp_mapper.engine.core.kernels import first_derivatives_only
+
+    gen = torch.Generator().manual_seed(0)
+    Z = torch.rand(15, 2, generator=gen, dtype=torch.float64) * 3.0
+    X = torch.rand(25, 2, generator=gen, dtype=torch.float64) * 3.0
+    W = torch.randn(15, 25, generator=gen, dtype=torch.float64)
+    kernel = Constant(5.0) + kind(1.3, 0.7)
+    params = list(kernel.parameters())
+
+    def value() -> torch.Tensor:
+        return (kernel.K(Z, X) * W).sum() + kernel.K(Z).logdet()
+
+    plain = value()
+    grads = torch.autograd.grad(plain, params)
+    with first_derivatives_only():
+        fused = value()
+        assert fused.grad_fn is not None
+    torch.testing.assert_close(fused, plain, rtol=0.0, atol=0.0)
+    for a, b in zip(torch.autograd.grad(fused, params), grads, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=0.0)
+    with first_derivatives_only():
+        fused = value()
+    with pytest.raises(RuntimeError, match="first derivatives only"):
+        torch.autograd.grad(fused, params[-1], create_graph=True)
+    ard = kind(0.7, [1.0, 2.0])
+    with first_derivatives_only():
+        assert "StationaryMatrix" not in type(ard.K(Z, X).grad_fn).__name__
+        assert "StationaryMatrix" in type(kind(0.7, 1.0).K(Z, X).grad_fn).__name__

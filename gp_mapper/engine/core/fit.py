@@ -11,6 +11,7 @@ import torch
 from torch import Tensor, nn
 
 from ..errors import NumericalError
+from .kernels import first_derivatives_only
 
 # Stop when the largest gradient entry (of the loss per datum) falls below this. Looser than
 # SciPy's default; on the magnetometer stream the map is the same (benchmarks/magnetic_streaming.py)
@@ -94,7 +95,8 @@ def fit_hyperparameters(
             raise _OutOfTimeError
         evaluations += 1
         optimiser.zero_grad()
-        loss = loss_fn()
+        with first_derivatives_only():  # the fused kernel matrices: a cheaper backward
+            loss = loss_fn()
         if not torch.isfinite(loss):
             raise NumericalError("loss became non-finite")
         value = float(loss.detach())

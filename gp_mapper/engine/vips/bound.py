@@ -291,9 +291,14 @@ def factors(
     if old is not None and old.num_inducing > 0:
         eps = used.amount(jitter_scale(torch.diagonal(K_bb).detach()))
         same = (Z[:, None, :] == old.Z[None, :, :]).all(-1).to(Z.dtype)
-        U = solve_lower(L_b, kernel.K(Z, old.Z) + eps * same)
-        eye = torch.eye(old.num_inducing, dtype=Z.dtype, device=Z.device)
-        Kaa = kernel.K(old.Z) + eps * eye
+        M_a = old.num_inducing
+        # Z mostly begins with the old points (VIPS keeps them and adds): K(Z, Z_a) and K_aa
+        # are then K_bb's first columns, not two more kernel matrices to build and differentiate.
+        prefix = Z.shape[0] >= M_a and torch.equal(Z[:M_a], old.Z)
+        K_ba = K_bb[:, :M_a] if prefix else kernel.K(Z, old.Z)
+        U = solve_lower(L_b, K_ba + eps * same)
+        eye = torch.eye(M_a, dtype=Z.dtype, device=Z.device)
+        Kaa = (K_bb[:M_a, :M_a] if prefix else kernel.K(old.Z)) + eps * eye
     else:
         U = V.new_zeros((Z.shape[0], 0))
         Kaa = None
