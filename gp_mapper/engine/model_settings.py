@@ -11,6 +11,7 @@ parameters, ``gp-mapper fit --help`` and the generated docs read.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Mapping
 from typing import Any, ClassVar, Self
 
@@ -50,18 +51,8 @@ class ModelSettings:
 
     @classmethod
     def rows(cls) -> tuple[Setting, ...]:
-        """The class's rows of the settings table, named ``NAMESPACE.field``."""
-        out = []
-        for f in dataclasses.fields(cls):
-            meta = dict(f.metadata[_ROW])
-            meta.setdefault("models", cls.MODELS)
-            out.append(
-                Setting(
-                    f"{cls.NAMESPACE}.{f.name}", f.default, meta.pop("type"),
-                    meta.pop("description"), **meta,
-                )
-            )  # fmt: skip
-        return tuple(out)
+        """The class's rows of the settings table, named ``NAMESPACE.field`` (built once)."""
+        return _rows(cls)
 
     @classmethod
     def of(cls, values: Mapping[str, Any]) -> Self:
@@ -75,3 +66,18 @@ class ModelSettings:
         return {
             f"{self.NAMESPACE}.{f.name}": getattr(self, f.name) for f in dataclasses.fields(self)
         }
+
+
+@functools.cache
+def _rows(cls: type[ModelSettings]) -> tuple[Setting, ...]:
+    out = []
+    for f in dataclasses.fields(cls):
+        meta = dict(f.metadata[_ROW])
+        meta.setdefault("models", cls.MODELS)
+        out.append(
+            Setting(
+                f"{cls.NAMESPACE}.{f.name}", f.default, meta.pop("type"),
+                meta.pop("description"), **meta,
+            )
+        )  # fmt: skip
+    return tuple(out)

@@ -135,10 +135,11 @@ class EngineSpec:
         name = name_of(name)
         if name in COMMON_NAMES:
             return getattr(self, name)
-        values = self.to_dict()
-        if name not in values:
-            raise KeyError(name)
-        return values[name]
+        namespace, _, key = name.partition(".")
+        for s in self.sections:
+            if namespace == s.NAMESPACE and key in s.__dataclass_fields__:
+                return getattr(s, key)
+        raise KeyError(name)
 
     def to_dict(self) -> dict[str, Any]:
         """Every setting by name: the shared ones, then each model package's."""

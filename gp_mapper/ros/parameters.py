@@ -127,6 +127,11 @@ def _value(node: Node, name: str) -> Any:
         return None
 
 
+def _legacy_value(node: Node, info: Setting) -> Any:
+    """The value set on the row's flat name of an earlier release; None where none is."""
+    return _value(node, info.legacy) if info.legacy and node.has_parameter(info.legacy) else None
+
+
 def read_values(node: Node, table: Iterable[Setting] = PARAMETERS) -> dict[str, Any]:
     """The current values of every row of ``table``; unset arrays read as None. A row's flat
     name of an earlier release, where set, is read in its place while the row is at its
@@ -134,7 +139,7 @@ def read_values(node: Node, table: Iterable[Setting] = PARAMETERS) -> dict[str, 
     values: dict[str, Any] = {}
     for info in table:
         values[info.name] = from_ros(info, _value(node, info.name))
-        old = _value(node, info.legacy) if info.legacy and node.has_parameter(info.legacy) else None
+        old = _legacy_value(node, info)
         if old is not None and values[info.name] == info.default:
             values[info.name] = from_ros(info, old)
     return values
@@ -144,9 +149,7 @@ def deprecated_names(node: Node, table: Iterable[Setting] = PARAMETERS) -> list[
     """A warning for each flat name of an earlier release that is set on ``node``."""
     out = []
     for info in table:
-        if not info.legacy or not node.has_parameter(info.legacy):
-            continue
-        old = _value(node, info.legacy)
+        old = _legacy_value(node, info)
         if old is None:
             continue
         if from_ros(info, _value(node, info.name)) != info.default:
