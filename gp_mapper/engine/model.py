@@ -222,11 +222,18 @@ class StreamingModel(Model, Protocol):
         """Set σ²_pass for the windows to come (a map that measures it from its data)."""
         ...
 
-    def record_passes(self, xy: np.ndarray, t_s: np.ndarray, length_m: float = math.nan) -> None:
+    def record_passes(
+        self,
+        xy: np.ndarray,
+        t_s: np.ndarray,
+        length_m: float = math.nan,
+        along_variance: float = math.nan,
+    ) -> None:
         """Record where (xy [N, 2], m) and when (t_s [N], s) an accepted window's readings
-        were taken, and the pass error's correlation length along the path (NaN: not
-        measured): a tiled map's variance then holds what the passes' shared offsets leave
-        (``core/pass_record.py``). A map of one model keeps no record."""
+        were taken, the pass error's correlation length along the path and, for a map of the
+        field vector, its variance along the field (NaN: not measured): a tiled map's
+        variance then holds what the passes' shared offsets leave (``core/pass_record.py``).
+        A map of one model keeps no record."""
         ...
 
 
@@ -269,5 +276,11 @@ class PlainInputs:
     def nuisance_summary(self) -> dict[str, float | list[float]]:
         return {}
 
-    def record_passes(self, xy: np.ndarray, t_s: np.ndarray, length_m: float = math.nan) -> None:
+    def record_passes(
+        self,
+        xy: np.ndarray,
+        t_s: np.ndarray,
+        length_m: float = math.nan,
+        along_variance: float = math.nan,
+    ) -> None:
         """A map of one model keeps no pass record: its variance is the model's own."""

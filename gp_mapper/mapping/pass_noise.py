@@ -77,6 +77,9 @@ class PassNoise(NamedTuple):
         length: how far along the path the between-pass error stays the same [m] (module
             docstring); the largest distance measured where it had not gone half way (a
             lower bound), NaN where too few pairs of pairs measured it.
+        along: for readings of the field vector (three components), σ²_pass of their norm:
+            the between-pass error along the field, which ``variance`` (the components'
+            mean) spreads over three axes; NaN otherwise or where not measured.
     """
 
     variance: float
@@ -85,6 +88,7 @@ class PassNoise(NamedTuple):
     between: float
     within: float
     length: float = math.nan
+    along: float = math.nan
 
     def as_dict(self) -> dict[str, float | int]:
         return {
@@ -94,6 +98,7 @@ class PassNoise(NamedTuple):
             "pass_noise_between": self.between,
             "pass_noise_within": self.within,
             "pass_noise_length_m": self.length,
+            "pass_noise_along_variance": self.along,
         }
 
 
@@ -194,7 +199,6 @@ def between_pass_noise(
     if yaw_rad is not None:
         turn = np.angle(np.exp(1j * (np.asarray(yaw_rad)[i] - np.asarray(yaw_rad)[j])))
         between &= np.abs(turn) <= SAME_HEADING_RAD
-    half_sq = 0.5 * np.mean((values[i] - values[j]) ** 2, axis=1)
     distance = np.linalg.norm(xy[i] - xy[j], axis=1)
     bins = np.minimum((distance / radius_m * DISTANCE_BINS).astype(int), DISTANCE_BINS - 1)
     n_between = np.bincount(bins[between], minlength=DISTANCE_BINS)
@@ -204,11 +208,22 @@ def between_pass_noise(
     count = int(n_between[usable].sum())
     if count < min_pairs:
         return PassNoise(0.0, count, int(n_within[usable].sum()), math.nan, math.nan)
-    sum_between = np.bincount(bins[between], half_sq[between], minlength=DISTANCE_BINS)
-    sum_within = np.bincount(bins[within], half_sq[within], minlength=DISTANCE_BINS)
     weights = n_between[usable] / count
-    mean_between = float(np.sum(weights * sum_between[usable] / n_between[usable]))
-    mean_within = float(np.sum(weights * sum_within[usable] / n_within[usable]))
+
+    def nugget_difference(v: np.ndarray) -> tuple[float, float]:
+        """The between and within pairs' weighted mean half squared differences of v."""
+        half_sq = 0.5 * np.mean((v[i] - v[j]) ** 2, axis=1)
+        sums = (np.bincount(bins[kind], half_sq[kind], minlength=DISTANCE_BINS)
+                for kind in (between, within))  # fmt: skip
+        n = (n_between, n_within)
+        return tuple(float(np.sum(weights * total[usable] / k[usable]))
+                     for total, k in zip(sums, n, strict=True))  # type: ignore[return-value]  # fmt: skip
+
+    mean_between, mean_within = nugget_difference(values)
+    along = math.nan
+    if values.shape[1] == 3:  # the field vector: its norm's share, the error along the field
+        norm_between, norm_within = nugget_difference(np.linalg.norm(values, axis=1)[:, None])
+        along = max(norm_between - norm_within, 0.0)
     return PassNoise(
         max(mean_between - mean_within, 0.0),
         count,
@@ -216,6 +231,7 @@ def between_pass_noise(
         mean_between,
         mean_within,
         between_pass_length(*between_pass_variogram(xy, values, t, i[between], j[between])),
+        along,
     )
 
 

@@ -21,7 +21,6 @@ A task is retried once; a tile that still fails is named, and no map is made.
 from __future__ import annotations
 
 import itertools
-import math
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -36,7 +35,7 @@ from gp_mapper.mapping.config import MapperConfig, offline_engine
 from gp_mapper.mapping.errors import MappingError
 from gp_mapper.mapping.fit_schedule import FitSchedule
 from gp_mapper.mapping.inputs import CollectedSamples
-from gp_mapper.mapping.pass_noise import measured_pass_noise
+from gp_mapper.mapping.pass_noise import NOT_MEASURED, measured_pass_noise
 
 # Tasks handed to Ray at once per worker: enough to keep every worker busy while the driver
 # collects, few enough that the driver and the object store hold a bounded share of the log.
@@ -223,8 +222,9 @@ def fit_tiled(
     tiles = {key: model_from_state(states[key], device="cpu") for key in sorted(states)}
     model = TiledModel.from_tiles(template, layout, tiles, reference=first)
     if template.kind == "streaming":  # as the node's map: the passes over each place
-        length = math.nan if pass_noise is None else pass_noise.length
-        model.record_passes(samples.X[:, :2], samples.stamps_ns / 1e9, length)
+        measured = NOT_MEASURED if pass_noise is None else pass_noise
+        length, along = measured.length, measured.along
+        model.record_passes(samples.X[:, :2], samples.stamps_ns / 1e9, length, along)
     report = {
         "tiles": len(tiles),
         "theta_from_tile": list(first),

@@ -103,3 +103,28 @@ def test_the_record_round_trips_and_refuses_a_broken_state() -> None:
         broken = state["passes.last_s"].copy()
         broken[0] = np.inf
         PassRecord.from_state({**state, "passes.last_s": broken})
+
+
+def test_a_field_vectors_pass_error_is_split_along_the_field_by_its_norms_share() -> None:
+    rec = record(line(0.0, 4.0, 0.0, 0.0), line(4.0, 0.0, 0.0, 30.0))
+    isotropic = rec.counts(0.3)
+    assert isotropic.field_terms() == (0.3, 0.0) and isotropic.along_share() == 0.0
+    assert isotropic.norm_scale == 0.3  # a scalar map's term unchanged
+    rec.add(*line(0.0, 1.0, 2.0, 90.0), along_variance=0.9)  # all of it along the field
+    along = rec.counts(0.3)
+    a, b = along.field_terms()
+    assert a == pytest.approx(0.0, abs=1e-15) and b == pytest.approx(0.9)
+    assert along.along_share() == pytest.approx(1.0) and along.norm_scale == pytest.approx(0.9)
+    rec.add(*line(0.0, 1.0, 4.0, 120.0), along_variance=0.5)  # part of it
+    a, b = rec.counts(0.3).field_terms()
+    assert b == pytest.approx(1.5 * (0.5 - 0.3)) and a + b / 3 == pytest.approx(0.3)
+    assert a + b == pytest.approx(0.5)  # the norm's: its measured variance
+    rec.add(*line(0.0, 1.0, 6.0, 150.0), along_variance=5.0)  # more than the trace holds
+    assert rec.counts(0.3).field_terms() == pytest.approx((0.0, 0.9))
+    rec.add(*line(0.0, 1.0, 8.0, 180.0), along_variance=0.1)  # less than isotropic
+    assert rec.counts(0.3).field_terms() == (0.3, 0.0)
+    # Saved with the record; a record saved before it reads as not measured.
+    rec.add(*line(0.0, 1.0, 9.0, 210.0), along_variance=0.6)
+    assert PassRecord.from_state(rec.state_dict()).along_variance == 0.6
+    state = {k: v for k, v in rec.state_dict().items() if k != "passes.along_variance"}
+    assert math.isnan(PassRecord.from_state(state).along_variance)

@@ -197,3 +197,28 @@ def test_field_components_are_predicted_per_cell_across_tiles() -> None:
     np.testing.assert_array_equal(var, np.stack([xx + 1.5, xx + 2.5, xx + 3.5], axis=-1))
     with pytest.raises(NotSupportedError):  # a scalar posterior has none
         predict_grid_with_field(_LayeredPosterior(), grid)
+
+
+def test_a_field_predicted_every_few_cells_is_interpolated_onto_every_cell() -> None:
+    from gp_mapper.mapping.grid import predict_grid_map, predict_grid_map_every
+
+    grid = GridSpec(origin_m=(-1.0, 2.0), resolution_m=0.25, shape=(13, 17))
+    full = predict_grid_map(_FieldPosterior(), grid, tile=16, full_covariance=True)
+    for layer, same in zip(
+        full,
+        predict_grid_map_every(_FieldPosterior(), grid, 1, tile=16, full_covariance=True),
+        strict=True,
+    ):
+        np.testing.assert_array_equal(layer, same)  # stride 1: every cell predicted
+    every = predict_grid_map_every(_FieldPosterior(), grid, 3, tile=16, full_covariance=True)
+    *_, mean, cov = every
+    assert mean.shape == (13, 17, 3) and cov.shape == (13, 17, 3, 3)
+    # The field (x, y, x y) and its covariance are bilinear: exact on every cell, the edges
+    # too (the coarse centres lie on cells 0, 3, ..., the last at or past the grid's edge) ...
+    np.testing.assert_allclose(mean, full[3], rtol=0, atol=1e-12)
+    np.testing.assert_allclose(cov, full[4], rtol=0, atol=1e-12)
+    # ... while ‖B‖ (not bilinear) is interpolated, not predicted, between them.
+    assert not np.allclose(every[0], full[0], rtol=0, atol=1e-9)
+    np.testing.assert_allclose(every[0][::3, ::3], full[0][::3, ::3], rtol=0, atol=1e-12)
+    with pytest.raises(ValueError, match="stride"):
+        predict_grid_map_every(_FieldPosterior(), grid, 0)

@@ -71,6 +71,16 @@ def test_the_map_noise_of_a_batch_keeps_the_pass_error_whole():
     assert noise.of_mean(50) == pytest.approx(2.0 / 50 + 1.0)
     with pytest.raises(ValueError):
         MapNoise.from_hyperparameters({"noise_variance": float("nan")})
+    # A map of the field vector whose pass error lies half along the field: per component
+    # the rest, along the field 3 x the half; ‖B‖ sees both.
+    theta = {"noise_variance": 3.0, "pass_noise_variance": 1.0}
+    vector = MapNoise.from_hyperparameters(theta, along_share=0.5)
+    assert (vector.white, vector.shared, vector.along) == (2.0, 0.5, 1.5)
+    assert vector.component_of_mean(50) == pytest.approx(2.0 / 50 + 0.5)
+    assert vector.of_mean(50) == pytest.approx(2.0 / 50 + 2.0)
+    assert noise.component_of_mean(50) == noise.of_mean(50)  # isotropic: the same
+    with pytest.raises(ValueError, match="along_share"):
+        MapNoise.from_hyperparameters(theta, along_share=1.5)
 
 
 def test_noiseless_motion_applies_the_odometry_step_in_each_particle_frame():
@@ -260,7 +270,10 @@ def test_a_map_of_the_field_vector_is_read_with_its_components():
     X = rng.uniform(0, 2, (30, 2))
     B = np.tile([20.0, 0.0, 40.0], (30, 1)) + rng.normal(size=(30, 3))
     assert model.update(X, B).accepted
-    lookup = FieldLookup.from_model(model, (0.0, 2.0, 0.0, 2.0), resolution_m=0.1)
+    # Predicted at every cell (the default spacing is a fifth of the lengthscale: below).
+    lookup = FieldLookup.from_model(
+        model, (0.0, 2.0, 0.0, 2.0), resolution_m=0.1, field_spacing_m=0.1
+    )
     assert lookup.has_field
     centres = lookup.grid.cell_points()[lookup.known.ravel()][:5]
     mean, var = lookup.field_at(centres)
@@ -270,6 +283,21 @@ def test_a_map_of_the_field_vector_is_read_with_its_components():
     _, full = lookup.field_covariance_at(centres)  # the components' covariances too
     np.testing.assert_allclose(full, cov.numpy(), rtol=1e-9, atol=1e-12)
     assert np.abs(full[:, 0, 2]).max() > 0.0
+    # At the default spacing, an eighth of the lengthscale (1 m): every cell at 10 cm ...
+    assert model.hyperparameters()["lengthscale"] == 1.0
+    default = FieldLookup.from_model(model, (0.0, 2.0, 0.0, 2.0), resolution_m=0.1)
+    np.testing.assert_array_equal(default.field_covariance_at(centres)[0], mean)
+    # ... every second cell at 5 cm, the cells between interpolated: within a tenth of the
+    # map's sd at the 99th percentile.
+    box = (0.0, 2.0, 0.0, 2.0)
+    fine = FieldLookup.from_model(model, box, resolution_m=0.05, field_spacing_m=0.05)
+    coarse = FieldLookup.from_model(model, box, resolution_m=0.05)
+    points = fine.grid.cell_points()[fine.known.ravel()]
+    (m_fine, c_fine), (m_coarse, c_coarse) = (x.field_covariance_at(points) for x in (fine, coarse))
+    assert not np.array_equal(m_fine, m_coarse)
+    sd = np.sqrt(np.diagonal(c_fine, axis1=1, axis2=2))
+    assert np.quantile(np.abs(m_coarse - m_fine) / sd, 0.99) < 0.1
+    assert (np.linalg.eigvalsh(c_coarse) > 0.0).all()
 
 
 def test_a_map_of_the_norm_has_no_field():

@@ -58,6 +58,26 @@ def test_it_measures_the_offsets_variance_and_not_the_white_noise() -> None:
     assert estimate.within < 0.05
 
 
+def test_for_the_field_vector_it_measures_the_share_along_the_field() -> None:
+    xy, _, t, _, pass_of = passes(60, offset_sd=0.0)
+    rng = np.random.default_rng(7)
+    field = np.column_stack([15.0 + xy[:, 0], 5.0 - xy[:, 1], np.full(len(xy), 40.0)])
+    direction = field / np.linalg.norm(field, axis=1, keepdims=True)
+    white = 0.1 * rng.standard_normal(field.shape)
+    # Each pass stretches the reading along the field by its own offset (sd 1 µT): the
+    # components' mean sees a third of it, the norm all of it.
+    stretch = rng.standard_normal(60)[pass_of]
+    along = between_pass_noise(xy, field + stretch[:, None] * direction + white, t)
+    assert along.along == pytest.approx(1.0, abs=0.3)
+    assert along.along == pytest.approx(3.0 * along.variance, rel=0.1)
+    # An offset of each pass in any direction: the norm sees a component's share.
+    offset = rng.standard_normal((60, 3))[pass_of]
+    isotropic = between_pass_noise(xy, field + offset + white, t)
+    assert isotropic.along == pytest.approx(isotropic.variance, rel=0.35)
+    assert isotropic.variance == pytest.approx(1.0, abs=0.3)
+    assert np.isnan(between_pass_noise(xy, field[:, 2], t).along)  # one scalar: none
+
+
 def test_it_measures_how_far_along_a_pass_the_error_stays_the_same() -> None:
     # One offset per pass: shared over the whole 4 m corridor (a lower bound: the bins end).
     xy, y, t, _, pass_of = passes(60, offset_sd=1.0)
@@ -198,3 +218,36 @@ def test_the_pipeline_records_the_passes_and_the_saved_map_keeps_them(tmp_path) 
     assert counts.scale > 0.0  # σ²_pass measured, so the offsets count
     latent = model.posterior.predict(torch.as_tensor(middle))[1]
     assert float(model.posterior.pass_error_variance(torch.as_tensor(middle), latent)) > 0.0
+
+
+@pytest.mark.slow
+def test_a_field_vector_map_measures_its_pass_error_along_the_field(tmp_path) -> None:
+    from gp_mapper.mapping.localization import FieldLookup
+
+    xy, _, t, _, pass_of = passes(**{**SHORT_PASSES, "offset_sd": 0.0})
+    rng = np.random.default_rng(3)
+    field = np.column_stack([
+        10.0 + true_field(xy) - true_field(xy).mean(), np.full(len(xy), 5.0), np.full(len(xy), 40.0)
+    ])  # fmt: skip
+    direction = field / np.linalg.norm(field, axis=1, keepdims=True)
+    stretch = rng.standard_normal(pass_of.max() + 1)[pass_of]  # each pass's, along B
+    readings = field + stretch[:, None] * direction + 0.1 * rng.standard_normal(field.shape)
+    half = int(NS_PER_S / RATE_HZ / 2)
+    level = np.array([0.0, 0.0, 0.0, 1.0])
+    config = small_map(target="vector", model="potential", vips_max_inducing=150,
+                       fit_iterations=5, fit_every_windows=2)  # fmt: skip
+    with MappingPipeline(config, background=False) as pipeline:
+        for p, value, stamp in zip(xy, readings, t, strict=True):
+            ns = round(stamp * NS_PER_S)
+            pipeline.add_pose(Pose(ns, np.array([p[0], p[1], 0.0]), level))
+            pipeline.add_pose(Pose(ns + 2 * half, np.array([p[0], p[1], 0.0]), level))
+            pipeline.add_field(FieldReading(ns + half, value * 1e-6, ""))
+        pipeline.flush()
+        pipeline.save(tmp_path / "map.npz")
+    model = read_model(tmp_path / "map.npz", device="cpu")
+    counts = model.posterior.passes
+    # The norm's σ²_pass is ~3 times the components' mean: the error lies along the field.
+    assert counts.along > 2.0 * counts.scale > 0.0
+    assert counts.along_share() > 0.6
+    lookup = FieldLookup.from_model(model, (0.0, 3.0, 0.5, 1.5))
+    assert lookup.noise.along > 2.0 * lookup.noise.shared

@@ -98,6 +98,36 @@ def test_an_offset_along_the_field_joins_the_state_as_the_dense_algebra_says(cas
     np.testing.assert_allclose(log_lik - log_lik[0], reference - reference[0], atol=1e-9)
 
 
+def test_a_pass_error_along_the_field_widens_the_noise_along_the_predicted_field(case):
+    c = case
+    log_lik, _, mean, cov = three_axis_update(
+        c["observation"], c["delta"], c["mean"], c["cov"], c["noise"], 1.0, c["offset_mean"],
+        c["offset_cov"], along_ut2=0.9,
+    )  # fmt: skip
+    A = c["observation"].axes
+    z = c["observation"].mean_ut
+    for p in range(c["delta"].size):
+        turn = rotation_z(-c["delta"][p : p + 1])[0]
+        m = turn @ c["mean"][p]
+        u = m / np.linalg.norm(m)
+        R = turn @ c["cov"][p] @ turn.T + c["noise"] * np.eye(3) + 0.9 * np.outer(u, u)
+        S = R + A @ c["offset_cov"][p] @ A.T
+        dense = multivariate_normal(m + A @ c["offset_mean"][p], S).logpdf(z)
+        if p == 0:
+            dense0, ours0 = dense, log_lik[0]
+        assert log_lik[p] - ours0 == pytest.approx(dense - dense0, abs=1e-9)
+        gain = c["offset_cov"][p] @ A.T @ np.linalg.inv(S)
+        residual = z - m - A @ c["offset_mean"][p]
+        np.testing.assert_allclose(mean[p], c["offset_mean"][p] + gain @ residual, atol=1e-9)
+        np.testing.assert_allclose(cov[p], c["offset_cov"][p] - gain @ A @ c["offset_cov"][p],
+                                   atol=1e-9)  # fmt: skip
+    # Zero: the isotropic likelihood, bit for bit.
+    plain = three_axis_update(c["observation"], c["delta"], c["mean"], c["cov"], c["noise"], 1.0)
+    zero = three_axis_update(c["observation"], c["delta"], c["mean"], c["cov"], c["noise"], 1.0,
+                             along_ut2=0.0)  # fmt: skip
+    np.testing.assert_array_equal(plain[0], zero[0])
+
+
 def test_tempered_without_an_offset_is_the_weight_times_the_log_likelihood(case):
     c = case
     full, _, _, _ = three_axis_update(c["observation"], c["delta"], c["mean"], c["cov"], c["noise"],

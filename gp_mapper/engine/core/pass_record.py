@@ -21,6 +21,15 @@ where c(a) = 2 (a − 1 + e^{−a}) / a² is the mean correlation, over a stretc
 of an error of correlation length L along it (``pass_noise_length_m``, measured beside
 σ²_pass: 1 for an offset per pass, 0.43 for the Aalto runs' 0.18 m). Places no pass came
 within R of gain nothing: there the prior dominates.
+
+A map of the field vector measures σ²_pass as its components' mean, and the same of the
+readings' norm, σ²_along, the error along the field. An error that only stretches or shrinks
+the reading along B (a gain, a scale's calibration residue) has σ²_along = 3 σ²_pass, one the
+sensor's turning axes spread evenly has σ²_along = σ²_pass. Its component covariance is then
+taken as ``a I + b u uᵀ`` (u the field's direction): the trace 3 σ²_pass, the variance along u
+σ²_along, so ``b = 3 (σ²_along − σ²_pass) / 2`` (clipped to [0, 3 σ²_pass]) and
+``a = σ²_pass − b / 3``; the field's covariance gains ``(a I + b u uᵀ) · c ρ² / k`` and its
+norm's variance ``(a + b) · c ρ² / k``.
 """
 
 from __future__ import annotations
@@ -81,6 +90,27 @@ class PassCounts(NamedTuple):
     keys: np.ndarray
     counts: np.ndarray
     scale: float
+    along: float = 0.0
+
+    def field_terms(self) -> tuple[float, float]:
+        """(a, b) of the field's pass covariance ``a I + b u uᵀ`` (module docstring), each
+        with c(2R / L); (scale, 0), an isotropic error, where σ²_along is not measured."""
+        if self.along <= 0.0:
+            return self.scale, 0.0
+        b = min(max(1.5 * (self.along - self.scale), 0.0), 3.0 * self.scale)
+        return self.scale - b / 3.0, b
+
+    def along_share(self) -> float:
+        """The share of the pass error that lies along the field, b / (3 · scale) in [0, 1]
+        (0: isotropic, or not measured)."""
+        _, b = self.field_terms()
+        return b / (3.0 * self.scale) if self.scale > 0.0 else 0.0
+
+    @property
+    def norm_scale(self) -> float:
+        """The scale of ‖B‖'s term: ``scale``, or a + b for a map of the field vector."""
+        a, b = self.field_terms()
+        return a + b
 
     def passes_at(self, xy: np.ndarray) -> np.ndarray:
         """k at points xy [S, 2] (0 where no pass came within the radius)."""
@@ -94,7 +124,13 @@ class PassCounts(NamedTuple):
         return out
 
     def variance(self, xy: np.ndarray, latent: np.ndarray, prior: np.ndarray) -> np.ndarray:
-        """The term at xy [S, 2] for a map of latent and prior variance [S] (µT²)."""
+        """The term at xy [S, 2] for a map of latent and prior variance [S] (µT²): ‖B‖'s
+        (``norm_scale``)."""
+        return self.norm_scale * self.shares(xy, latent, prior)
+
+    def shares(self, xy: np.ndarray, latent: np.ndarray, prior: np.ndarray) -> np.ndarray:
+        """ρ² / k at xy [S, 2] for a map of latent and prior variance [S] (0 where no pass
+        came near, or with no pass error)."""
         k = self.passes_at(xy)
         out = np.zeros(k.size)
         if self.scale <= 0.0 or not k.any():
@@ -102,7 +138,7 @@ class PassCounts(NamedTuple):
         seen = k > 0
         with np.errstate(divide="ignore", invalid="ignore"):
             rho = np.clip(1.0 - latent[seen] / prior[seen], 0.0, 1.0)
-        out[seen] = self.scale * np.nan_to_num(rho) ** 2 / k[seen]
+        out[seen] = np.nan_to_num(rho) ** 2 / k[seen]
         return out
 
 
@@ -121,17 +157,27 @@ class PassRecord:
         self.first_s = np.zeros(0)
         self.last_s = np.zeros(0)
         self.length_m = math.nan
+        self.along_variance = math.nan
         self._count_keys = np.zeros(0, dtype=np.int64)
         self._counts = np.zeros(0, dtype=np.int64)
 
     def __len__(self) -> int:
         return int(self.keys.size)
 
-    def add(self, xy: np.ndarray, t_s: np.ndarray, length_m: float = math.nan) -> None:
-        """Record readings at xy [N, 2] (m) taken at t_s [N] (s), and the error's measured
-        correlation length along the path (NaN: not measured)."""
+    def add(
+        self,
+        xy: np.ndarray,
+        t_s: np.ndarray,
+        length_m: float = math.nan,
+        along_variance: float = math.nan,
+    ) -> None:
+        """Record readings at xy [N, 2] (m) taken at t_s [N] (s), the error's measured
+        correlation length along the path and, for a map of the field vector, σ²_along (the
+        module docstring; NaN: not measured)."""
         if math.isfinite(length_m) and length_m > 0.0:
             self.length_m = float(length_m)
+        if math.isfinite(along_variance) and along_variance >= 0.0:
+            self.along_variance = float(along_variance)
         t_s = np.asarray(t_s, dtype=np.float64).reshape(-1)
         if not t_s.size:
             return
@@ -167,8 +213,9 @@ class PassRecord:
 
     def counts(self, variance: float) -> PassCounts:
         """An immutable view for a posterior: the counts and σ²_pass · c(2R / L)."""
-        scale = float(variance) * shared_share(self.length_m) if len(self) else 0.0
-        return PassCounts(self._count_keys, self._counts, scale)
+        share = shared_share(self.length_m) if len(self) else 0.0
+        along = self.along_variance if math.isfinite(self.along_variance) else 0.0
+        return PassCounts(self._count_keys, self._counts, float(variance) * share, along * share)
 
     # ------------------------------------------------------------------ persistence
     def state_dict(self) -> dict[str, np.ndarray]:
@@ -178,6 +225,10 @@ class PassRecord:
             "passes.last_s": self.last_s.copy(),
             # A map file holds finite numbers only: 0 is "not measured".
             "passes.length_m": np.array(self.length_m if math.isfinite(self.length_m) else 0.0),
+            # −1: not measured (0 is a measured σ²_along).
+            "passes.along_variance": np.array(
+                self.along_variance if math.isfinite(self.along_variance) else -1.0
+            ),
         }
 
     @classmethod
@@ -205,6 +256,8 @@ class PassRecord:
         record.keys, record.first_s, record.last_s = keys, first, last
         length = float(np.asarray(state.get("passes.length_m", 0.0)))
         record.length_m = length if length > 0.0 else math.nan
+        along = float(np.asarray(state.get("passes.along_variance", -1.0)))
+        record.along_variance = along if along >= 0.0 else math.nan
         if keys.size:
             record._recount(np.unique((np.unique(keys)[:, None] + _STENCIL).reshape(-1)))
         return record

@@ -234,11 +234,18 @@ class TiledModel:
         for tile in self._tiles.values():
             tile.set_pass_noise_variance(variance)
 
-    def record_passes(self, xy: np.ndarray, t_s: np.ndarray, length_m: float = math.nan) -> None:
+    def record_passes(
+        self,
+        xy: np.ndarray,
+        t_s: np.ndarray,
+        length_m: float = math.nan,
+        along_variance: float = math.nan,
+    ) -> None:
         """Record where and when an accepted window's readings were taken (xy [N, 2] in m,
-        t_s [N] in s) and the pass error's measured correlation length along the path (NaN:
-        not measured); the map's variance holds what the passes' offsets leave from now on."""
-        self._passes.add(xy, t_s, length_m)
+        t_s [N] in s), the pass error's measured correlation length along the path and, for
+        a map of the field vector, its variance along the field (NaN: not measured); the
+        map's variance holds what the passes' offsets leave from now on."""
+        self._passes.add(xy, t_s, length_m, along_variance)
         self._posterior = self._blend()
 
     def release_caches(self) -> None:

@@ -5,8 +5,9 @@ the mixture of the tiles' predictive distributions: mean ``μ = Σ w_k μ_k`` an
 ``Σ w_k (σ_k² + (μ_k − μ)²)``. Both are as smooth as the weights and the tiles (no step at a
 tile edge), and where two tiles disagree the variance says so. Where no tile reaches, the map
 is the reference tile's prediction: far from its data, its prior (with the level it fitted).
-The scalar map's variance then gains what the passes' shared offsets leave in it
-(:mod:`..core.pass_record`; nothing for a map without a pass record).
+The map's variance then gains what the passes' shared offsets leave in it
+(:mod:`..core.pass_record`; nothing for a map without a pass record): ‖B‖'s, and a map of
+the field vector's 3 x 3 covariance, along the field where its error lies along it.
 """
 
 from __future__ import annotations
@@ -99,7 +100,8 @@ class BlendedPosterior:
         """
         self._check_vector()
         parts, covered, rest = self._parts(Xs, self._weights(Xs), lambda p, X: p.predict_field(X))
-        return _field_mixture(Xs, parts, covered, rest)
+        mean, cov = _field_mixture(Xs, parts, covered, rest)
+        return mean, self._field_with_pass_error(Xs, mean, cov)
 
     def predict_block_with_field(self, Xs: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         """:meth:`predict_block` and :meth:`predict_field` from one prediction per tile.
@@ -112,6 +114,7 @@ class BlendedPosterior:
         single = self._single_tile(Xs, weights)
         if single is not None:
             mean, var, field_mean, field_cov = single.predict_block_with_field(Xs)
+            field_cov = self._field_with_pass_error(Xs, field_mean, field_cov)
             return mean, self._with_pass_error(Xs, var), field_mean, field_cov
         parts, covered, rest = self._parts(Xs, weights, lambda p, X: p.predict_block_with_field(X))
         mean, var = _scalar_mixture(
@@ -122,6 +125,7 @@ class BlendedPosterior:
             Xs, [(rows, w, fm, fc) for rows, w, _, _, fm, fc in parts], covered,
             None if rest is None else rest[2:],
         )  # fmt: skip
+        field_cov = self._field_with_pass_error(Xs, field_mean, field_cov)
         return mean, self._with_pass_error(Xs, var), field_mean, field_cov
 
     def changed_since(self, previous: ModelPosterior, xy: np.ndarray) -> np.ndarray | None:
@@ -163,6 +167,23 @@ class BlendedPosterior:
         if self.passes.scale <= 0.0:
             return latent
         return latent + self.pass_error_variance(Xs, latent)
+
+    def _field_with_pass_error(self, Xs: Tensor, mean: Tensor, cov: Tensor) -> Tensor:
+        """The field's covariance [S, 3, 3] plus ``(a I + b u uᵀ) · c ρ² / k`` (u the mean's
+        direction, ρ from the variance along it: :mod:`..core.pass_record`)."""
+        if self.passes.scale <= 0.0:
+            return cov
+        a, b = self.passes.field_terms()
+        u = mean / torch.clamp(mean.norm(dim=-1, keepdim=True), min=1e-9)
+        along = (u[:, None, :] @ cov @ u[:, :, None])[:, 0, 0]
+        shares = self.passes.shares(
+            Xs[:, :2].detach().cpu().numpy(),
+            along.detach().cpu().double().numpy(),
+            self.prior_variance(Xs).detach().cpu().double().numpy(),
+        )
+        w = torch.as_tensor(shares, dtype=cov.dtype, device=cov.device)[:, None, None]
+        eye = torch.eye(3, dtype=cov.dtype, device=cov.device)
+        return cov + w * (a * eye + b * u[:, :, None] * u[:, None, :])
 
     # ------------------------------------------------------------------ the blend
     def _weights(self, Xs: Tensor) -> Weights:

@@ -360,7 +360,7 @@ class Localizer:
         particles = self.particles
         assert particles is not None
         mean, covariance = self.lookup.field_covariance_at(particles.poses[:, :2])
-        noise = float(self.lookup.noise.of_mean(len(batch)))
+        noise = float(self.lookup.noise.component_of_mean(len(batch)))
         delta = particles.poses[:, 2] - middle[2]
         offset_mean = particles.states.get(OFFSET_MEAN)
         offset_cov = particles.states.get(OFFSET_COVARIANCE)
@@ -369,8 +369,9 @@ class Localizer:
             walks = [self.config.hard_iron_walk_ut**2] * 3 + [self.config.field_offset_walk_ut**2]
             offset_cov = offset_cov + np.diag(walks[: offset_cov.shape[1]]) * seconds
         log_likelihood, surprise, new_mean, new_cov = three_axis_update(
-            observation, delta, mean, covariance, noise, weight, offset_mean, offset_cov
-        )
+            observation, delta, mean, covariance, noise, weight, offset_mean, offset_cov,
+            self.lookup.noise.along,
+        )  # fmt: skip
         if new_mean is not None and new_cov is not None:
             particles.states[OFFSET_MEAN] = new_mean
             particles.states[OFFSET_COVARIANCE] = new_cov

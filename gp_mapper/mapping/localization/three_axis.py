@@ -148,6 +148,7 @@ def three_axis_update(
     weight: float,
     offset_mean: np.ndarray | None = None,
     offset_covariance: np.ndarray | None = None,
+    along_ut2: float = 0.0,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None]:
     """Each particle's log-likelihood of the batch, and its offset's posterior.
 
@@ -162,6 +163,8 @@ def three_axis_update(
             along the field (µT; a pass's calibration residue or a gain error stretches the
             reading along the field it reads: ``z̄ = R_z(−δ)(m + c m̂) + Ā b + ε``, with m̂ the
             map's mean direction at the particle), jointly Gaussian.
+        along_ut2: noise variance along the predicted field's direction on top of
+            ``noise_ut2`` (a pass error that stretches the reading along the field: µT²).
 
     Returns:
         log-likelihood [P] (up to a constant shared by the particles), the surprise [P] (the
@@ -173,6 +176,9 @@ def three_axis_update(
     noise[:, 0, 0] += noise_ut2
     noise[:, 1, 1] += noise_ut2
     noise[:, 2, 2] += noise_ut2
+    if along_ut2 > 0.0:
+        u = predicted / np.maximum(np.linalg.norm(predicted, axis=1, keepdims=True), 1e-12)
+        noise += along_ut2 * u[:, :, None] * u[:, None, :]
     residual = observation.mean_ut - predicted
     if offset_mean is None or offset_covariance is None:
         chol = _cholesky(noise)

@@ -280,3 +280,39 @@ def test_the_map_holds_the_offsets_its_passes_leave_and_saves_their_record() -> 
     assert torch.allclose(model.posterior.predict_block(on_path)[1], var, rtol=1e-12)
     again = model_from_state(saved_and_loaded(model.state_dict()), device="cpu")
     assert torch.equal(again.predict(on_path)[1], var)
+
+
+def test_a_field_vector_maps_covariance_holds_its_passes_offsets_along_the_field() -> None:
+    X, _ = walk(600)
+    rng = np.random.default_rng(2)
+    B = np.column_stack([20.0 + field(X), 5.0 - field(X), np.full(len(X), 40.0)])
+    B += NOISE_SD * rng.standard_normal(B.shape)
+    t = np.linspace(0.0, 200.0, len(X))
+    settings = {"vips_pass_noise_variance": 0.3, "fit_iterations": 0}
+    model, plain = tiled(name="potential", **settings), tiled(name="potential", **settings)
+    for part in np.array_split(np.arange(len(X)), 4):
+        assert model.update(X[part], B[part]).accepted
+        assert plain.update(X[part], B[part]).accepted
+        model.record_passes(X[part], t[part], math.nan, along_variance=0.75)
+    on_path = torch.as_tensor(X[::40])
+    mean, cov = model.posterior.predict_field(on_path)
+    mean0, cov0 = plain.posterior.predict_field(on_path)
+    assert torch.equal(mean, mean0)
+    a, b = model.posterior.passes.field_terms()
+    assert b == pytest.approx(1.5 * (0.75 - 0.3)) and a == pytest.approx(0.3 - b / 3)
+    u = mean0 / mean0.norm(dim=1, keepdim=True)
+    along = (u[:, None, :] @ cov0 @ u[:, :, None])[:, 0, 0]
+    prior = plain.posterior.prior_variance(on_path)
+    k = torch.as_tensor(model.posterior.passes.passes_at(on_path.numpy()), dtype=torch.float64)
+    assert (k >= 1).all()
+    shares = (1.0 - along / prior).clamp(0, 1) ** 2 / k
+    term = shares[:, None, None] * (a * torch.eye(3) + b * u[:, :, None] * u[:, None, :])
+    # (the two maps' latent covariances agree to ~3e-9: their prediction caches' rounding)
+    torch.testing.assert_close(cov, cov0 + term, rtol=0.0, atol=1e-8)
+    # The grid's one-pass prediction says the same, and ‖B‖'s variance gains the part
+    # along the field, a + b (the norm's measured σ²_pass), not the components' mean.
+    norm_var, norm_var0 = model.posterior.predict(on_path)[1], plain.posterior.predict(on_path)[1]
+    *_, cov_block = model.posterior.predict_block_with_field(on_path)
+    torch.testing.assert_close(cov_block, cov, rtol=1e-12, atol=1e-14)
+    norm_shares = (1.0 - norm_var0 / prior).clamp(0, 1) ** 2 / k
+    torch.testing.assert_close(norm_var - norm_var0, (a + b) * norm_shares, rtol=0.0, atol=1e-8)
