@@ -128,3 +128,6 @@ def test_a_field_vectors_pass_error_is_split_along_the_field_by_its_norms_share(
     assert PassRecord.from_state(rec.state_dict()).along_variance == 0.6
     state = {k: v for k, v in rec.state_dict().items() if k != "passes.along_variance"}
     assert math.isnan(PassRecord.from_state(state).along_variance)
+    assert "passes.along_variance" not in record(line(0.0, 1.0, 0.0, 0.0)).state_dict()
+    with pytest.raises(ValueError, match="along the field"):
+        PassRecord.from_state({**rec.state_dict(), "passes.along_variance": np.array(-1.0)})

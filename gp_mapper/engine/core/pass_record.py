@@ -219,17 +219,16 @@ class PassRecord:
 
     # ------------------------------------------------------------------ persistence
     def state_dict(self) -> dict[str, np.ndarray]:
-        return {
+        out = {
             "passes.keys": self.keys.copy(),
             "passes.first_s": self.first_s.copy(),
             "passes.last_s": self.last_s.copy(),
             # A map file holds finite numbers only: 0 is "not measured".
             "passes.length_m": np.array(self.length_m if math.isfinite(self.length_m) else 0.0),
-            # −1: not measured (0 is a measured σ²_along).
-            "passes.along_variance": np.array(
-                self.along_variance if math.isfinite(self.along_variance) else -1.0
-            ),
         }
+        if math.isfinite(self.along_variance):  # a map of the field vector's, once measured
+            out["passes.along_variance"] = np.array(self.along_variance)
+        return out
 
     @classmethod
     def from_state(cls, state: Mapping[str, Any] | None) -> PassRecord:
@@ -256,8 +255,10 @@ class PassRecord:
         record.keys, record.first_s, record.last_s = keys, first, last
         length = float(np.asarray(state.get("passes.length_m", 0.0)))
         record.length_m = length if length > 0.0 else math.nan
-        along = float(np.asarray(state.get("passes.along_variance", -1.0)))
-        record.along_variance = along if along >= 0.0 else math.nan
+        along = float(np.asarray(state.get("passes.along_variance", math.nan)))
+        if math.isfinite(along) and along < 0.0:
+            raise ValueError("the pass record's variance along the field is negative")
+        record.along_variance = along
         if keys.size:
             record._recount(np.unique((np.unique(keys)[:, None] + _STENCIL).reshape(-1)))
         return record
