@@ -210,14 +210,15 @@ def between_pass_noise(
         return PassNoise(0.0, count, int(n_within[usable].sum()), math.nan, math.nan)
     weights = n_between[usable] / count
 
+    def weighted_mean(v: np.ndarray, kind: np.ndarray, n: np.ndarray) -> float:
+        """The ``kind`` pairs' mean half squared difference of v, bin by bin, weighted."""
+        half_sq = 0.5 * np.mean((v[i[kind]] - v[j[kind]]) ** 2, axis=1)
+        total = np.bincount(bins[kind], half_sq, minlength=DISTANCE_BINS)
+        return float(np.sum(weights * total[usable] / n[usable]))
+
     def nugget_difference(v: np.ndarray) -> tuple[float, float]:
         """The between and within pairs' weighted mean half squared differences of v."""
-        half_sq = 0.5 * np.mean((v[i] - v[j]) ** 2, axis=1)
-        sums = (np.bincount(bins[kind], half_sq[kind], minlength=DISTANCE_BINS)
-                for kind in (between, within))  # fmt: skip
-        n = (n_between, n_within)
-        return tuple(float(np.sum(weights * total[usable] / k[usable]))
-                     for total, k in zip(sums, n, strict=True))  # type: ignore[return-value]  # fmt: skip
+        return weighted_mean(v, between, n_between), weighted_mean(v, within, n_within)
 
     mean_between, mean_within = nugget_difference(values)
     along = math.nan

@@ -41,6 +41,7 @@ SQRT3 = math.sqrt(3.0)
 SQRT5 = math.sqrt(5.0)
 # Distances are sqrt(max(r², tiny)) so the gradient at r = 0 stays finite (GPflow does the same).
 _R2_FLOOR = 1e-36
+_R_FLOOR = math.sqrt(_R2_FLOOR)  # a distance clamped to the floor has no derivative
 # Bisection steps for negligible_distance: 60 halvings of a bracket [0, 2^k] reach double
 # precision of the distance.
 _BISECTION_STEPS = 60
@@ -412,11 +413,9 @@ class _StationaryMatrix(torch.autograd.Function):
     def forward(  # type: ignore[override]
         ctx: Any, X: Tensor, X2: Tensor, ls: Tensor, variance: Tensor, kernel: Stationary
     ) -> Tensor:
-        A, B = X / ls, X2 / ls
-        r2 = (A * A).sum(-1)[:, None] + (B * B).sum(-1)[None, :] - 2.0 * A @ B.mT
-        r = torch.sqrt(torch.clamp(r2, min=_R2_FLOOR))
+        r = kernel.scaled_distance(X, X2)  # ls is the kernel's own lengthscale
         p, slope = kernel.profile_slope(r)
-        ctx.save_for_backward(torch.where(r2 > _R2_FLOOR, r * slope, 0.0), p, ls, variance)
+        ctx.save_for_backward(torch.where(r > _R_FLOOR, r * slope, 0.0), p, ls, variance)
         return variance * p
 
     @staticmethod

@@ -114,8 +114,7 @@ class BlendedPosterior:
         single = self._single_tile(Xs, weights)
         if single is not None:
             mean, var, field_mean, field_cov = single.predict_block_with_field(Xs)
-            field_cov = self._field_with_pass_error(Xs, field_mean, field_cov)
-            return mean, self._with_pass_error(Xs, var), field_mean, field_cov
+            return (mean, *self._both_with_pass_error(Xs, var, field_mean, field_cov))
         parts, covered, rest = self._parts(Xs, weights, lambda p, X: p.predict_block_with_field(X))
         mean, var = _scalar_mixture(
             Xs, [(rows, w, m, v) for rows, w, m, v, _, _ in parts], covered,
@@ -125,8 +124,7 @@ class BlendedPosterior:
             Xs, [(rows, w, fm, fc) for rows, w, _, _, fm, fc in parts], covered,
             None if rest is None else rest[2:],
         )  # fmt: skip
-        field_cov = self._field_with_pass_error(Xs, field_mean, field_cov)
-        return mean, self._with_pass_error(Xs, var), field_mean, field_cov
+        return (mean, *self._both_with_pass_error(Xs, var, field_mean, field_cov))
 
     def changed_since(self, previous: ModelPosterior, xy: np.ndarray) -> np.ndarray | None:
         """Where a tile changed since ``previous`` (another object: updated, new or gone) has
@@ -150,12 +148,15 @@ class BlendedPosterior:
             changed |= ~covered
         return changed
 
-    def pass_error_variance(self, Xs: Tensor, latent: Tensor) -> Tensor:
+    def pass_error_variance(
+        self, Xs: Tensor, latent: Tensor, prior: Tensor | None = None
+    ) -> Tensor:
         """What the passes' shared offsets leave in a map of ``latent`` variance at Xs [S]
-        (:mod:`..core.pass_record`): σ²_pass · c · ρ² / k, 0 where no pass came near."""
+        (:mod:`..core.pass_record`): σ²_pass · c · ρ² / k, 0 where no pass came near.
+        ``prior``: :meth:`prior_variance` at Xs where the caller has it."""
         if self.passes.scale <= 0.0:
             return torch.zeros_like(latent)
-        prior = self.prior_variance(Xs)
+        prior = self.prior_variance(Xs) if prior is None else prior
         term = self.passes.variance(
             Xs[:, :2].detach().cpu().numpy(),
             latent.detach().cpu().double().numpy(),
@@ -163,12 +164,25 @@ class BlendedPosterior:
         )
         return torch.as_tensor(term, dtype=latent.dtype, device=latent.device)
 
-    def _with_pass_error(self, Xs: Tensor, latent: Tensor) -> Tensor:
+    def _with_pass_error(self, Xs: Tensor, latent: Tensor, prior: Tensor | None = None) -> Tensor:
         if self.passes.scale <= 0.0:
             return latent
-        return latent + self.pass_error_variance(Xs, latent)
+        return latent + self.pass_error_variance(Xs, latent, prior)
 
-    def _field_with_pass_error(self, Xs: Tensor, mean: Tensor, cov: Tensor) -> Tensor:
+    def _both_with_pass_error(
+        self, Xs: Tensor, var: Tensor, field_mean: Tensor, field_cov: Tensor
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """‖B‖'s variance, the field's mean and covariance, each with the passes' term (the
+        prior variance at Xs computed once for both)."""
+        if self.passes.scale <= 0.0:
+            return var, field_mean, field_cov
+        prior = self.prior_variance(Xs)
+        return (self._with_pass_error(Xs, var, prior), field_mean,
+                self._field_with_pass_error(Xs, field_mean, field_cov, prior))  # fmt: skip
+
+    def _field_with_pass_error(
+        self, Xs: Tensor, mean: Tensor, cov: Tensor, prior: Tensor | None = None
+    ) -> Tensor:
         """The field's covariance [S, 3, 3] plus ``(a I + b u uᵀ) · c ρ² / k`` (u the mean's
         direction, ρ from the variance along it: :mod:`..core.pass_record`)."""
         if self.passes.scale <= 0.0:
@@ -176,10 +190,11 @@ class BlendedPosterior:
         a, b = self.passes.field_terms()
         u = mean / torch.clamp(mean.norm(dim=-1, keepdim=True), min=1e-9)
         along = (u[:, None, :] @ cov @ u[:, :, None])[:, 0, 0]
+        prior = self.prior_variance(Xs) if prior is None else prior
         shares = self.passes.shares(
             Xs[:, :2].detach().cpu().numpy(),
             along.detach().cpu().double().numpy(),
-            self.prior_variance(Xs).detach().cpu().double().numpy(),
+            prior.detach().cpu().double().numpy(),
         )
         w = torch.as_tensor(shares, dtype=cov.dtype, device=cov.device)[:, None, None]
         eye = torch.eye(3, dtype=cov.dtype, device=cov.device)

@@ -177,7 +177,7 @@ def three_axis_update(
     noise[:, 1, 1] += noise_ut2
     noise[:, 2, 2] += noise_ut2
     if along_ut2 > 0.0:
-        u = predicted / np.maximum(np.linalg.norm(predicted, axis=1, keepdims=True), 1e-12)
+        u = _direction(predicted)
         noise += along_ut2 * u[:, :, None] * u[:, None, :]
     residual = observation.mean_ut - predicted
     if offset_mean is None or offset_covariance is None:
@@ -188,7 +188,7 @@ def three_axis_update(
     P, k = offset_mean.shape
     if k == 4:
         # The state [b, c]: H = [Ā | R_z(−δ) m̂] differs per particle.
-        direction = predicted / np.maximum(np.linalg.norm(predicted, axis=1, keepdims=True), 1e-12)
+        direction = _direction(predicted)
         H = np.concatenate(
             [np.broadcast_to(observation.axes, (P, 3, 3)), direction[:, :, None]], axis=2
         )
@@ -214,3 +214,8 @@ def three_axis_update(
     covariance = offset_covariance - (gain_t[:, :, :, None] * cross[:, :, None, :]).sum(axis=1)
     covariance = 0.5 * (covariance + covariance.transpose(0, 2, 1))
     return log_likelihood, surprise, mean, covariance
+
+
+def _direction(vectors: np.ndarray) -> np.ndarray:
+    """[P, 3] unit vectors along ``vectors`` [P, 3] (zero stays zero)."""
+    return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
