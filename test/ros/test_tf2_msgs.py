@@ -143,9 +143,16 @@ def test_tfmessage_round_trip_between_processes(spinner: Spinner) -> None:
 
     try:
         received = wait_for(ours, what="the other process's TFMessage on /tf")[0]
-        publishers = [
-            i for i in probe.get_publishers_info_by_topic("/tf") if i.node_name == PUBLISHER_NODE
-        ]
+        # The graph can learn the publisher's node name after its data arrives (a loaded
+        # machine's discovery): wait for it there too.
+        publishers = wait_for(
+            lambda: [
+                i
+                for i in probe.get_publishers_info_by_topic("/tf")
+                if i.node_name == PUBLISHER_NODE
+            ],
+            what="the other process's publisher of /tf in the graph",
+        )
     finally:
         proc.send_signal(signal.SIGINT)
         try:
