@@ -13,6 +13,7 @@ from gp_mapper.mapping.pass_noise import (
     MIN_BETWEEN_PAIRS,
     PassNoiseEstimator,
     between_pass_noise,
+    nugget_difference,
 )
 from gp_mapper.mapping.tiled_fit import fit_tiled
 from test.mapping.synthetic import NS_PER_S, feed, true_field
@@ -40,7 +41,7 @@ def passes(
         ts.append(t0 + np.arange(len(x)) / RATE_HZ)
         yaws.append(np.full_like(x, 0.0 if forward else np.pi))
         which.append(np.full(len(x), p))
-        t0 = ts[-1][-1] + 15.0  # away and back: the next pass is PASS_GAP_S or more later
+        t0 = ts[-1][-1] + 25.0  # away and back: the next pass is PASS_GAP_S or more later
     xy = np.column_stack([np.concatenate(xs), np.concatenate(ys)])
     pass_of = np.concatenate(which)
     offsets = offset_sd * rng.standard_normal(count)
@@ -56,6 +57,45 @@ def test_it_measures_the_offsets_variance_and_not_the_white_noise() -> None:
     assert estimate.variance == pytest.approx(1.0, abs=0.3)
     # Within a pass the readings differ by the white noise (σ² 0.01) and the field alone.
     assert estimate.within < 0.05
+
+
+def test_the_nugget_difference_takes_the_field_change_out_at_any_distances() -> None:
+    # One-pass pairs only a step or two apart, two-pass pairs anywhere within the radius: the
+    # field's change c d² differs between them, and the fit takes it out.
+    rng = np.random.default_rng(5)
+    within_d = rng.choice([0.025, 0.05], 20_000)
+    between_d = rng.uniform(0.0, 0.05, 2_000)
+    distance = np.concatenate([within_d, between_d])
+    between = np.arange(len(distance)) >= len(within_d)
+    white, pass_var, c = 0.3, 0.7, 400.0
+    half_sq = white + pass_var * between + c * distance**2
+    mean_between, within = nugget_difference(half_sq, distance, between)
+    assert mean_between - within == pytest.approx(pass_var, abs=1e-9)
+    assert within == pytest.approx(white + c * np.mean(between_d**2), abs=1e-9)
+    # 1 % more one-pass pairs close together and 4 µT² off (a turn): moved by under 0.1 µT²
+    # (taken bin by bin, the closest bin's one-pass level would be theirs alone: ~0).
+    distance = np.concatenate([distance, np.full(200, 0.005)])
+    half_sq, between = (
+        np.concatenate([half_sq, np.full(200, 4.0)]),
+        np.append(between, [False] * 200),
+    )
+    mean_between, within = nugget_difference(half_sq, distance, between)
+    assert mean_between - within == pytest.approx(pass_var, abs=0.1)
+
+
+def test_a_few_close_pairs_of_a_turn_do_not_lead_it() -> None:
+    # The robot turns on the spot away from the corridor, its reading's offset switching at the
+    # turn (two passes under the gap): a few hundred one-pass pairs a few mm apart whose
+    # readings differ by 4 µT, against ~10⁵ of consecutive readings a step apart.
+    xy, y, t, _, _ = passes(60, offset_sd=1.0)
+    rng = np.random.default_rng(3)
+    spot = np.column_stack([2.0 + 0.002 * rng.standard_normal(30), np.full(30, 3.0)])
+    turn = true_field(spot) + np.where(np.arange(30) < 15, 2.0, -2.0)
+    t_turn = t[-1] + 30.0 + np.arange(30) / RATE_HZ
+    with_turn = between_pass_noise(
+        np.vstack([xy, spot]), np.concatenate([y, turn]), np.concatenate([t, t_turn])
+    )
+    assert with_turn.variance == pytest.approx(between_pass_noise(xy, y, t).variance, abs=0.05)
 
 
 def test_for_the_field_vector_it_measures_the_share_along_the_field() -> None:

@@ -42,7 +42,7 @@ import numpy as np
 
 # Readings at a place this far apart in time are of different passes [s] (the robot left and
 # came back): ``mapping.pass_noise.PASS_GAP_S``, which measures σ²_pass on the same split.
-PASS_GAP_S = 10.0
+PASS_GAP_S = 20.0
 # The record's cells [m]: a robot's passes seldom lie closer than this.
 CELL_M = 0.1
 # A place: the passes within this of a cell are the ones its map mean averages [m]. About
