@@ -228,10 +228,12 @@ class StreamingModel(Model, Protocol):
         t_s: np.ndarray,
         length_m: float = math.nan,
         along_variance: float = math.nan,
+        white_variance: float = math.nan,
     ) -> None:
         """Record where (xy [N, 2], m) and when (t_s [N], s) an accepted window's readings
         were taken, the pass error's correlation length along the path and, for a map of the
-        field vector, its variance along the field (NaN: not measured): a tiled map's
+        field vector, its variance along the field, and the sensor's white noise measured
+        beside them (NaN: not measured): a tiled map's
         variance then holds what the passes' shared offsets leave (``core/pass_record.py``).
         A map of one model keeps no record."""
         ...
@@ -282,5 +284,6 @@ class PlainInputs:
         t_s: np.ndarray,
         length_m: float = math.nan,
         along_variance: float = math.nan,
+        white_variance: float = math.nan,
     ) -> None:
         """A map of one model keeps no pass record: its variance is the model's own."""

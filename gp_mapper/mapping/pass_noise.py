@@ -6,13 +6,16 @@ field, so a fit cannot tell it from the field, but two passes over the same plac
 it. With ``y = f(x) + b_pass + ε``, half the mean squared difference of two readings at
 distance d is ``γ_f(d) + σ²_pass + σ²`` for readings of different passes and ``γ_f(d) + σ²``
 for readings of one pass (``γ_f`` the field's semivariogram). Over the few centimetres of a
-pair a smooth field's semivariogram is quadratic, ``γ_f(d) ≈ c d²``, so one least-squares fit
-of ``σ² + σ²_pass · [two passes] + c d²`` to every pair's half squared difference gives
-σ²_pass with the field's change taken out at whatever distances each kind's pairs lie: a
-nugget difference of two empirical variograms, needing no model of the field beyond its
-smoothness. (A difference taken bin by bin of distance instead was led by the few one-pass
-pairs at a centimetre or two, a robot turning on the spot or at a dead end, whose readings
-are often of two passes; the one-pass pairs are mostly consecutive readings, a step apart.)
+pair a smooth field's semivariogram is quadratic, ``γ_f(d) ≈ c d²``: ``σ² + c d²`` fitted by
+least squares to the one-pass pairs and read at the two-pass pairs' distances is subtracted
+from the two-pass pairs' mean, σ²_pass with the field's change taken out at whatever distances
+each kind's pairs lie: a nugget difference of two empirical variograms, needing no model of
+the field beyond its smoothness. The fit's σ² at zero distance is the sensor's own white
+noise (``PassNoise.white``). (A difference taken bin by bin of distance instead was led by
+the few one-pass pairs at a centimetre or two, a robot turning on the spot or at a dead end,
+whose readings are often of two passes; the one-pass pairs are mostly consecutive readings,
+a step apart. The two-pass pairs do not set c: they come in clusters that share two passes'
+offsets.)
 
 How far along a pass that error stays the same is measured too (``length``): for two
 between-pass pairs of the same two passes, half the mean squared difference of their
@@ -90,6 +93,9 @@ class PassNoise(NamedTuple):
         along: for readings of the field vector (three components), σ²_pass of their norm:
             the between-pass error along the field, which ``variance`` (the components'
             mean) spreads over three axes; NaN otherwise or where not measured.
+        white: the one-pass level at zero distance (the fit's intercept): the sensor's own
+            white noise per component [µT²], without the field's change between readings;
+            NaN where not measured.
     """
 
     variance: float
@@ -99,6 +105,7 @@ class PassNoise(NamedTuple):
     within: float
     length: float = math.nan
     along: float = math.nan
+    white: float = math.nan
 
     def as_dict(self) -> dict[str, float | int]:
         return {
@@ -109,6 +116,7 @@ class PassNoise(NamedTuple):
             "pass_noise_within": self.within,
             "pass_noise_length_m": self.length,
             "pass_noise_along_variance": self.along,
+            "pass_noise_white_variance": self.white,
         }
 
 
@@ -182,18 +190,21 @@ def same_place_pairs(
 
 def nugget_difference(
     half_sq: np.ndarray, distance: np.ndarray, between: np.ndarray
-) -> tuple[float, float]:
-    """The between-pass pairs' mean half squared difference and the one-pass level fitted at
-    their distances: the least-squares fit of ``w + p · between + c d²`` (module docstring) to
-    the pairs' ``half_sq`` [P] at ``distance`` [P] [m]; ``between`` [P] marks pairs of two
-    passes. A fitted c below 0 (no field change resolved) is refitted without it."""
-    columns = [np.ones_like(distance), between.astype(float), distance**2]
-    coef = np.linalg.lstsq(np.column_stack(columns), half_sq, rcond=None)[0]
-    if coef[2] < 0.0:
-        coef = np.append(np.linalg.lstsq(np.column_stack(columns[:2]), half_sq, rcond=None)[0], 0)
+) -> tuple[float, float, float]:
+    """The between-pass pairs' mean half squared difference, the one-pass level at their
+    distances, and that level at zero distance (the white noise): ``w + c d²`` (module
+    docstring) fitted by least squares to the one-pass pairs' ``half_sq`` [P] at
+    ``distance`` [P] [m]; ``between`` [P] marks pairs of two passes. The one-pass pairs
+    alone set the curve: many and independent, where two passes' pairs share those passes'
+    offsets. A fitted c below 0 (no field change resolved) is refitted without it."""
+    within = ~between
+    columns = np.column_stack([np.ones(int(within.sum())), distance[within] ** 2])
+    w, c = np.linalg.lstsq(columns, half_sq[within], rcond=None)[0]
+    if c < 0.0:
+        w, c = float(np.mean(half_sq[within])), 0.0
     mean_between = float(np.mean(half_sq[between]))
-    # The fit's residuals average to 0 over each kind: mean_between = w + p + c·mean(d²).
-    return mean_between, mean_between - float(coef[1])
+    at_between = float(w + c * np.mean(distance[between] ** 2))
+    return mean_between, at_between, max(float(w), 0.0)
 
 
 def between_pass_noise(
@@ -228,14 +239,14 @@ def between_pass_noise(
     used = between | within  # pairs of two passes at other headings are left out
     distance = np.linalg.norm(xy[i[used]] - xy[j[used]], axis=1)
 
-    def difference(v: np.ndarray) -> tuple[float, float]:
+    def difference(v: np.ndarray) -> tuple[float, float, float]:
         half_sq = 0.5 * np.mean((v[i[used]] - v[j[used]]) ** 2, axis=1)
         return nugget_difference(half_sq, distance, between[used])
 
-    mean_between, mean_within = difference(values)
+    mean_between, mean_within, white = difference(values)
     along = math.nan
     if values.shape[1] == 3:  # the field vector: its norm's share, the error along the field
-        norm_between, norm_within = difference(np.linalg.norm(values, axis=1)[:, None])
+        norm_between, norm_within, _ = difference(np.linalg.norm(values, axis=1)[:, None])
         along = max(norm_between - norm_within, 0.0)
     return PassNoise(
         max(mean_between - mean_within, 0.0),
@@ -245,6 +256,7 @@ def between_pass_noise(
         mean_within,
         between_pass_length(*between_pass_variogram(xy, values, t, i[between], j[between])),
         along,
+        white,
     )
 
 

@@ -268,6 +268,7 @@ class MappingPipeline:
             "pass_noise_pairs": estimate.between_pairs,
             "pass_noise_length_m": estimate.length,
             "pass_noise_along_variance": estimate.along,
+            "pass_noise_white_variance": estimate.white,
         }
 
     def _new_model(self) -> StreamingModel:
@@ -358,7 +359,10 @@ class MappingPipeline:
                 if window.stamps_ns is not None:  # the map's variance keeps the passes' offsets
                     length = float(pass_noise.get("pass_noise_length_m", math.nan))
                     along = float(pass_noise.get("pass_noise_along_variance", math.nan))
-                    model.record_passes(window.X[:, :2], window.stamps_ns / 1e9, length, along)
+                    white = float(pass_noise.get("pass_noise_white_variance", math.nan))
+                    model.record_passes(
+                        window.X[:, :2], window.stamps_ns / 1e9, length, along, white
+                    )
                 summary = report.as_dict()
                 # Only a model at its cap (a tiled map: tiles at theirs) can leave readings out.
                 if at_cap or summary.get("tiles_full"):

@@ -223,8 +223,10 @@ def fit_tiled(
     model = TiledModel.from_tiles(template, layout, tiles, reference=first)
     if template.kind == "streaming":  # as the node's map: the passes over each place
         measured = NOT_MEASURED if pass_noise is None else pass_noise
-        length, along = measured.length, measured.along
-        model.record_passes(samples.X[:, :2], samples.stamps_ns / 1e9, length, along)
+        model.record_passes(
+            samples.X[:, :2], samples.stamps_ns / 1e9, measured.length, measured.along,
+            measured.white,
+        )  # fmt: skip
     report = {
         "tiles": len(tiles),
         "theta_from_tile": list(first),

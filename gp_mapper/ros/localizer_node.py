@@ -712,11 +712,13 @@ class GpLocalizerNode(LifecycleNode):
             values |= {f"drop_{k}": v for k, v in localizer.drops.items()}
             values["updates"] = localizer.updates
             # The map's noise model the likelihood adds (µT²): white, the pass's shared error
-            # and, for a map of the field vector, its part along the field.
+            # and, for a map of the field vector, its part along the field, and the field the
+            # map does not resolve.
             noise = localizer.lookup.noise
             values |= {"map_noise_white_ut2": round(noise.white, 4),
                        "map_pass_noise_ut2": round(noise.shared, 4),
-                       "map_pass_noise_along_ut2": round(noise.along, 4)}  # fmt: skip
+                       "map_pass_noise_along_ut2": round(noise.along, 4),
+                       "map_noise_unresolved_ut2": round(noise.unresolved, 4)}  # fmt: skip
             if localizer.steps:
                 step = localizer.steps[-1]
                 values |= {

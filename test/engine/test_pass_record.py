@@ -88,17 +88,21 @@ def test_an_error_shorter_than_a_place_is_shared_less() -> None:
 
 def test_the_record_round_trips_and_refuses_a_broken_state() -> None:
     rec = record(line(0.0, 6.0, 0.0, 0.0), line(6.0, 0.0, 0.1, 30.0), windows=5)
-    rec.add(*line(0.0, 1.0, 3.0, 90.0), length_m=2.5)
+    assert "passes.white_variance" not in rec.state_dict()  # only once measured
+    rec.add(*line(0.0, 1.0, 3.0, 90.0), length_m=2.5, white_variance=0.3)
     again = PassRecord.from_state(rec.state_dict())
     a, b = rec.counts(1.0), again.counts(1.0)
     assert np.array_equal(a.keys, b.keys) and np.array_equal(a.counts, b.counts)
     assert again.length_m == 2.5 and len(again) == len(rec)
+    assert again.white_variance == 0.3 and b.white == 0.3
     assert len(PassRecord.from_state({})) == 0  # a map saved before the record
     state = rec.state_dict()
     with pytest.raises(ValueError, match="length"):
         PassRecord.from_state({**state, "passes.first_s": state["passes.first_s"][:-1]})
     with pytest.raises(ValueError, match="sorted"):
         PassRecord.from_state({**state, "passes.keys": state["passes.keys"][::-1].copy()})
+    with pytest.raises(ValueError, match="white noise is negative"):
+        PassRecord.from_state({**state, "passes.white_variance": np.array(-0.1)})
     with pytest.raises(ValueError, match="non-finite"):
         broken = state["passes.last_s"].copy()
         broken[0] = np.inf

@@ -81,6 +81,13 @@ def test_the_map_noise_of_a_batch_keeps_the_pass_error_whole():
     assert noise.component_of_mean(50) == noise.of_mean(50)  # isotropic: the same
     with pytest.raises(ValueError, match="along_share"):
         MapNoise.from_hyperparameters(theta, along_share=1.5)
+    # The sensor's white noise measured: it alone averages over a batch; the rest of the
+    # fitted noise (field the map does not resolve) is the batch's whole, like the pass's.
+    split = MapNoise.from_hyperparameters(theta, sensor_white=0.5)
+    assert (split.white, split.shared, split.unresolved) == (0.5, 1.0, 1.5)
+    assert split.of_mean(50) == pytest.approx(0.5 / 50 + 1.0 + 1.5)
+    loud = MapNoise.from_hyperparameters(theta, sensor_white=5.0)  # above the fitted: all white
+    assert (loud.white, loud.unresolved) == (2.0, 0.0)
 
 
 def test_noiseless_motion_applies_the_odometry_step_in_each_particle_frame():
@@ -345,7 +352,7 @@ def test_a_map_file_is_read_and_a_map_of_another_target_refused(tmp_path):
     xy = np.array([[2.0, 2.0], [1.0, 3.0]])
     mean, var = lookup.at(xy)
     assert np.abs(mean - true_field(xy)).max() < 0.5 and (var < lookup.far_variance).all()
-    assert lookup.noise.white + lookup.noise.shared == pytest.approx(
+    assert lookup.noise.white + lookup.noise.shared + lookup.noise.unresolved == pytest.approx(
         small_engine().hyperparameters()["noise_variance"]
     )
     save_map(tmp_path / "z.npz", data._replace(config={**data.config, "target": "z"}))

@@ -55,8 +55,10 @@ def test_it_measures_the_offsets_variance_and_not_the_white_noise() -> None:
     assert estimate.between_pairs >= MIN_BETWEEN_PAIRS
     # 60 offsets of sd 1: their sample variance is 1 within ~0.2.
     assert estimate.variance == pytest.approx(1.0, abs=0.3)
-    # Within a pass the readings differ by the white noise (σ² 0.01) and the field alone.
+    # Within a pass the readings differ by the white noise (σ² 0.01) and the field alone; at
+    # zero distance by the white noise alone.
     assert estimate.within < 0.05
+    assert estimate.white == pytest.approx(0.01, rel=0.2)
 
 
 def test_the_nugget_difference_takes_the_field_change_out_at_any_distances() -> None:
@@ -69,8 +71,9 @@ def test_the_nugget_difference_takes_the_field_change_out_at_any_distances() -> 
     between = np.arange(len(distance)) >= len(within_d)
     white, pass_var, c = 0.3, 0.7, 400.0
     half_sq = white + pass_var * between + c * distance**2
-    mean_between, within = nugget_difference(half_sq, distance, between)
+    mean_between, within, white_fitted = nugget_difference(half_sq, distance, between)
     assert mean_between - within == pytest.approx(pass_var, abs=1e-9)
+    assert white_fitted == pytest.approx(white, abs=1e-9)  # the level at zero distance
     assert within == pytest.approx(white + c * np.mean(between_d**2), abs=1e-9)
     # 1 % more one-pass pairs close together and 4 µT² off (a turn): moved by under 0.1 µT²
     # (taken bin by bin, the closest bin's one-pass level would be theirs alone: ~0).
@@ -79,7 +82,7 @@ def test_the_nugget_difference_takes_the_field_change_out_at_any_distances() -> 
         np.concatenate([half_sq, np.full(200, 4.0)]),
         np.append(between, [False] * 200),
     )
-    mean_between, within = nugget_difference(half_sq, distance, between)
+    mean_between, within, _ = nugget_difference(half_sq, distance, between)
     assert mean_between - within == pytest.approx(pass_var, abs=0.1)
 
 
@@ -256,6 +259,7 @@ def test_the_pipeline_records_the_passes_and_the_saved_map_keeps_them(tmp_path) 
     middle = np.array([[1.5, 1.0]])
     assert counts.passes_at(middle).tolist() == [SHORT_PASSES["count"]]
     assert counts.scale > 0.0  # σ²_pass measured, so the offsets count
+    assert counts.white == pytest.approx(0.01, rel=0.3)  # the sensor's white noise, sd 0.1
     latent = model.posterior.predict(torch.as_tensor(middle))[1]
     assert float(model.posterior.pass_error_variance(torch.as_tensor(middle), latent)) > 0.0
 
@@ -291,3 +295,6 @@ def test_a_field_vector_map_measures_its_pass_error_along_the_field(tmp_path) ->
     assert counts.along_share() > 0.6
     lookup = FieldLookup.from_model(model, (0.0, 3.0, 0.5, 1.5))
     assert lookup.noise.along > 2.0 * lookup.noise.shared
+    # The sensor's white noise (0.1 µT per axis) measured beside it: what a batch averages.
+    assert counts.white == pytest.approx(0.01, rel=0.3)
+    assert lookup.noise.white == pytest.approx(counts.white)

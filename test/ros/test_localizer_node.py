@@ -130,6 +130,7 @@ def test_the_node_tracks_the_robot_from_tf_and_publishes_as_amcl(
     noise = harness.node.localizer.lookup.noise
     assert float(values["map_noise_white_ut2"]) == pytest.approx(noise.white, abs=1e-4)
     assert float(values["map_pass_noise_along_ut2"]) == pytest.approx(noise.along, abs=1e-4)
+    assert float(values["map_noise_unresolved_ut2"]) == pytest.approx(noise.unresolved, abs=1e-4)
 
 
 def test_odometry_from_a_topic_global_localization_and_a_kidnap(

@@ -85,12 +85,16 @@ class PassCounts(NamedTuple):
         keys: [C] sorted cell keys (``cell_keys``) with at least one pass within the radius.
         counts: [C] distinct passes within ``PLACE_RADIUS_M`` of each.
         scale: σ²_pass · c(2R / L) [µT²]; the term is ``scale · ρ² / k``.
+        along: σ²_along · c(2R / L) for a map of the field vector (0: not measured).
+        white: the sensor's white noise per component measured beside σ²_pass [µT²]
+            (``mapping.pass_noise.PassNoise.white``; NaN: not measured).
     """
 
     keys: np.ndarray
     counts: np.ndarray
     scale: float
     along: float = 0.0
+    white: float = math.nan
 
     def field_terms(self) -> tuple[float, float]:
         """(a, b) of the field's pass covariance ``a I + b u uᵀ`` (module docstring), each
@@ -158,6 +162,7 @@ class PassRecord:
         self.last_s = np.zeros(0)
         self.length_m = math.nan
         self.along_variance = math.nan
+        self.white_variance = math.nan
         self._count_keys = np.zeros(0, dtype=np.int64)
         self._counts = np.zeros(0, dtype=np.int64)
 
@@ -170,14 +175,18 @@ class PassRecord:
         t_s: np.ndarray,
         length_m: float = math.nan,
         along_variance: float = math.nan,
+        white_variance: float = math.nan,
     ) -> None:
         """Record readings at xy [N, 2] (m) taken at t_s [N] (s), the error's measured
-        correlation length along the path and, for a map of the field vector, σ²_along (the
-        module docstring; NaN: not measured)."""
+        correlation length along the path, for a map of the field vector σ²_along (the
+        module docstring) and the sensor's white noise measured beside them (NaN: not
+        measured)."""
         if math.isfinite(length_m) and length_m > 0.0:
             self.length_m = float(length_m)
         if math.isfinite(along_variance) and along_variance >= 0.0:
             self.along_variance = float(along_variance)
+        if math.isfinite(white_variance) and white_variance >= 0.0:
+            self.white_variance = float(white_variance)
         t_s = np.asarray(t_s, dtype=np.float64).reshape(-1)
         if not t_s.size:
             return
@@ -215,7 +224,10 @@ class PassRecord:
         """An immutable view for a posterior: the counts and σ²_pass · c(2R / L)."""
         share = shared_share(self.length_m) if len(self) else 0.0
         along = self.along_variance if math.isfinite(self.along_variance) else 0.0
-        return PassCounts(self._count_keys, self._counts, float(variance) * share, along * share)
+        return PassCounts(
+            self._count_keys, self._counts, float(variance) * share, along * share,
+            self.white_variance,
+        )  # fmt: skip
 
     # ------------------------------------------------------------------ persistence
     def state_dict(self) -> dict[str, np.ndarray]:
@@ -228,6 +240,8 @@ class PassRecord:
         }
         if math.isfinite(self.along_variance):  # a map of the field vector's, once measured
             out["passes.along_variance"] = np.array(self.along_variance)
+        if math.isfinite(self.white_variance):  # once measured
+            out["passes.white_variance"] = np.array(self.white_variance)
         return out
 
     @classmethod
@@ -259,6 +273,10 @@ class PassRecord:
         if math.isfinite(along) and along < 0.0:
             raise ValueError("the pass record's variance along the field is negative")
         record.along_variance = along
+        white = float(np.asarray(state.get("passes.white_variance", math.nan)))
+        if math.isfinite(white) and white < 0.0:
+            raise ValueError("the pass record's white noise is negative")
+        record.white_variance = white
         if keys.size:
             record._recount(np.unique((np.unique(keys)[:, None] + _STENCIL).reshape(-1)))
         return record

@@ -240,12 +240,14 @@ class TiledModel:
         t_s: np.ndarray,
         length_m: float = math.nan,
         along_variance: float = math.nan,
+        white_variance: float = math.nan,
     ) -> None:
         """Record where and when an accepted window's readings were taken (xy [N, 2] in m,
         t_s [N] in s), the pass error's measured correlation length along the path and, for
-        a map of the field vector, its variance along the field (NaN: not measured); the
-        map's variance holds what the passes' offsets leave from now on."""
-        self._passes.add(xy, t_s, length_m, along_variance)
+        a map of the field vector, its variance along the field, and the sensor's white noise
+        measured beside them (NaN: not measured); the map's variance holds what the passes'
+        offsets leave from now on."""
+        self._passes.add(xy, t_s, length_m, along_variance, white_variance)
         self._posterior = self._blend()
 
     def release_caches(self) -> None:

@@ -56,16 +56,21 @@ class MapNoise:
     """What a reading adds to the map's latent variance [µT²].
 
     Attributes:
-        white: the fitted white noise σ²: averages away over a batch of readings.
+        white: the sensor's white noise σ²: averages away over a batch of readings.
         shared: σ²_pass, the error that stays the same along a pass: a batch of readings of
             one pass keeps it whole (per component of a field vector: its isotropic part).
         along: for a map of the field vector, the part of the shared error that lies along
             the field (b of ``a I + b u uᵀ``, ``engine.core.pass_record``; 0: isotropic).
+        unresolved: the rest of the map's fitted noise: field its kernel does not resolve
+            (features shorter than its lengthscale), which readings a few centimetres apart
+            share, so a batch keeps it whole too (0 where the sensor's noise was not measured:
+            all of the fitted noise is then taken as white).
     """
 
     white: float
     shared: float
     along: float = 0.0
+    unresolved: float = 0.0
 
     def of_mean(self, count: int | np.ndarray) -> float | np.ndarray:
         """The noise of the mean of ``count`` readings of one pass: ‖B‖'s (the shared error
@@ -74,14 +79,18 @@ class MapNoise:
 
     def component_of_mean(self, count: int | np.ndarray) -> float | np.ndarray:
         """The same per component of the field vector, less the part along the field."""
-        return self.white / np.maximum(count, 1) + self.shared
+        return self.white / np.maximum(count, 1) + self.shared + self.unresolved
 
     @classmethod
-    def from_hyperparameters(cls, theta: Mapping[str, Any], along_share: float = 0.0) -> MapNoise:
+    def from_hyperparameters(
+        cls, theta: Mapping[str, Any], along_share: float = 0.0, sensor_white: float = math.nan
+    ) -> MapNoise:
         """From a model's ``hyperparameters()``: ``noise_variance`` is the whole noise and
         ``pass_noise_variance`` (where the model has one) its shared part, of which a map of
         the field vector measured ``along_share`` along the field (3 · share · σ²_pass along
-        it, the rest isotropic: ``PassCounts.along_share``)."""
+        it, the rest isotropic: ``PassCounts.along_share``). Of the rest, the sensor's white
+        noise where measured (``sensor_white``, ``PassCounts.white``) averages over a batch
+        and what lies above it is ``unresolved``."""
         total = float(theta.get("noise_variance", 0.0))
         shared = float(theta.get("pass_noise_variance", 0.0) or 0.0)
         if not (math.isfinite(total) and total > 0.0):
@@ -89,8 +98,12 @@ class MapNoise:
         if not 0.0 <= along_share <= 1.0:
             raise ValueError(f"along_share must lie in [0, 1]; got {along_share}")
         shared = min(max(shared, 0.0), total)
-        return cls(white=total - shared, shared=shared * (1.0 - along_share),
-                   along=3.0 * along_share * shared)  # fmt: skip
+        white = total - shared
+        unresolved = 0.0
+        if math.isfinite(sensor_white) and sensor_white > 0.0:
+            white, unresolved = min(sensor_white, white), max(white - sensor_white, 0.0)
+        return cls(white=white, shared=shared * (1.0 - along_share),
+                   along=3.0 * along_share * shared, unresolved=unresolved)  # fmt: skip
 
 
 class FieldLookup:
@@ -200,10 +213,13 @@ class FieldLookup:
             posterior, grid, stride, z=z, full_covariance=True
         )
         field = None if field_mean is None else (field_mean, field_var)  # None: a scalar map
-        # A tiled map's pass record: how much of its pass error lies along the field.
-        share = posterior.passes.along_share() if isinstance(posterior, BlendedPosterior) else 0.0
+        # A tiled map's pass record: how much of its pass error lies along the field, and the
+        # sensor's white noise measured beside it.
+        share, white = 0.0, math.nan
+        if isinstance(posterior, BlendedPosterior):
+            share, white = posterior.passes.along_share(), posterior.passes.white
         return cls(
-            grid, mean, variance, prior, MapNoise.from_hyperparameters(theta, share),
+            grid, mean, variance, prior, MapNoise.from_hyperparameters(theta, share, white),
             _shortest_lengthscale(theta), field,
         )  # fmt: skip
 
