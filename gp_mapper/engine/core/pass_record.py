@@ -63,6 +63,14 @@ _STENCIL = np.array(
 )  # fmt: skip
 
 
+# The variances measured beside σ²_pass that the record keeps once measured (NaN until then;
+# saved only where measured), each with the words its refusal names it by.
+_MEASURED_VARIANCES = {
+    "along_variance": "variance along the field",
+    "white_variance": "white noise",
+}
+
+
 def shared_share(length_m: float) -> float:
     """c(2R / L): the share of the pass error a place's mean keeps (1 for an unknown length)."""
     if not math.isfinite(length_m) or length_m <= 0.0:
@@ -183,10 +191,10 @@ class PassRecord:
         measured)."""
         if math.isfinite(length_m) and length_m > 0.0:
             self.length_m = float(length_m)
-        if math.isfinite(along_variance) and along_variance >= 0.0:
-            self.along_variance = float(along_variance)
-        if math.isfinite(white_variance) and white_variance >= 0.0:
-            self.white_variance = float(white_variance)
+        measured = {"along_variance": along_variance, "white_variance": white_variance}
+        for name, value in measured.items():
+            if math.isfinite(value) and value >= 0.0:
+                setattr(self, name, float(value))
         t_s = np.asarray(t_s, dtype=np.float64).reshape(-1)
         if not t_s.size:
             return
@@ -238,10 +246,9 @@ class PassRecord:
             # A map file holds finite numbers only: 0 is "not measured".
             "passes.length_m": np.array(self.length_m if math.isfinite(self.length_m) else 0.0),
         }
-        if math.isfinite(self.along_variance):  # a map of the field vector's, once measured
-            out["passes.along_variance"] = np.array(self.along_variance)
-        if math.isfinite(self.white_variance):  # once measured
-            out["passes.white_variance"] = np.array(self.white_variance)
+        for name in _MEASURED_VARIANCES:  # once measured (along: a map of the field vector's)
+            if math.isfinite(value := getattr(self, name)):
+                out[f"passes.{name}"] = np.array(value)
         return out
 
     @classmethod
@@ -269,14 +276,11 @@ class PassRecord:
         record.keys, record.first_s, record.last_s = keys, first, last
         length = float(np.asarray(state.get("passes.length_m", 0.0)))
         record.length_m = length if length > 0.0 else math.nan
-        along = float(np.asarray(state.get("passes.along_variance", math.nan)))
-        if math.isfinite(along) and along < 0.0:
-            raise ValueError("the pass record's variance along the field is negative")
-        record.along_variance = along
-        white = float(np.asarray(state.get("passes.white_variance", math.nan)))
-        if math.isfinite(white) and white < 0.0:
-            raise ValueError("the pass record's white noise is negative")
-        record.white_variance = white
+        for name, words in _MEASURED_VARIANCES.items():
+            value = float(np.asarray(state.get(f"passes.{name}", math.nan)))
+            if math.isfinite(value) and value < 0.0:
+                raise ValueError(f"the pass record's {words} is negative")
+            setattr(record, name, value)
         if keys.size:
             record._recount(np.unique((np.unique(keys)[:, None] + _STENCIL).reshape(-1)))
         return record
